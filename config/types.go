@@ -1,0 +1,191 @@
+// Package config reads and validates dnsd.yaml (SPEC §3) into typed,
+// defaulted values. Every problem is reported with FILE:LINE:COL; parsing
+// never touches the network.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Pos is a position in a config file.
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// Config is a whole, validated dnsd.yaml with defaults applied.
+type Config struct {
+	File   string // path it was read from
+	Listen []Listen
+	TLS    *TLS   // nil when absent
+	HTTP   string // "" = disabled
+	Log    Log
+	ACL    ACL
+	Limits Limits
+	Cache  Cache
+	Zones  []Zone // in file order
+}
+
+// Listen is one listen entry. Proto "" means UDP and TCP on Addr.
+type Listen struct {
+	Proto string // "", "udp", "tcp", "tls"
+	Addr  string // host:port, validated (host is an IP literal or "", port 0-65535)
+	Pos   Pos
+}
+
+func (l Listen) String() string {
+	if l.Proto == "" {
+		return l.Addr
+	}
+	return l.Proto + "://" + l.Addr
+}
+
+// TLS is the server certificate for tls:// listeners.
+type TLS struct {
+	Cert string
+	Key  string
+	Pos  Pos
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level   slog.Level // default info
+	Format  string     // "text" (default) | "json"
+	Queries bool       // one line per query
+}
+
+// ACL says who may query. When Default is true, Allow was not given and
+// the safe default applies (SPEC §3): everyone on a loopback listen
+// address, else only loopback and RFC 1918/4193 ranges.
+type ACL struct {
+	Allow   []netip.Prefix
+	Deny    []netip.Prefix
+	Default bool
+	Drop    bool // UDP: drop refused clients instead of answering REFUSED (key acl.drop)
+}
+
+// Limits are the server's resource limits.
+type Limits struct {
+	UDPBuffer         uint16        // default 1232
+	MaxTCPConnections int           // default 1000
+	TCPIdleTimeout    time.Duration // default 10s
+	RatePerClient     int           // UDP responses/s per /24 (/56), 0 = off
+	RateDrop          bool          // over the rate: drop instead of TC=1 (key limits.rate_drop)
+}
+
+// Cache configures the forward response cache.
+type Cache struct {
+	Size        int           // default 100000
+	MinTTL      time.Duration // default 0
+	MaxTTL      time.Duration // default 1h
+	NegativeTTL time.Duration // default 5m
+	ServeStale  time.Duration // default 1h, 0 = off
+	Prefetch    bool          // default true
+}
+
+// Zone is one key of `zones:`: one or more zone names sharing one ordered
+// source list.
+type Zone struct {
+	Key     string   // the key as written
+	Names   []string // lower-case FQDNs ("example.internal.", "10.in-addr.arpa.", ".")
+	Sources []Source
+	Pos     Pos
+}
+
+// Source kinds.
+const (
+	KindKubernetes = "kubernetes"
+	KindEtcd       = "etcd"
+	KindHosts      = "hosts"
+	KindForward    = "forward"
+)
+
+// Source is one entry of a zone's source list. Exactly one of the kind
+// pointers is set, matching Kind.
+type Source struct {
+	Kind        string
+	Fallthrough bool // defaulted per kind: false for kubernetes, true otherwise
+	Pos         Pos
+
+	Kubernetes *Kubernetes
+	Etcd       *Etcd
+	Hosts      *Hosts
+	Forward    *Forward
+}
+
+// Kubernetes is the kubernetes source's settings.
+type Kubernetes struct {
+	Kubeconfig       string // "" = in-cluster, then $KUBECONFIG, then ~/.kube/config; ~ expanded
+	Context          string
+	Pods             string // disabled | insecure | verified
+	Namespaces       []string
+	EndpointPodNames bool
+	Expose           string        // cluster_ip | external
+	TTL              time.Duration // default 5s
+	SyncTimeout      time.Duration // default 5s
+}
+
+// Etcd is the etcd source's settings.
+type Etcd struct {
+	Endpoints    []string // default ["http://127.0.0.1:2379"]
+	Prefix       string   // default "/skydns"
+	TLS          ClientTLS
+	Username     string
+	PasswordFile string
+	TTL          time.Duration // default 5m
+	SyncTimeout  time.Duration // default 5s
+}
+
+// ClientTLS is a TLS client configuration.
+type ClientTLS struct {
+	CA         string
+	Cert       string
+	Key        string
+	ServerName string
+}
+
+// Hosts is the hosts source's settings.
+type Hosts struct {
+	Files   []string // paths as written, ~ expanded
+	Entries []HostsEntry
+	TTL     time.Duration // default 1h
+	Reverse bool          // default true
+}
+
+// HostsEntry is one inline entry, with names already completed (a name
+// without a dot gets the zone key's first zone appended) and lower-cased.
+type HostsEntry struct {
+	Line  string // as written
+	Addr  netip.Addr
+	Names []string // lower-case FQDNs
+	Pos   Pos
+}
+
+// Forward is the forward source's settings.
+type Forward struct {
+	Upstreams     []Upstream
+	TLSCA         string
+	Policy        string        // random (default) | round_robin | sequential
+	Timeout       time.Duration // default 2s
+	HealthCheck   time.Duration // default 500ms
+	MaxFails      int           // default 2
+	MaxConcurrent int           // default 1000
+	Except        []string      // lower-case FQDNs
+}
+
+// Upstream is one upstream of a forward source. ResolvConf marks the
+// "resolv.conf" form, expanded at compile time.
+type Upstream struct {
+	Proto      string // "udp" (plain: UDP with TCP retry), "tcp", "tls"
+	Addr       string // ip:port
+	ServerName string // tls:// ...@name
+	ResolvConf bool
+	Raw        string
+	Pos        Pos
+}

@@ -1,0 +1,107 @@
+// Package pipeline compiles dnsd's zones into a lookup table and answers
+// queries from each zone's ordered sources. It owns all DNS logic that is
+// common to every source: type selection, CNAME chasing, NODATA versus
+// NXDOMAIN, SOA in negative answers, apex SOA/NS, SRV additional records,
+// minimal ANY answers and fallthrough (SPEC §4, §8).
+package pipeline
+
+import (
+	"context"
+
+	"github.com/miekg/dns"
+)
+
+// Status says what a source knows about a name.
+type Status uint8
+
+const (
+	// NotMine: the source does not know the name (or excludes it). The
+	// pipeline falls through to the next source when the source's
+	// fallthrough is on, else answers NXDOMAIN.
+	NotMine Status = iota
+	// Found: the name exists in the source. Result.RRs holds every record
+	// the source has at that name, of every type; it is empty for an empty
+	// non-terminal (a name that exists only because names below it do).
+	Found
+	// Answered: the source produced a complete response (forward). The
+	// pipeline returns Result.Msg as it is.
+	Answered
+	// Failed: the source cannot answer (backend unreachable with nothing in
+	// memory, not synced yet). The pipeline answers SERVFAIL and never
+	// falls through.
+	Failed
+)
+
+// Question is what the pipeline asks a source. Name is the query name in
+// lower case, fully qualified (trailing dot).
+type Question struct {
+	Name string
+	Type uint16
+	DO   bool   // DNSSEC OK bit from the client's EDNS0
+	CD   bool   // checking disabled bit
+	Zone string // the matched zone (lower case, fully qualified)
+}
+
+// Result is a source's answer to a Question.
+type Result struct {
+	Status Status
+	// RRs (Found) are the records held at the name, all types. The slice
+	// and the records are shared and read-only: the pipeline never mutates
+	// them. Owner names are lower case; the pipeline rewrites owners when
+	// it must (case of the query, wildcards) on a copy.
+	RRs []dns.RR
+	// Msg (Answered) is a complete response, e.g. from an upstream.
+	Msg *dns.Msg
+	// Err (Failed) says why, for logs.
+	Err error
+}
+
+// Source is one entry of a zone's source list. Implementations must be
+// safe for concurrent use; Lookup must not block on writers (readers see
+// an immutable snapshot) except for sources that talk to the network per
+// query (forward), which honour ctx.
+type Source interface {
+	Lookup(ctx context.Context, q *Question) Result
+	// Kind is the source kind for metrics and logs: "hosts", "etcd", ...
+	Kind() string
+	// TTL is the source's default TTL in seconds, used as the SOA minimum
+	// of negative answers it causes.
+	TTL() uint32
+	// Serial increases whenever the source's data changes and never goes
+	// backwards (SOA serial).
+	Serial() uint32
+}
+
+// Syncer is implemented by sources whose backend loads asynchronously
+// (kubernetes, etcd). Synced reports whether the first full sync is done;
+// WaitSynced blocks until it is or ctx ends.
+type Syncer interface {
+	Synced() bool
+	WaitSynced(ctx context.Context) error
+}
+
+// Request is one query as the server hands it to the pipeline. The server
+// has already checked it: exactly one question, opcode QUERY, class IN,
+// EDNS version 0, not AXFR/IXFR.
+type Request struct {
+	Msg  *dns.Msg // the parsed query (read-only)
+	Name string   // question name, lower case, fully qualified
+	Type uint16
+	DO   bool
+	CD   bool
+}
+
+// Response is the pipeline's answer. Msg has Rcode, AA, the answer,
+// authority and additional sections set; the server sets the ID, the
+// question as the client sent it, EDNS0 OPT and truncation.
+type Response struct {
+	Msg    *dns.Msg
+	Zone   string // matched zone, "" when none matched (REFUSED)
+	Source string // kind of the source that answered, "" when the pipeline itself did
+}
+
+// Resolver is what the server calls for every query; *Pipeline implements
+// it, and so does the reload switch that holds the current pipeline.
+type Resolver interface {
+	Resolve(ctx context.Context, req *Request) Response
+}
