@@ -1,0 +1,240 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Synthesized SOA timers (RFC 1912 §2.2 ranges). dnsd has no secondaries,
+// so refresh/retry/expire only matter to tools that display them.
+const (
+	soaRefresh = 7200  // 2h
+	soaRetry   = 1800  // 30m
+	soaExpire  = 86400 // 1d
+)
+
+// MaxCNAMELinks is the number of CNAME records the pipeline follows for one
+// query. A longer chain, or a loop, ends the chase: the client gets the
+// chain collected so far with NOERROR (what common recursive resolvers do),
+// never SERVFAIL.
+const MaxCNAMELinks = 8
+
+// KindForward is the Kind of sources that talk to the network per query.
+// The pipeline never asks them for additional-section records.
+const KindForward = "forward"
+
+// SourceEntry is one source of a zone, in order.
+type SourceEntry struct {
+	Source Source
+	// Fallthrough: when the source does not know a name, ask the next one
+	// (else the zone answers NXDOMAIN).
+	Fallthrough bool
+}
+
+// ZoneSpec declares zones sharing one ordered source list. Each name is
+// its own zone (own apex, own SOA).
+type ZoneSpec struct {
+	Names   []string // FQDNs, "." = root; normalised to lower case
+	Sources []SourceEntry
+}
+
+// Options are the pipeline's dependencies.
+type Options struct {
+	// NSAddrs are the addresses of the synthesized ns.dns.<zone> (the
+	// non-wildcard listen addresses); used when no source knows that name.
+	NSAddrs []netip.Addr
+	// Logger receives source failures at debug level. Nil discards.
+	Logger *slog.Logger
+}
+
+// Pipeline is a compiled, immutable zone table. It is safe for concurrent
+// use. The *Question handed to a source is only valid during Lookup.
+type Pipeline struct {
+	zones   map[string]*zone
+	root    *zone // the "." zone, nil if not configured
+	sources []Source
+	nsAddrs []netip.Addr
+	log     *slog.Logger
+}
+
+type zone struct {
+	name    string // lower case FQDN
+	nsName  string // ns.dns.<zone>
+	mbox    string // hostmaster.<zone>
+	entries []entry
+}
+
+type entry struct {
+	src          Source
+	kind         string
+	fallsThrough bool
+	local        bool // not KindForward: may be asked for additional records
+}
+
+// New compiles zones into a Pipeline. Zone names are case-insensitive and
+// a trailing dot is optional; a name declared twice, an empty name list,
+// an empty source list or a nil source is an error.
+func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
+	p := &Pipeline{
+		zones:   make(map[string]*zone),
+		nsAddrs: append([]netip.Addr(nil), opts.NSAddrs...),
+		log:     opts.Logger,
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	seen := make(map[any]struct{})
+	for i, spec := range zones {
+		if len(spec.Names) == 0 {
+			errs = append(errs, fmt.Errorf("pipeline: zone spec %d: no zone name", i))
+			continue
+		}
+		if len(spec.Sources) == 0 {
+			errs = append(errs, fmt.Errorf("pipeline: zone %q: empty source list", spec.Names[0]))
+			continue
+		}
+		entries := make([]entry, 0, len(spec.Sources))
+		bad := false
+		for j, se := range spec.Sources {
+			if se.Source == nil {
+				errs = append(errs, fmt.Errorf("pipeline: zone %q: source %d is nil", spec.Names[0], j))
+				bad = true
+				continue
+			}
+			kind := se.Source.Kind()
+			entries = append(entries, entry{src: se.Source, kind: kind, fallsThrough: se.Fallthrough, local: kind != KindForward})
+			p.addSource(se.Source, seen)
+		}
+		if bad {
+			continue
+		}
+		for _, n := range spec.Names {
+			name := strings.ToLower(strings.TrimSpace(n))
+			if name != "" {
+				name = dns.Fqdn(name)
+			}
+			if _, ok := dns.IsDomainName(name); !ok || name == "" {
+				errs = append(errs, fmt.Errorf("pipeline: zone %q: not a domain name", n))
+				continue
+			}
+			if _, dup := p.zones[name]; dup {
+				errs = append(errs, fmt.Errorf("pipeline: zone %q declared twice", name))
+				continue
+			}
+			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries}
+			if name == "." {
+				z.nsName, z.mbox = "ns.dns.", "hostmaster."
+				p.root = z
+			}
+			p.zones[name] = z
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// addSource records s once in p.sources. Sources of a comparable dynamic
+// type (pointers, the normal case) are deduplicated.
+func (p *Pipeline) addSource(s Source, seen map[any]struct{}) {
+	if reflect.TypeOf(s).Comparable() {
+		if _, ok := seen[s]; ok {
+			return
+		}
+		seen[s] = struct{}{}
+	}
+	p.sources = append(p.sources, s)
+}
+
+// Sources returns every distinct source of the pipeline, in configuration
+// order (for readiness and sync checks). The slice is a copy.
+func (p *Pipeline) Sources() []Source {
+	return append([]Source(nil), p.sources...)
+}
+
+// Match returns the longest configured zone that is a suffix of name (a
+// lower case FQDN). It does not allocate.
+func (p *Pipeline) Match(name string) (zone string, ok bool) {
+	if z := p.match(name); z != nil {
+		return z.name, true
+	}
+	return "", false
+}
+
+// match walks name's labels from the full name down, looking each suffix
+// up in the zone map (substrings of name: no allocation).
+func (p *Pipeline) match(name string) *zone {
+	for off := 0; off < len(name); {
+		if z, ok := p.zones[name[off:]]; ok {
+			return z
+		}
+		i := off
+		for ; i < len(name); i++ {
+			if name[i] == '\\' { // escaped character, e.g. "a\.b"
+				i++
+				continue
+			}
+			if name[i] == '.' {
+				break
+			}
+		}
+		off = i + 1
+	}
+	return p.root
+}
+
+// serial is the zone's SOA serial: the largest of its sources' serials, so
+// it never goes backwards while each source's does not.
+func (z *zone) serial() uint32 {
+	var s uint32
+	for i := range z.entries {
+		if v := z.entries[i].src.Serial(); v > s {
+			s = v
+		}
+	}
+	return s
+}
+
+func (z *zone) soa(owner string, ttl uint32) *dns.SOA {
+	return &dns.SOA{
+		Hdr:     dns.RR_Header{Name: owner, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: ttl},
+		Ns:      z.nsName,
+		Mbox:    z.mbox,
+		Serial:  z.serial(),
+		Refresh: soaRefresh,
+		Retry:   soaRetry,
+		Expire:  soaExpire,
+		Minttl:  ttl,
+	}
+}
+
+func (z *zone) ns(owner string, ttl uint32) *dns.NS {
+	return &dns.NS{
+		Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl},
+		Ns:  z.nsName,
+	}
+}
+
+// nsAddrRRs synthesizes the A and AAAA records of ns.dns.<zone>.
+func (p *Pipeline) nsAddrRRs(owner string, ttl uint32) []dns.RR {
+	rrs := make([]dns.RR, 0, len(p.nsAddrs))
+	for _, a := range p.nsAddrs {
+		a = a.Unmap()
+		if a.Is4() {
+			ip := a.As4()
+			rrs = append(rrs, &dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: ip[:]})
+		} else if a.Is6() {
+			ip := a.As16()
+			rrs = append(rrs, &dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: ip[:]})
+		}
+	}
+	return rrs
+}

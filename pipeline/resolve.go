@@ -1,0 +1,348 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+var (
+	errNoMsg    = errors.New("source answered without a message")
+	errNoReason = errors.New("source failed without a reason")
+)
+
+// inlineAnswers is the answer capacity allocated together with the message;
+// a larger answer costs one more allocation.
+const inlineAnswers = 4
+
+// answerBuf is the single allocation of a typical local answer: the
+// response message, the Question handed to sources (it must live on the
+// heap as it crosses an interface) and room for a small answer section.
+// The server owns the message after Resolve returns; the buffer is never
+// reused.
+type answerBuf struct {
+	msg dns.Msg
+	q   Question
+	rrs [inlineAnswers]dns.RR
+}
+
+// resolution is the per-query state; it lives on Resolve's stack.
+type resolution struct {
+	p   *Pipeline
+	ctx context.Context
+	req *Request
+	buf *answerBuf
+}
+
+// outcome is what a zone's source list says about one name.
+type outcome struct {
+	status Status
+	rrs    []dns.RR
+	msg    *dns.Msg
+	err    error
+	e      *entry // the source that decided, or the last one asked
+	// decided: e itself gave the answer (false when every source fell
+	// through, i.e. the pipeline decides NXDOMAIN).
+	decided bool
+}
+
+// Resolve answers one query (SPEC §4 items 3–7):
+//
+//   - No zone matches: REFUSED, Zone "".
+//   - The zone's sources are asked in order. A Failed source gives
+//     SERVFAIL (logged at debug) and never falls through; an Answered
+//     result (forward) is returned as it is; NotMine falls through only
+//     when the entry's Fallthrough is set, else NXDOMAIN; after the last
+//     source, NXDOMAIN.
+//   - Found: the records of the question type. Else a CNAME at the name is
+//     added and its target resolved through the pipeline again (zone match
+//     from the top, so targets in other zones, forward ones included, are
+//     completed), up to MaxCNAMELinks CNAME records; a loop or a longer
+//     chain, or a target in no zone, ends the chase with the partial chain
+//     and NOERROR. The rcode and authority section are those of the last
+//     link; a source failure anywhere gives SERVFAIL with no answer.
+//   - NODATA (name or empty non-terminal without the type) and NXDOMAIN
+//     carry the zone's synthesized SOA (serial = max of the sources'
+//     serials; TTL and minimum = the TTL of the source that answered, or
+//     the last one asked).
+//   - At a zone apex, SOA and NS are synthesized unless a source has
+//     records of that type there; the apex always exists. ns.dns.<zone>
+//     resolves to Options.NSAddrs when no source knows it.
+//   - ANY (RFC 8482): only the first RRset present in the source's records
+//     (the type of the first record); at an apex without records, the SOA.
+//   - SRV, MX and NS answers get their targets' A/AAAA in the additional
+//     section, from local sources only (never forwarded).
+//   - Answer owner names are the question name as the client wrote it;
+//     records whose owner differs (case, wildcards) are copied, others are
+//     shared as they are.
+//
+// Local answers have AA=1 and RA=0. Response.Source is the kind of the
+// source whose result decided the query name (Found, Answered, Failed, or
+// NotMine without fallthrough); "" when no zone matched or every source
+// fell through (NXDOMAIN, or an apex/ns.dns answer synthesized by the
+// pipeline alone).
+func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
+	b := new(answerBuf)
+	m := &b.msg
+	m.Response = true
+	if req.Msg != nil {
+		m.Question = req.Msg.Question
+	}
+	z := p.match(req.Name)
+	if z == nil {
+		m.Rcode = dns.RcodeRefused
+		return Response{Msg: m}
+	}
+	m.Authoritative = true
+	m.Answer = b.rrs[:0]
+	r := resolution{p: p, ctx: ctx, req: req, buf: b}
+	resp := Response{Msg: m, Zone: z.name}
+
+	owner := req.Name
+	if req.Msg != nil && len(req.Msg.Question) > 0 {
+		if w := req.Msg.Question[0].Name; w != owner && strings.EqualFold(w, owner) {
+			owner = w
+		}
+	}
+
+	name, qt := req.Name, req.Type
+	var seen [MaxCNAMELinks + 1]string
+	seen[0] = name
+	nseen := 1
+	for {
+		o := r.ask(z, name, qt, false)
+		if nseen == 1 && o.decided {
+			resp.Source = o.e.kind
+		}
+		switch o.status {
+		case Failed:
+			p.log.LogAttrs(ctx, slog.LevelDebug, "source failed",
+				slog.String("zone", z.name), slog.String("name", name),
+				slog.String("source", o.e.kind), slog.Any("err", o.err))
+			m.Rcode = dns.RcodeServerFailure
+			m.Authoritative = false
+			m.Answer, m.Ns, m.Extra = nil, nil, nil
+			return resp
+		case Answered:
+			if nseen == 1 {
+				resp.Msg = o.msg
+				return resp
+			}
+			// End of a chain that left the local zones: complete it with
+			// the upstream's answer (or its negative authority).
+			m.Answer = append(m.Answer, o.msg.Answer...)
+			m.Rcode = o.msg.Rcode
+			if len(o.msg.Answer) == 0 {
+				m.Ns = append(m.Ns, o.msg.Ns...)
+			}
+			return resp
+		}
+		cname := r.answer(z, name, owner, qt, &o)
+		if cname == nil || nseen > MaxCNAMELinks {
+			break
+		}
+		m.Answer = append(m.Answer, withOwner(cname, owner))
+		target := cname.Target
+		tname := strings.ToLower(target)
+		if containsName(seen[:nseen], tname) {
+			break // loop: the CNAME closing it is in the answer
+		}
+		nz := p.match(tname)
+		if nz == nil {
+			break // target in no zone: the client's resolver continues
+		}
+		seen[nseen] = tname
+		nseen++
+		z, name, owner = nz, tname, target
+	}
+	r.additionals()
+	return resp
+}
+
+// ask queries z's sources about name in order, applying fallthrough.
+// localOnly stops at the first forward source (treated as not knowing).
+func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) outcome {
+	q := &r.buf.q
+	q.Name, q.Type, q.Zone = name, qtype, z.name
+	q.DO, q.CD = r.req.DO, r.req.CD
+	var o outcome
+	for i := range z.entries {
+		e := &z.entries[i]
+		if localOnly && !e.local {
+			return outcome{status: NotMine, e: e}
+		}
+		res := e.src.Lookup(r.ctx, q)
+		switch res.Status {
+		case NotMine:
+			o = outcome{status: NotMine, e: e, decided: !e.fallsThrough}
+			if !e.fallsThrough {
+				return o
+			}
+		case Found:
+			return outcome{status: Found, rrs: res.RRs, e: e, decided: true}
+		case Answered:
+			if res.Msg == nil {
+				return outcome{status: Failed, err: errNoMsg, e: e, decided: true}
+			}
+			return outcome{status: Answered, msg: res.Msg, e: e, decided: true}
+		case Failed:
+			err := res.Err
+			if err == nil {
+				err = errNoReason
+			}
+			return outcome{status: Failed, err: err, e: e, decided: true}
+		default:
+			return outcome{status: Failed, err: fmt.Errorf("source returned unknown status %d", res.Status), e: e, decided: true}
+		}
+	}
+	return o
+}
+
+// answer fills the message for a Found or NotMine outcome at name. It
+// returns the CNAME to chase, if the answer is one, without adding it.
+func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) *dns.CNAME {
+	m := &r.buf.msg
+	ttl := o.e.src.TTL()
+	rrs := o.rrs
+	apex := name == z.name
+	if o.status == NotMine {
+		switch {
+		case apex: // the apex always exists
+		case name == z.nsName:
+			rrs = r.p.nsAddrRRs(owner, ttl)
+		default:
+			m.Rcode = dns.RcodeNameError
+			m.Ns = append(m.Ns, z.soa(z.name, ttl))
+			return nil
+		}
+	}
+	if qt == dns.TypeANY {
+		switch {
+		case len(rrs) > 0:
+			r.appendType(rrs, rrs[0].Header().Rrtype, owner)
+		case apex:
+			m.Answer = append(m.Answer, z.soa(owner, ttl))
+		default:
+			m.Ns = append(m.Ns, z.soa(z.name, ttl))
+		}
+		return nil
+	}
+	if r.appendType(rrs, qt, owner) > 0 {
+		return nil
+	}
+	if apex {
+		switch qt {
+		case dns.TypeSOA:
+			m.Answer = append(m.Answer, z.soa(owner, ttl))
+			return nil
+		case dns.TypeNS:
+			m.Answer = append(m.Answer, z.ns(owner, ttl))
+			return nil
+		}
+	}
+	if qt != dns.TypeCNAME {
+		for _, rr := range rrs {
+			if c, ok := rr.(*dns.CNAME); ok {
+				return c
+			}
+		}
+	}
+	m.Ns = append(m.Ns, z.soa(z.name, ttl)) // NODATA
+	return nil
+}
+
+// appendType adds the records of type t to the answer, owned by owner.
+func (r *resolution) appendType(rrs []dns.RR, t uint16, owner string) int {
+	m := &r.buf.msg
+	n := 0
+	for _, rr := range rrs {
+		if rr.Header().Rrtype == t {
+			m.Answer = append(m.Answer, withOwner(rr, owner))
+			n++
+		}
+	}
+	return n
+}
+
+// additionals adds the A/AAAA of SRV, MX and NS targets found in local
+// sources to the additional section.
+func (r *resolution) additionals() {
+	m := &r.buf.msg
+	for i := 0; i < len(m.Answer); i++ {
+		var target string
+		switch rr := m.Answer[i].(type) {
+		case *dns.SRV:
+			target = rr.Target
+		case *dns.MX:
+			target = rr.Mx
+		case *dns.NS:
+			target = rr.Ns
+		default:
+			continue
+		}
+		if target == "." || target == "" || hasOwner(m.Extra, target) {
+			continue
+		}
+		r.addresses(target)
+	}
+}
+
+// addresses appends target's A/AAAA records from local sources.
+func (r *resolution) addresses(target string) {
+	name := strings.ToLower(dns.Fqdn(target))
+	z := r.p.match(name)
+	if z == nil {
+		return
+	}
+	o := r.ask(z, name, dns.TypeA, true)
+	rrs := o.rrs
+	switch o.status {
+	case Found:
+	case NotMine:
+		if name != z.nsName {
+			return
+		}
+		rrs = r.p.nsAddrRRs(target, o.e.src.TTL())
+	default:
+		return
+	}
+	m := &r.buf.msg
+	for _, rr := range rrs {
+		if t := rr.Header().Rrtype; t == dns.TypeA || t == dns.TypeAAAA {
+			m.Extra = append(m.Extra, withOwner(rr, target))
+		}
+	}
+}
+
+// withOwner returns rr if its owner is owner, else a copy renamed to owner
+// (source records are shared and never mutated).
+func withOwner(rr dns.RR, owner string) dns.RR {
+	if rr.Header().Name == owner {
+		return rr
+	}
+	c := dns.Copy(rr)
+	c.Header().Name = owner
+	return c
+}
+
+func hasOwner(rrs []dns.RR, name string) bool {
+	for _, rr := range rrs {
+		if strings.EqualFold(rr.Header().Name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsName(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
