@@ -35,7 +35,7 @@ type Config struct {
 // Listen is one listen entry. Proto "" means UDP and TCP on Addr.
 type Listen struct {
 	Proto string // "", "udp", "tcp", "tls"
-	Addr  string // host:port, validated (host is an IP literal or "", port 0-65535)
+	Addr  string // host:port normalised (host is an IP literal or "", port 1-65535)
 	Pos   Pos
 }
 
@@ -121,28 +121,30 @@ type Source struct {
 
 // Kubernetes is the kubernetes source's settings.
 type Kubernetes struct {
-	Kubeconfig       string // "" = in-cluster, then $KUBECONFIG, then ~/.kube/config; ~ expanded
+	Kubeconfig       string // "" = in-cluster, then $KUBECONFIG, then ~/.kube/config; when set: readable, ~ expanded, relative to the config file
 	Context          string
-	Pods             string // disabled | insecure | verified
-	Namespaces       []string
+	Pods             string   // disabled (default) | insecure | verified
+	Namespaces       []string // lower-case DNS labels; empty = all
 	EndpointPodNames bool
-	Expose           string        // cluster_ip | external
-	TTL              time.Duration // default 5s
-	SyncTimeout      time.Duration // default 5s
+	Expose           string        // cluster_ip (default) | external
+	TTL              time.Duration // default 5s, 0..1h, whole seconds
+	SyncTimeout      time.Duration // default 5s, > 0
 }
 
 // Etcd is the etcd source's settings.
 type Etcd struct {
 	Endpoints    []string // default ["http://127.0.0.1:2379"]
-	Prefix       string   // default "/skydns"
+	Prefix       string   // default "/skydns"; starts with "/", no trailing "/" (except "/" itself)
 	TLS          ClientTLS
 	Username     string
-	PasswordFile string
-	TTL          time.Duration // default 5m
+	PasswordFile string        // readable file; set together with Username
+	TTL          time.Duration // default 5m, 0..7d, whole seconds
 	SyncTimeout  time.Duration // default 5s
 }
 
-// ClientTLS is a TLS client configuration.
+// ClientTLS is a TLS client configuration. Files are resolved paths,
+// checked readable (CA: at least one PEM certificate; Cert+Key: a matching
+// pair); ServerName is lower case without a trailing dot.
 type ClientTLS struct {
 	CA         string
 	Cert       string
@@ -152,9 +154,9 @@ type ClientTLS struct {
 
 // Hosts is the hosts source's settings.
 type Hosts struct {
-	Files   []string // paths as written, ~ expanded
+	Files   []string // readable regular files; ~ expanded, relative paths resolved against the config file's directory
 	Entries []HostsEntry
-	TTL     time.Duration // default 1h
+	TTL     time.Duration // default 1h, 0..7d, whole seconds
 	Reverse bool          // default true
 }
 
@@ -170,7 +172,7 @@ type HostsEntry struct {
 // Forward is the forward source's settings.
 type Forward struct {
 	Upstreams     []Upstream
-	TLSCA         string
+	TLSCA         string        // PEM bundle for tls:// upstreams ("" = system roots)
 	Policy        string        // random (default) | round_robin | sequential
 	Timeout       time.Duration // default 2s
 	HealthCheck   time.Duration // default 500ms
@@ -182,9 +184,9 @@ type Forward struct {
 // Upstream is one upstream of a forward source. ResolvConf marks the
 // "resolv.conf" form, expanded at compile time.
 type Upstream struct {
-	Proto      string // "udp" (plain: UDP with TCP retry), "tcp", "tls"
-	Addr       string // ip:port
-	ServerName string // tls:// ...@name
+	Proto      string // "udp" (plain or udp://: UDP with TCP retry), "tcp", "tls"; "" for resolv.conf
+	Addr       string // ip:port, normalised; default port 53, 853 for tls
+	ServerName string // tls:// ...@name, lower case, no trailing dot; "" = verify the IP
 	ResolvConf bool
 	Raw        string
 	Pos        Pos

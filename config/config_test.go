@@ -1,0 +1,486 @@
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wants returns the "# want: " lines of a bad fixture: the exact errors
+// expected, in order, without the file name.
+func wants(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		if w, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "# want: "); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func TestBadFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no bad fixtures: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			want := wants(t, file)
+			if len(want) == 0 {
+				t.Fatalf("%s has no # want: lines", file)
+			}
+			cfg, err := Load(file)
+			if err == nil {
+				t.Fatalf("Load succeeded, want errors:\n%s", strings.Join(want, "\n"))
+			}
+			if cfg != nil {
+				t.Errorf("Load returned a config along with errors")
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error is %T, want ErrorList: %v", err, err)
+			}
+			var got []string
+			for _, e := range list {
+				got = append(got, strings.TrimPrefix(e.Error(), file))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("errors differ\ngot:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestAllErrorsReported checks that one file with many problems in
+// different blocks reports every one of them, sorted by position, and
+// that the joined message is one FILE:LINE:COL line per problem.
+func TestAllErrorsReported(t *testing.T) {
+	file := "testdata/bad/types.yaml"
+	_, err := Load(file)
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("want ErrorList, got %v", err)
+	}
+	if len(list) != 8 {
+		t.Errorf("got %d errors, want 8 (one per broken key):\n%v", len(list), err)
+	}
+	for i := 1; i < len(list); i++ {
+		a, b := list[i-1].Pos, list[i].Pos
+		if a.Line > b.Line || a.Line == b.Line && a.Col > b.Col {
+			t.Errorf("errors not sorted: %v before %v", a, b)
+		}
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(list) {
+		t.Errorf("Error() has %d lines for %d errors", len(lines), len(list))
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, file+":") {
+			t.Errorf("line %q does not start with the file name", l)
+		}
+	}
+	// errors.As reaches the individual errors too.
+	var one *Error
+	if !errors.As(err, &one) || one.Path != "listen" {
+		t.Errorf("errors.As(*Error) = %v, want the listen error first", one)
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "dnsd.yaml")
+	_, err := Load(missing)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Load(missing) = %v, want an error naming %s", err, missing)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("error %v does not wrap os.ErrNotExist", err)
+	}
+}
+
+func mustLoad(t *testing.T, file string) *Config {
+	t.Helper()
+	cfg, err := Load(file)
+	if err != nil {
+		t.Fatalf("Load(%s):\n%v", file, err)
+	}
+	return cfg
+}
+
+func abs(t *testing.T, rel string) string {
+	t.Helper()
+	return filepath.Join("testdata", "files", rel)
+}
+
+// TestDefaults loads the smallest file and checks every default.
+func TestDefaults(t *testing.T) {
+	file := "testdata/good/minimal.yaml"
+	cfg := mustLoad(t, file)
+	want := &Config{
+		File:   file,
+		Listen: []Listen{{Addr: "127.0.0.1:53"}},
+		Log:    Log{Level: slog.LevelInfo, Format: "text"},
+		ACL:    ACL{Default: true},
+		Limits: Limits{UDPBuffer: 1232, MaxTCPConnections: 1000, TCPIdleTimeout: 10 * time.Second},
+		Cache: Cache{Size: 100000, MaxTTL: time.Hour, NegativeTTL: 5 * time.Minute,
+			ServeStale: time.Hour, Prefetch: true},
+		Zones: []Zone{{
+			Key:   "home.arpa",
+			Names: []string{"home.arpa."},
+			Pos:   Pos{file, 3, 3},
+			Sources: []Source{{
+				Kind: KindHosts, Fallthrough: true, Pos: Pos{file, 4, 7},
+				Hosts: &Hosts{
+					TTL: time.Hour, Reverse: true,
+					Entries: []HostsEntry{
+						{Line: "192.168.1.1 router", Addr: netip.MustParseAddr("192.168.1.1"),
+							Names: []string{"router.home.arpa."}, Pos: Pos{file, 5, 19}},
+						{Line: "192.168.1.10 nas", Addr: netip.MustParseAddr("192.168.1.10"),
+							Names: []string{"nas.home.arpa."}, Pos: Pos{file, 5, 41}},
+					},
+				},
+			}},
+		}},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("defaults differ\ngot:  %+v\nwant: %+v", cfg, want)
+	}
+}
+
+// TestSourceDefaults checks the defaults of every source kind, written
+// with empty settings.
+func TestSourceDefaults(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dnsd.yaml")
+	data := `zones:
+  cluster.local:
+    - kubernetes:
+  skydns.local:
+    - etcd: {}
+  .:
+    - forward: {upstreams: [resolv.conf]}
+`
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustLoad(t, file)
+	k := cfg.Zones[0].Sources[0]
+	if k.Fallthrough || !reflect.DeepEqual(*k.Kubernetes, Kubernetes{Pods: "disabled", Expose: "cluster_ip",
+		TTL: 5 * time.Second, SyncTimeout: 5 * time.Second}) {
+		t.Errorf("kubernetes defaults: fallthrough=%v %+v", k.Fallthrough, *k.Kubernetes)
+	}
+	e := cfg.Zones[1].Sources[0]
+	if !e.Fallthrough || !reflect.DeepEqual(*e.Etcd, Etcd{Endpoints: []string{"http://127.0.0.1:2379"},
+		Prefix: "/skydns", TTL: 5 * time.Minute, SyncTimeout: 5 * time.Second}) {
+		t.Errorf("etcd defaults: fallthrough=%v %+v", e.Fallthrough, *e.Etcd)
+	}
+	f := cfg.Zones[2].Sources[0]
+	wantF := Forward{
+		Upstreams: []Upstream{{ResolvConf: true, Raw: "resolv.conf", Pos: Pos{file, 7, 29}}},
+		Policy:    "random", Timeout: 2 * time.Second, HealthCheck: 500 * time.Millisecond,
+		MaxFails: 2, MaxConcurrent: 1000,
+	}
+	if !f.Fallthrough || !reflect.DeepEqual(*f.Forward, wantF) {
+		t.Errorf("forward defaults: fallthrough=%v\ngot  %+v\nwant %+v", f.Fallthrough, *f.Forward, wantF)
+	}
+}
+
+func TestSpecExample(t *testing.T) {
+	file := "testdata/good/spec.yaml"
+	cfg := mustLoad(t, file)
+	if got := []string{cfg.Listen[0].String(), cfg.Listen[1].String()}; !slices.Equal(got, []string{"127.0.0.1:53", "tls://127.0.0.1:853"}) {
+		t.Errorf("listen = %v", got)
+	}
+	if cfg.TLS == nil || cfg.TLS.Cert != abs(t, "server.crt") || cfg.TLS.Key != abs(t, "server.key") {
+		t.Errorf("tls = %+v", cfg.TLS)
+	}
+	if cfg.HTTP != "127.0.0.1:9153" {
+		t.Errorf("http = %q", cfg.HTTP)
+	}
+	wantAllow := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.0.0.0/8")}
+	if cfg.ACL.Default || !slices.Equal(cfg.ACL.Allow, wantAllow) || cfg.ACL.Deny != nil {
+		t.Errorf("acl = %+v", cfg.ACL)
+	}
+	var names [][]string
+	var kinds []string
+	for _, z := range cfg.Zones {
+		names = append(names, z.Names)
+		for _, s := range z.Sources {
+			kinds = append(kinds, s.Kind)
+		}
+	}
+	wantNames := [][]string{{"cluster.local.", "10.in-addr.arpa."}, {"example.internal."}, {"."}}
+	if !reflect.DeepEqual(names, wantNames) {
+		t.Errorf("zone names = %v, want %v", names, wantNames)
+	}
+	if !slices.Equal(kinds, []string{"kubernetes", "hosts", "etcd", "hosts", "forward"}) {
+		t.Errorf("source kinds = %v", kinds)
+	}
+	k := cfg.Zones[0].Sources[0].Kubernetes
+	if k.Kubeconfig != abs(t, "kubeconfig") || k.Namespaces != nil {
+		t.Errorf("kubernetes = %+v", k)
+	}
+	h := cfg.Zones[1].Sources[0].Hosts
+	if !slices.Equal(h.Files, []string{abs(t, "example.hosts")}) ||
+		!slices.Equal(h.Entries[0].Names, []string{"db.example.internal.", "db.example.internal."}) {
+		t.Errorf("hosts = %+v", h)
+	}
+	f := cfg.Zones[2].Sources[1].Forward
+	var ups []string
+	for _, u := range f.Upstreams {
+		ups = append(ups, u.Proto+" "+u.Addr+" "+u.ServerName)
+	}
+	wantUps := []string{"udp 1.1.1.1:53 ", "udp 10.0.0.2:5353 ", "tcp 8.8.8.8:53 ", "tls 9.9.9.9:853 dns.quad9.net", "  "}
+	if !slices.Equal(ups, wantUps) || !f.Upstreams[4].ResolvConf {
+		t.Errorf("upstreams = %q, want %q", ups, wantUps)
+	}
+	if !slices.Equal(f.Except, []string{"corp.internal."}) {
+		t.Errorf("except = %v", f.Except)
+	}
+}
+
+func TestProductionExample(t *testing.T) {
+	cfg := mustLoad(t, "testdata/good/production.yaml")
+	var listen []string
+	for _, l := range cfg.Listen {
+		listen = append(listen, l.String())
+	}
+	if want := []string{"10.20.0.53:53", "[fd12:3456:789a::53]:53", "tls://10.20.0.53:853", "tcp://127.0.0.1:5353"}; !slices.Equal(listen, want) {
+		t.Errorf("listen = %v, want %v", listen, want)
+	}
+	if cfg.Log != (Log{Level: slog.LevelWarn, Format: "json", Queries: true}) {
+		t.Errorf("log = %+v", cfg.Log)
+	}
+	if !cfg.ACL.Drop || !slices.Equal(cfg.ACL.Allow, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"),
+		netip.MustParsePrefix("fd12:3456:789a::/48"), netip.MustParsePrefix("127.0.0.1/32")}) {
+		t.Errorf("acl = %+v", cfg.ACL)
+	}
+	if cfg.Limits != (Limits{UDPBuffer: 4096, MaxTCPConnections: 250, TCPIdleTimeout: 3 * time.Second, RatePerClient: 200, RateDrop: true}) {
+		t.Errorf("limits = %+v", cfg.Limits)
+	}
+	if cfg.Cache != (Cache{Size: 0, MinTTL: 30 * time.Second, MaxTTL: 24 * time.Hour, NegativeTTL: time.Minute}) {
+		t.Errorf("cache = %+v", cfg.Cache)
+	}
+	corp := cfg.Zones[0]
+	if len(corp.Names) != 1+16+1 || corp.Names[0] != "corp.internal." || corp.Names[1] != "0.20.10.in-addr.arpa." ||
+		corp.Names[16] != "15.20.10.in-addr.arpa." || corp.Names[17] != "a.9.8.7.6.5.4.3.2.1.d.f.ip6.arpa." {
+		t.Errorf("corp zone names = %v", corp.Names)
+	}
+	h := corp.Sources[0].Hosts
+	if h.Reverse || h.TTL != 10*time.Minute || len(h.Files) != 2 ||
+		!slices.Equal(h.Entries[0].Names, []string{"ns1.corp.internal.", "dns.corp.internal."}) {
+		t.Errorf("hosts = %+v", h)
+	}
+	e := corp.Sources[1]
+	if e.Fallthrough || e.Etcd.Prefix != "/dns/corp" || e.Etcd.PasswordFile != abs(t, "etcd.password") ||
+		e.Etcd.TLS.ServerName != "etcd.corp.internal" || e.Etcd.TTL != 30*time.Second || e.Etcd.SyncTimeout != 10*time.Second {
+		t.Errorf("etcd = %+v", e.Etcd)
+	}
+	k := cfg.Zones[1].Sources[0]
+	if !k.Fallthrough || k.Kubernetes.Pods != "verified" || k.Kubernetes.Expose != "external" || k.Kubernetes.TTL != 0 ||
+		!slices.Equal(k.Kubernetes.Namespaces, []string{"default", "kube-system", "payments"}) {
+		t.Errorf("kubernetes = %+v", k.Kubernetes)
+	}
+	f := cfg.Zones[2].Sources[0]
+	if f.Fallthrough || f.Forward.Policy != "sequential" || f.Forward.Timeout != 1500*time.Millisecond ||
+		f.Forward.Upstreams[1].Addr != "[2606:4700:4700::1111]:853" || f.Forward.Upstreams[3].Addr != "[2001:db8::54]:53" ||
+		!slices.Equal(f.Forward.Except, []string{"corp.internal.", "lab.corp.internal."}) {
+		t.Errorf("forward = %+v", f.Forward)
+	}
+}
+
+func TestAnchors(t *testing.T) {
+	cfg := mustLoad(t, "testdata/good/anchors.yaml")
+	a, b := cfg.Zones[0].Sources[0].Hosts, cfg.Zones[1].Sources[0].Hosts
+	if a.TTL != 5*time.Minute || b.TTL != time.Minute || !slices.Equal(a.Files, b.Files) || len(b.Files) != 1 {
+		t.Errorf("a = %+v, b = %+v", a, b)
+	}
+}
+
+func TestReverseZones(t *testing.T) {
+	tests := []struct {
+		cidr  string
+		count int
+		first string
+		last  string
+	}{
+		{"10.0.0.0/8", 1, "10.in-addr.arpa.", "10.in-addr.arpa."},
+		{"192.168.0.0/16", 1, "168.192.in-addr.arpa.", "168.192.in-addr.arpa."},
+		{"192.168.7.0/24", 1, "7.168.192.in-addr.arpa.", "7.168.192.in-addr.arpa."},
+		{"10.96.0.0/12", 16, "96.10.in-addr.arpa.", "111.10.in-addr.arpa."},
+		{"172.16.0.0/12", 16, "16.172.in-addr.arpa.", "31.172.in-addr.arpa."},
+		{"10.20.0.0/20", 16, "0.20.10.in-addr.arpa.", "15.20.10.in-addr.arpa."},
+		{"10.0.0.0/9", 128, "0.10.in-addr.arpa.", "127.10.in-addr.arpa."},
+		{"10.1.2.128/25", 128, "128.2.1.10.in-addr.arpa.", "255.2.1.10.in-addr.arpa."},
+		{"10.1.2.3/32", 1, "3.2.1.10.in-addr.arpa.", "3.2.1.10.in-addr.arpa."},
+		{"0.0.0.0/0", 1, "in-addr.arpa.", "in-addr.arpa."},
+		{"fd00::/8", 1, "d.f.ip6.arpa.", "d.f.ip6.arpa."},
+		{"2001:db8::/32", 1, "8.b.d.0.1.0.0.2.ip6.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."},
+		{"2001:db8::/30", 4, "8.b.d.0.1.0.0.2.ip6.arpa.", "b.b.d.0.1.0.0.2.ip6.arpa."},
+		{"fd12:3456:789a::/48", 1, "a.9.8.7.6.5.4.3.2.1.d.f.ip6.arpa.", "a.9.8.7.6.5.4.3.2.1.d.f.ip6.arpa."},
+		{"fd00::/7", 2, "c.f.ip6.arpa.", "d.f.ip6.arpa."},
+		{"::/0", 1, "ip6.arpa.", "ip6.arpa."},
+	}
+	for _, tt := range tests {
+		got := ReverseZones(netip.MustParsePrefix(tt.cidr))
+		if len(got) != tt.count || got[0] != tt.first || got[len(got)-1] != tt.last {
+			t.Errorf("ReverseZones(%s) = %d zones %s..%s, want %d zones %s..%s",
+				tt.cidr, len(got), got[0], got[len(got)-1], tt.count, tt.first, tt.last)
+		}
+	}
+}
+
+// TestCIDRKey checks a CIDR in a zone key end to end, including that its
+// expanded zones collide with a zone written by name.
+func TestCIDRKey(t *testing.T) {
+	data := `zones:
+  cluster.local 10.96.0.0/12:
+    - hosts: {entries: ["10.96.0.1 kubernetes"]}
+  97.10.in-addr.arpa:
+    - hosts: {entries: ["10.97.0.1 x.97.10.in-addr.arpa"]}
+`
+	_, err := Parse("dnsd.yaml", []byte(data))
+	want := `dnsd.yaml:4:3: zones."97.10.in-addr.arpa": duplicate zone "97.10.in-addr.arpa.": already declared in key "cluster.local 10.96.0.0/12" at dnsd.yaml:2:17`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+func TestEntryCompletion(t *testing.T) {
+	data := `zones:
+  Example.Internal 10.in-addr.arpa:
+    - hosts:
+        entries:
+          - "10.0.0.10 db DB.Example.Internal. db.example.internal"
+          - "10.0.0.11 web.example.internal"
+          - "10.0.0.12 api.   # absolute, outside the zone"
+  10.in-addr.arpa. example.test:
+    - hosts: {entries: ["10.0.0.13 gw"]}
+  .:
+    - hosts: {entries: ["::1 localhost", "::ffff:10.0.0.14 mapped"]}
+`
+	_, err := Parse("dnsd.yaml", []byte(data))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 2 {
+		t.Fatalf("want 2 errors (api. outside the zone, duplicate 10.in-addr.arpa), got %v", err)
+	}
+	if !strings.Contains(list[0].Error(), `dnsd.yaml:7:13: zones."Example.Internal 10.in-addr.arpa"[0].hosts.entries[2]: bad entry "10.0.0.12 api.   # absolute, outside the zone": name "api." is outside`) {
+		t.Errorf("first error: %v", list[0])
+	}
+
+	data = strings.Replace(data, "api.   # absolute, outside the zone", "api", 1)
+	data = strings.Replace(data, "10.in-addr.arpa. example.test", "example.test", 1)
+	cfg, err := Parse("dnsd.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, z := range cfg.Zones {
+		for _, e := range z.Sources[0].Hosts.Entries {
+			got = append(got, e.Addr.String()+" "+strings.Join(e.Names, " "))
+		}
+	}
+	want := []string{
+		"10.0.0.10 db.example.internal. db.example.internal. db.example.internal.",
+		"10.0.0.11 web.example.internal.",
+		"10.0.0.12 api.example.internal.",
+		"10.0.0.13 gw.example.test.",
+		"::1 localhost.",
+		"10.0.0.14 mapped.",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("entries:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+func TestUpstreams(t *testing.T) {
+	tests := []struct {
+		in, proto, addr, name string
+		err                   string
+	}{
+		{in: "1.1.1.1", proto: "udp", addr: "1.1.1.1:53"},
+		{in: "10.0.0.2:5353", proto: "udp", addr: "10.0.0.2:5353"},
+		{in: "[2001:db8::1]:5353", proto: "udp", addr: "[2001:db8::1]:5353"},
+		{in: "[2001:db8::1]", proto: "udp", addr: "[2001:db8::1]:53"},
+		{in: "2001:db8::1", proto: "udp", addr: "[2001:db8::1]:53"},
+		{in: "udp://8.8.8.8", proto: "udp", addr: "8.8.8.8:53"},
+		{in: "tcp://8.8.8.8", proto: "tcp", addr: "8.8.8.8:53"},
+		{in: "tcp://8.8.8.8:5353", proto: "tcp", addr: "8.8.8.8:5353"},
+		{in: "tls://9.9.9.9", proto: "tls", addr: "9.9.9.9:853"},
+		{in: "tls://9.9.9.9:853@dns.quad9.net", proto: "tls", addr: "9.9.9.9:853", name: "dns.quad9.net"},
+		{in: "tls://[2620:fe::fe]@DNS.Quad9.net.", proto: "tls", addr: "[2620:fe::fe]:853", name: "dns.quad9.net"},
+		{in: "tls://9.9.9.9:8853@dns.quad9.net", proto: "tls", addr: "9.9.9.9:8853", name: "dns.quad9.net"},
+		{in: "dns.google", err: "not an IP address"},
+		{in: "dns.google:53", err: "not an IP address"},
+		{in: "1.1.1.1:0", err: "port \"0\""},
+		{in: "tcp://1.1.1.1@x", err: "only for tls://"},
+		{in: "doh://1.1.1.1", err: "unknown scheme"},
+		{in: "[2001:db8::1", err: "expected IP"},
+	}
+	for _, tt := range tests {
+		u, err := parseUpstream(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("parseUpstream(%q) error = %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || u.Proto != tt.proto || u.Addr != tt.addr || u.ServerName != tt.name || u.Raw != tt.in {
+			t.Errorf("parseUpstream(%q) = %+v, %v; want %s %s %s", tt.in, u, err, tt.proto, tt.addr, tt.name)
+		}
+	}
+}
+
+// TestFilePaths checks ~ expansion and that relative paths are relative
+// to the config file's directory, not the working directory.
+func TestFilePaths(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, "dns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	homeHosts := filepath.Join(home, "dns", "home.hosts")
+	if err := os.WriteFile(homeHosts, []byte("10.0.0.1 a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	confDir := t.TempDir()
+	local := filepath.Join(confDir, "hosts.d", "local.hosts")
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(local, []byte("10.0.0.2 b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(confDir, "dnsd.yaml")
+	data := "zones:\n  example.internal:\n    - hosts: {files: [~/dns/home.hosts, hosts.d/local.hosts]}\n"
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustLoad(t, file)
+	if got := cfg.Zones[0].Sources[0].Hosts.Files; !slices.Equal(got, []string{homeHosts, local}) {
+		t.Errorf("files = %v, want %v", got, []string{homeHosts, local})
+	}
+}
+
+func TestYAMLSyntaxErrorPosition(t *testing.T) {
+	data := "zones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n\tbad: tab\n"
+	_, err := Parse("dnsd.yaml", []byte(data))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].Pos.Line != 4 {
+		t.Fatalf("want one error on line 4, got %v", err)
+	}
+	if !strings.HasPrefix(err.Error(), "dnsd.yaml:4:1: invalid YAML: ") {
+		t.Errorf("error = %v", err)
+	}
+}

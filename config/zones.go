@@ -1,0 +1,263 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// sourceKinds are the known source kinds, sorted.
+var sourceKinds = []string{KindEtcd, KindForward, KindHosts, KindKubernetes}
+
+// zoneSeen records where a zone name was first declared.
+type zoneSeen struct {
+	key string
+	pos Pos
+}
+
+func (p *parser) zones(m *mapping) []Zone {
+	n, path := m.get("zones")
+	if n == nil {
+		at := m.node
+		if m.has("zones") {
+			at = m.keyNode("zones")
+		}
+		p.errorf(at, path, "no zones: nothing to serve (add a zones: mapping of zone names to sources)")
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "expected a mapping of zone names to source lists, got %s", describe(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		p.errorf(n, path, "no zones: nothing to serve")
+		return nil
+	}
+	seen := map[string]zoneSeen{}
+	var zones []Zone
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k, path, "a zone key must be a string of zone names, got %s", describe(k))
+			continue
+		}
+		zpath := keyPath(path, k.Value)
+		z := Zone{Key: k.Value, Pos: p.pos(k)}
+		z.Names = p.zoneNames(k, zpath, seen)
+		z.Sources = p.sources(v, zpath, &z)
+		zones = append(zones, z)
+	}
+	return zones
+}
+
+// zoneNames splits a zone key into normalised zone names, expanding CIDRs
+// into their reverse zones and reporting duplicates across all keys.
+func (p *parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) []string {
+	var names []string
+	toks := fieldsWithOffsets(k.Value)
+	if len(toks) == 0 {
+		p.errorf(k, path, "empty zone key: expected one or more zone names separated by spaces")
+		return nil
+	}
+	for _, t := range toks {
+		pos := p.pos(k)
+		switch k.Style {
+		case 0:
+			pos.Col += t.off
+		case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
+			pos.Col += t.off + 1
+		}
+		var expanded []string
+		from := ""
+		if strings.Contains(t.s, "/") {
+			pr, err := parsePrefix(t.s)
+			if err != nil {
+				p.errorAt(pos, path, "%v", err)
+				continue
+			}
+			expanded, from = ReverseZones(pr), " (from "+t.s+")"
+		} else {
+			name, err := normalizeName(t.s)
+			if err != nil {
+				p.errorAt(pos, path, "bad zone name: %v", err)
+				continue
+			}
+			expanded = []string{name}
+		}
+		for _, name := range expanded {
+			if first, dup := seen[name]; dup {
+				p.errorAt(pos, path, "duplicate zone %q%s: already declared in key %q at %s", name, from, first.key, first.pos)
+				continue
+			}
+			seen[name] = zoneSeen{key: k.Value, pos: pos}
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+type token struct {
+	s   string
+	off int // byte offset in the key
+}
+
+func fieldsWithOffsets(s string) []token {
+	var toks []token
+	start := -1
+	for i, r := range s {
+		space := r == ' ' || r == '\t' || r == '\n' || r == '\r'
+		switch {
+		case space && start >= 0:
+			toks = append(toks, token{s[start:i], start})
+			start = -1
+		case !space && start < 0:
+			start = i
+		}
+	}
+	if start >= 0 {
+		toks = append(toks, token{s[start:], start})
+	}
+	return toks
+}
+
+// normalizeName validates a domain name and returns it in lower case,
+// fully qualified. "." is the root. Labels are 1-63 characters of
+// letters, digits, '-' and '_'; the whole name at most 253 characters
+// (without the final dot).
+func normalizeName(s string) (string, error) {
+	if s == "." {
+		return ".", nil
+	}
+	name := strings.ToLower(strings.TrimSuffix(s, "."))
+	if name == "" {
+		return "", fmt.Errorf("empty name")
+	}
+	if len(name) > 253 {
+		return "", fmt.Errorf("%q is longer than 253 characters", s)
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" {
+			return "", fmt.Errorf("%q has an empty label", s)
+		}
+		if len(label) > 63 {
+			return "", fmt.Errorf("%q has a label longer than 63 characters", s)
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "", fmt.Errorf("%q: character %q is not allowed (letters, digits, '-' and '_')", s, rune(c))
+			}
+		}
+	}
+	return name + ".", nil
+}
+
+// ReverseZones returns the reverse-DNS zones covering a prefix: for IPv4
+// the in-addr.arpa zones at the next octet boundary (10.96.0.0/12 gives
+// 96.10.in-addr.arpa. ... 111.10.in-addr.arpa.), for IPv6 the ip6.arpa
+// zones at the next nibble boundary. A prefix yields at most 128 zones
+// (IPv4 /n with n%8 == 1) or 8 (IPv6).
+func ReverseZones(pr netip.Prefix) []string {
+	pr = pr.Masked()
+	bits := pr.Bits()
+	if pr.Addr().Is4() {
+		octets := (bits + 7) / 8
+		a := pr.Addr().As4()
+		count := 1 << (octets*8 - bits)
+		zones := make([]string, 0, count)
+		for i := range count {
+			var b strings.Builder
+			for j := octets - 1; j >= 0; j-- {
+				o := int(a[j])
+				if j == octets-1 {
+					o += i
+				}
+				b.WriteString(strconv.Itoa(o))
+				b.WriteByte('.')
+			}
+			b.WriteString("in-addr.arpa.")
+			zones = append(zones, b.String())
+		}
+		return zones
+	}
+	nibbles := (bits + 3) / 4
+	a := pr.Addr().As16()
+	count := 1 << (nibbles*4 - bits)
+	zones := make([]string, 0, count)
+	for i := range count {
+		var b strings.Builder
+		for j := nibbles - 1; j >= 0; j-- {
+			nb := int(a[j/2]>>(4*(1-j%2))) & 0xf
+			if j == nibbles-1 {
+				nb += i
+			}
+			b.WriteString(strconv.FormatInt(int64(nb), 16))
+			b.WriteByte('.')
+		}
+		b.WriteString("ip6.arpa.")
+		zones = append(zones, b.String())
+	}
+	return zones
+}
+
+// sources parses a zone's value: a non-empty list of single-key mappings
+// `kind: {settings}`.
+func (p *parser) sources(v *yaml.Node, path string, z *Zone) []Source {
+	if isNull(v) {
+		p.errorf(v, path, "no sources: expected a list such as [- hosts: {files: [...]}]")
+		return nil
+	}
+	v = deref(v)
+	if v.Kind != yaml.SequenceNode {
+		p.errorf(v, path, "expected a list of sources (- kind: {settings}), got %s", describe(v))
+		return nil
+	}
+	if len(v.Content) == 0 {
+		p.errorf(v, path, "no sources: the list is empty")
+		return nil
+	}
+	var out []Source
+	for i, it := range v.Content {
+		ipath := indexPath(path, i)
+		it = deref(it)
+		var kindNode, settings *yaml.Node
+		switch {
+		case it.Kind == yaml.ScalarNode && slices.Contains(sourceKinds, it.Value):
+			kindNode = it // "- forward" without a colon: all defaults
+		case it.Kind == yaml.MappingNode && len(it.Content) == 2:
+			kindNode, settings = deref(it.Content[0]), it.Content[1]
+		case it.Kind == yaml.MappingNode:
+			var keys []string
+			for j := 0; j < len(it.Content); j += 2 {
+				keys = append(keys, it.Content[j].Value)
+			}
+			p.errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
+			continue
+		default:
+			p.errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(sourceKinds, ", "), describe(it))
+			continue
+		}
+		kind := kindNode.Value
+		if kindNode.Kind != yaml.ScalarNode || !slices.Contains(sourceKinds, kind) {
+			p.errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kind, strings.Join(sourceKinds, ", "))
+			continue
+		}
+		spath := keyPath(ipath, kind)
+		src := Source{Kind: kind, Fallthrough: defaultFallthrough(kind), Pos: p.pos(it)}
+		switch kind {
+		case KindKubernetes:
+			src.Kubernetes = p.kubernetes(settings, spath, &src)
+		case KindEtcd:
+			src.Etcd = p.etcd(settings, spath, &src)
+		case KindHosts:
+			src.Hosts = p.hosts(settings, spath, &src, z, kindNode)
+		case KindForward:
+			src.Forward = p.forward(settings, spath, &src, kindNode)
+		}
+		out = append(out, src)
+	}
+	return out
+}
