@@ -1,0 +1,394 @@
+package hosts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// debounce is how long the watcher collects events before it re-reads the
+// files they concern: an editor's save is several events in a row.
+const debounce = 15 * time.Millisecond
+
+// maxBadLinesLogged caps the bad lines logged per file load; the rest are
+// counted in one summary line.
+const maxBadLinesLogged = 20
+
+// maxFileSize is the largest hosts file accepted (name offsets are 32-bit).
+const maxFileSize = 1 << 31
+
+// snapshot is what readers load with one atomic operation.
+type snapshot struct {
+	ix     *index
+	serial uint32
+}
+
+// Backend is a set of hosts files, loaded, indexed and watched once. It can
+// be shared by any number of Sources; readers never lock. Close stops it.
+type Backend struct {
+	logger *slog.Logger
+	ttl    uint32
+	cur    atomic.Pointer[snapshot]
+
+	// Owned by the watch goroutine after OpenBackend returns.
+	files []*hostsFile
+	seed  maphash.Seed
+
+	watcher   *fsnotify.Watcher
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// hostsFile is one file of a Backend and its last good data.
+type hostsFile struct {
+	path    string // cleaned
+	dir     string
+	base    string
+	data    *fileData // last good data
+	sum     uint64    // hash of the content data was parsed from
+	info    os.FileInfo
+	failing bool // unreadable since the last warning
+}
+
+// fileData is one file's parsed content: (address, name) pairs with the
+// names in one shared string.
+type fileData struct {
+	names   string
+	entries []fileEntry
+	n4      int // entries with an IPv4 address
+}
+
+type fileEntry struct {
+	addr netip.Addr
+	name span
+}
+
+// OpenBackend reads files, indexes them and starts watching them for
+// changes. ttl is the TTL of the records. A file that cannot be read is an
+// error; bad lines are skipped and logged. The caller must Close the
+// Backend.
+func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger) (*Backend, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Backend{
+		logger: logger.With("source", "hosts"),
+		ttl:    ttlSeconds(ttl),
+		seed:   maphash.MakeSeed(),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	seen := make(map[string]bool, len(files))
+	dirs := make(map[string]bool)
+	for _, p := range files {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("hosts file %s: %w", p, err)
+		}
+		if seen[abs] {
+			continue
+		}
+		seen[abs] = true
+		f := &hostsFile{path: abs, dir: filepath.Dir(abs), base: filepath.Base(abs)}
+		data, info, err := readFile(abs)
+		if err != nil {
+			return nil, fmt.Errorf("hosts file %s: %w", p, err)
+		}
+		f.info = info
+		f.sum = maphash.Bytes(b.seed, data)
+		f.data = parseData(abs, data, b.logger)
+		b.files = append(b.files, f)
+		dirs[f.dir] = true
+	}
+	b.publish(b.build(), 0)
+
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("hosts: watcher: %w", err)
+	}
+	for dir := range dirs {
+		if err := w.Add(dir); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("hosts: watch directory %s: %w", dir, err)
+		}
+	}
+	b.watcher = w
+	go b.run()
+	return b, nil
+}
+
+// ttlSeconds converts a TTL to whole seconds, clamped to uint32.
+func ttlSeconds(d time.Duration) uint32 {
+	s := d / time.Second
+	if s < 0 {
+		return 0
+	}
+	if s > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(s)
+}
+
+// Close stops watching and waits for the watch goroutine to end. The data
+// stays readable. Close is idempotent.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		close(b.stop)
+		if err := b.watcher.Close(); err != nil {
+			b.closeErr = fmt.Errorf("hosts: close watcher: %w", err)
+		}
+		<-b.done
+	})
+	return b.closeErr
+}
+
+// Serial increases whenever the data changes and never goes backwards.
+func (b *Backend) Serial() uint32 { return b.cur.Load().serial }
+
+// TTL is the TTL of the backend's records, in seconds.
+func (b *Backend) TTL() uint32 { return b.ttl }
+
+// Records is the number of records held (A, AAAA and PTR).
+func (b *Backend) Records() int { return b.cur.Load().ix.records }
+
+func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
+
+// publish stores ix with a serial of max(prev+1, now).
+func (b *Backend) publish(ix *index, prev uint32) {
+	serial := uint32(time.Now().Unix())
+	if serial <= prev {
+		serial = prev + 1
+	}
+	b.cur.Store(&snapshot{ix: ix, serial: serial})
+}
+
+// build indexes the last good data of every file, in file order.
+func (b *Backend) build() *index {
+	n, n4 := 0, 0
+	for _, f := range b.files {
+		n += len(f.data.entries)
+		n4 += f.data.n4
+	}
+	return buildIndex(b.ttl, n, n4, func(add func(netip.Addr, string)) {
+		for _, f := range b.files {
+			d := f.data
+			for _, e := range d.entries {
+				add(e.addr, d.names[e.name.off:e.name.off+e.name.n])
+			}
+		}
+	})
+}
+
+// run is the watch goroutine: it collects events for a short debounce,
+// then re-reads what changed. It ends when Close is called.
+func (b *Backend) run() {
+	defer close(b.done)
+	dirty := make(map[*hostsFile]bool)
+	checkDirs := make(map[string]bool)
+	var timer *time.Timer
+	var fire <-chan time.Time
+	arm := func() {
+		if fire != nil {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(debounce)
+		} else {
+			timer.Reset(debounce)
+		}
+		fire = timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case ev, ok := <-b.watcher.Events:
+			if !ok {
+				return
+			}
+			name := filepath.Clean(ev.Name)
+			matched := false
+			for _, f := range b.files {
+				if f.path == name {
+					dirty[f] = true
+					matched = true
+				}
+			}
+			if !matched {
+				// Another name in a watched directory: a symlink swap
+				// (Kubernetes ConfigMap "..data") can change a file
+				// without an event for its own name. Stat to find out.
+				checkDirs[filepath.Dir(name)] = true
+			}
+			arm()
+		case err, ok := <-b.watcher.Errors:
+			if !ok {
+				return
+			}
+			b.logger.Warn("hosts watcher error", "error", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				for _, f := range b.files {
+					dirty[f] = true
+				}
+				arm()
+			}
+		case <-fire:
+			fire = nil
+			b.refresh(dirty, checkDirs)
+			clear(dirty)
+			clear(checkDirs)
+		}
+	}
+}
+
+// refresh re-reads the dirty files and the files of checkDirs whose
+// identity changed, and publishes a new index when any content changed.
+func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) {
+	for _, f := range b.files {
+		if dirty[f] || !checkDirs[f.dir] {
+			continue
+		}
+		info, err := os.Stat(f.path)
+		if err != nil || f.info == nil || !os.SameFile(info, f.info) ||
+			!info.ModTime().Equal(f.info.ModTime()) || info.Size() != f.info.Size() {
+			dirty[f] = true
+		}
+	}
+	changed := false
+	for _, f := range b.files {
+		if dirty[f] && b.reread(f) {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	start := time.Now()
+	ix := b.build()
+	b.publish(ix, b.cur.Load().serial)
+	b.logger.Info("hosts data reloaded", "records", ix.records, "files", len(b.files),
+		"serial", b.cur.Load().serial, "duration", time.Since(start))
+}
+
+// reread reads f again and reports whether its content changed. A file
+// that cannot be read keeps its last good data; that is logged once until
+// the file is readable again.
+func (b *Backend) reread(f *hostsFile) bool {
+	data, info, err := readFile(f.path)
+	if err != nil {
+		if !f.failing {
+			f.failing = true
+			b.logger.Warn("hosts file unreadable, keeping its last good data",
+				"file", f.path, "error", err)
+		}
+		f.info = nil
+		return false
+	}
+	if f.failing {
+		f.failing = false
+		b.logger.Info("hosts file readable again", "file", f.path)
+	}
+	f.info = info
+	sum := maphash.Bytes(b.seed, data)
+	if sum == f.sum {
+		return false
+	}
+	f.sum = sum
+	f.data = parseData(f.path, data, b.logger)
+	return true
+}
+
+// readFile reads a whole file and returns its info from the same open.
+func readFile(path string) ([]byte, os.FileInfo, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if info.IsDir() {
+		return nil, nil, errors.New("is a directory")
+	}
+	if info.Size() > maxFileSize {
+		return nil, nil, fmt.Errorf("larger than %d bytes", maxFileSize)
+	}
+	data := make([]byte, 0, info.Size()+512)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := fh.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(data) > maxFileSize {
+			return nil, nil, fmt.Errorf("larger than %d bytes", maxFileSize)
+		}
+	}
+	return data, info, nil
+}
+
+// parseData parses a whole file. Bad lines are skipped and logged with
+// FILE:LINE (the first maxBadLinesLogged of them, then a count).
+func parseData(path string, data []byte, logger *slog.Logger) *fileData {
+	lines := bytes.Count(data, []byte{'\n'}) + 1
+	arena := make([]byte, 0, len(data)*3/4+64)
+	spans := make([]span, 0, 4)
+	entries := make([]fileEntry, 0, lines)
+	n4, bad := 0, 0
+	for lineNo := 1; len(data) > 0; lineNo++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		addr, a, s, kind, field := parseLine(line, arena, spans[:0])
+		arena, spans = a, s
+		if kind != lineOK {
+			bad++
+			if bad <= maxBadLinesLogged {
+				logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(lineNo),
+					"reason", kind.String(), "field", string(field))
+			}
+			continue
+		}
+		for _, sp := range spans {
+			entries = append(entries, fileEntry{addr: addr, name: sp})
+		}
+		if addr.Is4() {
+			n4 += len(spans)
+		}
+	}
+	if bad > maxBadLinesLogged {
+		logger.Warn("hosts: more bad lines skipped", "file", path, "total", bad)
+	}
+	return &fileData{names: string(arena), entries: entries, n4: n4}
+}

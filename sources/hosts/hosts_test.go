@@ -1,0 +1,390 @@
+package hosts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/miekg/dns"
+)
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
+	t.Helper()
+	buf := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openBackend(t *testing.T, files ...string) *Backend {
+	t.Helper()
+	logger, _ := testLogger(t)
+	b, err := OpenBackend(files, time.Hour, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+// records renders a lookup as the user would check it: status and the
+// records' type and data, in order.
+func records(s *Source, name string) []string {
+	res := s.Lookup(context.Background(), &pipeline.Question{Name: name, Type: dns.TypeA})
+	switch res.Status {
+	case pipeline.NotMine:
+		return []string{"NOTMINE"}
+	case pipeline.Found:
+	default:
+		return []string{fmt.Sprintf("status %d", res.Status)}
+	}
+	out := []string{}
+	for _, rr := range res.RRs {
+		h := rr.Header()
+		if h.Name != name {
+			out = append(out, "WRONG OWNER "+h.Name)
+		}
+		switch rr := rr.(type) {
+		case *dns.A:
+			out = append(out, "A "+rr.A.String())
+		case *dns.AAAA:
+			out = append(out, "AAAA "+rr.AAAA.String())
+		case *dns.PTR:
+			out = append(out, "PTR "+rr.Ptr)
+		default:
+			out = append(out, rr.String())
+		}
+	}
+	return out
+}
+
+func expect(t *testing.T, s *Source, name string, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	if got := records(s, name); !slices.Equal(got, want) {
+		t.Errorf("%s: got %q, want %q", name, got, want)
+	}
+}
+
+// eventually polls until name has the wanted records, for up to 2 s (the
+// goal is 100 ms).
+func eventually(t *testing.T, s *Source, name string, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := records(s, name)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: after 2s got %q, want %q", name, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// never checks that name keeps its records for a while (changes are
+// normally served within 100 ms, so 300 ms of stability is meaningful).
+func never(t *testing.T, s *Source, name string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if got := records(s, name); !slices.Equal(got, want) {
+			t.Fatalf("%s: got %q, want it to stay %q", name, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	tests := []struct {
+		line  string
+		addr  string
+		names []string
+		bad   bool
+	}{
+		{line: "", names: nil},
+		{line: "   \t  ", names: nil},
+		{line: "# just a comment", names: nil},
+		{line: "   # indented comment", names: nil},
+		{line: "10.0.0.1 a", addr: "10.0.0.1", names: []string{"a."}},
+		{line: "10.0.0.1\tWeb.Example.Internal. www  # comment", addr: "10.0.0.1", names: []string{"web.example.internal.", "www."}},
+		{line: "10.0.0.1 a#comment", addr: "10.0.0.1", names: []string{"a."}},
+		{line: "10.0.0.1 a b c\r", addr: "10.0.0.1", names: []string{"a.", "b.", "c."}},
+		{line: "::1 localhost ip6-localhost", addr: "::1", names: []string{"localhost.", "ip6-localhost."}},
+		{line: "2001:DB8::10 v6.example", addr: "2001:db8::10", names: []string{"v6.example."}},
+		{line: "fe80::1%eth0 link", addr: "fe80::1", names: []string{"link."}},
+		{line: "::ffff:10.0.0.1 mapped", addr: "10.0.0.1", names: []string{"mapped."}},
+		{line: "10.0.0.1 _srv-ok.x", addr: "10.0.0.1", names: []string{"_srv-ok.x."}},
+		{line: "10.0.0.1 " + strings.Repeat("a", 63) + ".b", addr: "10.0.0.1", names: []string{strings.Repeat("a", 63) + ".b."}},
+		{line: "10.0.0.1", bad: true},
+		{line: "10.0.0.1 # no names", bad: true},
+		{line: "10.0.0.256 a", bad: true},
+		{line: "10.0.0 a", bad: true},
+		{line: "010.0.0.1 a", bad: true},
+		{line: "10.0.0.1.1 a", bad: true},
+		{line: "host 10.0.0.1", bad: true},
+		{line: "fe80::1% a", bad: true},
+		{line: "2001:db8::zz a", bad: true},
+		{line: "10.0.0.1 a..b", bad: true},
+		{line: "10.0.0.1 .a", bad: true},
+		{line: "10.0.0.1 .", bad: true},
+		{line: "10.0.0.1 a/b", bad: true},
+		{line: "10.0.0.1 good b@d", bad: true},
+		{line: "10.0.0.1 " + strings.Repeat("a", 64), bad: true},
+		{line: "10.0.0.1 " + strings.Repeat("abcdefg.", 32) + "x", bad: true}, // 257 characters
+	}
+	for _, tt := range tests {
+		addr, names, err := ParseLine([]byte(tt.line))
+		if tt.bad {
+			if err == nil || !errors.Is(err, ErrBadLine) {
+				t.Errorf("%q: err = %v, want ErrBadLine", tt.line, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tt.line, err)
+			continue
+		}
+		if tt.addr == "" {
+			if addr.IsValid() || names != nil {
+				t.Errorf("%q: got %v %q, want nothing", tt.line, addr, names)
+			}
+			continue
+		}
+		if addr != netip.MustParseAddr(tt.addr) || !slices.Equal(names, tt.names) {
+			t.Errorf("%q: got %v %q, want %s %q", tt.line, addr, names, tt.addr, tt.names)
+		}
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, `# test hosts
+127.0.0.1   localhost
+::1         localhost ip6-localhost
+10.0.0.1    web.example.internal  WWW.Example.Internal.   # two names
+10.0.0.2    web.example.internal
+999.0.0.1   broken.example.internal
+10.0.0.3    bad!name.example.internal
+2001:db8::1 web.example.internal
+10.0.0.4`+"\r\n"+`10.0.0.5 crlf.example.internal`+"\r\n")
+	logger, logs := testLogger(t)
+	b, err := OpenBackend([]string{path}, 30*time.Second, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := NewSource(b, nil, 30*time.Second, true)
+
+	expect(t, s, "localhost.", "A 127.0.0.1", "AAAA ::1")
+	expect(t, s, "ip6-localhost.", "AAAA ::1")
+	expect(t, s, "web.example.internal.", "A 10.0.0.1", "A 10.0.0.2", "AAAA 2001:db8::1")
+	expect(t, s, "www.example.internal.", "A 10.0.0.1")
+	expect(t, s, "crlf.example.internal.", "A 10.0.0.5")
+	expect(t, s, "broken.example.internal.", "NOTMINE")
+	expect(t, s, "bad!name.example.internal.", "NOTMINE")
+	expect(t, s, "nope.example.internal.", "NOTMINE")
+
+	res := s.Lookup(context.Background(), &pipeline.Question{Name: "www.example.internal."})
+	if h := res.RRs[0].Header(); h.Ttl != 30 || h.Class != dns.ClassINET || h.Rrtype != dns.TypeA {
+		t.Errorf("header = %+v, want TTL 30, class IN, type A", h)
+	}
+	if s.Kind() != "hosts" || s.TTL() != 30 {
+		t.Errorf("Kind, TTL = %q, %d", s.Kind(), s.TTL())
+	}
+	for _, want := range []string{path + ":6", path + ":7", path + ":9"} {
+		if !strings.Contains(logs.String(), "at="+want+" ") {
+			t.Errorf("log does not mention %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs.String(), path+":8 ") {
+		t.Errorf("good line 8 logged as bad:\n%s", logs)
+	}
+}
+
+func TestOpenUnreadableFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err := OpenBackend([]string{missing}, time.Hour, nil)
+	if err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want not-exist error naming %s", err, missing)
+	}
+}
+
+func TestMergeFiles(t *testing.T) {
+	dir := t.TempDir()
+	other := t.TempDir()
+	f1 := filepath.Join(dir, "one")
+	f2 := filepath.Join(other, "two")
+	writeFile(t, f1, "10.0.0.1 a.example b.example\n10.0.0.1 a.example\n")
+	writeFile(t, f2, "10.0.0.1 a.example\n10.0.0.2 a.example\n10.0.0.3 c.example\n")
+	b := openBackend(t, f1, f2, f1)
+	s := NewSource(b, nil, time.Hour, true)
+	expect(t, s, "a.example.", "A 10.0.0.1", "A 10.0.0.2")
+	expect(t, s, "b.example.", "A 10.0.0.1")
+	expect(t, s, "c.example.", "A 10.0.0.3")
+	expect(t, s, "1.0.0.10.in-addr.arpa.", "PTR a.example.", "PTR b.example.")
+	if got := b.Records(); got != 4+4 {
+		t.Errorf("Records = %d, want 8 (4 A + 4 PTR, duplicates removed)", got)
+	}
+
+	// Both files are watched: an edit in the second directory is served.
+	writeFile(t, f2, "10.0.0.9 c.example\n")
+	eventually(t, s, "c.example.", "A 10.0.0.9")
+	expect(t, s, "a.example.", "A 10.0.0.1")
+}
+
+func TestManyRecordsAtOneName(t *testing.T) {
+	var sb strings.Builder
+	var want []string
+	for round := range 2 { // every line twice: the second round is all duplicates
+		for i := range 50 {
+			fmt.Fprintf(&sb, "10.0.1.%d big.example\n", i)
+			fmt.Fprintf(&sb, "10.0.9.9 n%d.example\n", i)
+			if round == 0 {
+				want = append(want, fmt.Sprintf("A 10.0.1.%d", i))
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, sb.String())
+	s := NewSource(openBackend(t, path), nil, time.Hour, true)
+	expect(t, s, "big.example.", want...)
+	if got := len(records(s, "9.9.0.10.in-addr.arpa.")); got != 50 {
+		t.Errorf("PTR records of 10.9.9.9 = %d, want 50", got)
+	}
+}
+
+func TestReverse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.1.2.3 web.example.internal www.example.internal\n2001:db8::1 v6.example.internal\n")
+	b := openBackend(t, path)
+
+	on := NewSource(b, nil, time.Hour, true)
+	expect(t, on, "3.2.1.10.in-addr.arpa.", "PTR web.example.internal.", "PTR www.example.internal.")
+	v6 := "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."
+	expect(t, on, v6, "PTR v6.example.internal.")
+	expect(t, on, "2.1.10.in-addr.arpa.")      // ENT
+	expect(t, on, "10.in-addr.arpa.")          // ENT
+	expect(t, on, "8.b.d.0.1.0.0.2.ip6.arpa.") // ENT
+	expect(t, on, "4.2.1.10.in-addr.arpa.", "NOTMINE")
+
+	off := NewSource(b, nil, time.Hour, false)
+	expect(t, off, "3.2.1.10.in-addr.arpa.", "NOTMINE")
+	expect(t, off, v6, "NOTMINE")
+	expect(t, off, "10.in-addr.arpa.", "NOTMINE")
+	expect(t, off, "web.example.internal.", "A 10.1.2.3")
+}
+
+func TestEmptyNonTerminals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.1 a.b.c.example.internal\n10.0.0.2 c.example.internal\n")
+	s := NewSource(openBackend(t, path), nil, time.Hour, true)
+	expect(t, s, "a.b.c.example.internal.", "A 10.0.0.1")
+	expect(t, s, "b.c.example.internal.")
+	expect(t, s, "c.example.internal.", "A 10.0.0.2") // a name with records below it keeps them
+	expect(t, s, "example.internal.")
+	expect(t, s, "x.b.c.example.internal.", "NOTMINE")
+	expect(t, s, "b.example.internal.", "NOTMINE")
+}
+
+func entry(addr string, names ...string) config.HostsEntry {
+	return config.HostsEntry{Line: addr + " " + strings.Join(names, " "), Addr: netip.MustParseAddr(addr), Names: names}
+}
+
+func TestInlineEntries(t *testing.T) {
+	entries := []config.HostsEntry{
+		entry("10.0.0.10", "db.example.internal.", "x.y.example.internal."),
+		entry("2001:db8::10", "db.example.internal."),
+		entry("10.0.0.10", "db.example.internal."),
+	}
+	only := NewSource(nil, entries, 10*time.Minute, true)
+	expect(t, only, "db.example.internal.", "A 10.0.0.10", "AAAA 2001:db8::10")
+	expect(t, only, "y.example.internal.")
+	expect(t, only, "10.0.0.10.in-addr.arpa.", "PTR db.example.internal.", "PTR x.y.example.internal.")
+	expect(t, only, "web.example.internal.", "NOTMINE")
+	if only.TTL() != 600 || only.Serial() == 0 || only.Serial() != only.Serial() {
+		t.Errorf("TTL, Serial = %d, %d", only.TTL(), only.Serial())
+	}
+	res := only.Lookup(context.Background(), &pipeline.Question{Name: "db.example.internal."})
+	if res.RRs[0].Header().Ttl != 600 {
+		t.Errorf("inline TTL = %d, want 600", res.RRs[0].Header().Ttl)
+	}
+
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.11 db.example.internal\n10.0.0.12 web.example.internal\n10.0.0.10 files.example.internal\n")
+	b := openBackend(t, path)
+	both := NewSource(b, entries, time.Hour, true)
+	expect(t, both, "db.example.internal.", "A 10.0.0.10", "AAAA 2001:db8::10", "A 10.0.0.11")
+	expect(t, both, "web.example.internal.", "A 10.0.0.12")
+	expect(t, both, "10.0.0.10.in-addr.arpa.", "PTR db.example.internal.", "PTR x.y.example.internal.", "PTR files.example.internal.")
+	if both.Serial() != b.Serial() {
+		t.Errorf("Serial = %d, want the backend's %d", both.Serial(), b.Serial())
+	}
+	// The shared slices are not modified by a concatenation.
+	expect(t, both, "db.example.internal.", "A 10.0.0.10", "AAAA 2001:db8::10", "A 10.0.0.11")
+	expect(t, NewSource(b, nil, time.Hour, true), "db.example.internal.", "A 10.0.0.11")
+}
+
+func TestLookupHitDoesNotAllocate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n2001:db8::1 web6.example.internal\n")
+	s := NewSource(openBackend(t, path), []config.HostsEntry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true)
+	ctx := context.Background()
+	for _, name := range []string{"web.example.internal.", "web6.example.internal.", "inline.example.internal.", "example.internal.", "miss.example.internal.", "1.0.0.10.in-addr.arpa."} {
+		q := &pipeline.Question{Name: name, Type: dns.TypeA}
+		allocs := testing.AllocsPerRun(1000, func() {
+			if s.Lookup(ctx, q).Status == pipeline.Failed {
+				t.Fatal("failed")
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("Lookup(%s) allocates %.1f times, want 0", name, allocs)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package hosts
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/miekg/dns"
+)
+
+// Source is one zone's hosts source: a view over a shared Backend (may be
+// nil) plus the zone's inline entries. It implements pipeline.Source.
+type Source struct {
+	backend *Backend
+	inline  *index // nil without entries
+	ttl     uint32
+	reverse bool
+	serial  uint32 // for a Source without backend
+}
+
+var _ pipeline.Source = (*Source)(nil)
+
+// NewSource returns a Source over b (nil when only inline entries are
+// configured) and entries (names already lower-case FQDNs). ttl is the TTL
+// of the inline records and of negative answers; reverse enables PTR
+// answers. The Source does not own b: closing b is the caller's job, after
+// the Source is no longer used.
+func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool) *Source {
+	s := &Source{
+		backend: b,
+		ttl:     ttlSeconds(ttl),
+		reverse: reverse,
+		serial:  uint32(time.Now().Unix()),
+	}
+	if len(entries) > 0 {
+		n, n4 := 0, 0
+		for _, e := range entries {
+			n += len(e.Names)
+			if e.Addr.Is4() {
+				n4 += len(e.Names)
+			}
+		}
+		s.inline = buildIndex(s.ttl, n, n4, func(add func(netip.Addr, string)) {
+			for _, e := range entries {
+				if !e.Addr.IsValid() {
+					continue
+				}
+				addr := e.Addr.WithZone("")
+				for _, name := range e.Names {
+					add(addr, name)
+				}
+			}
+		})
+	}
+	return s
+}
+
+// Kind is "hosts".
+func (s *Source) Kind() string { return "hosts" }
+
+// TTL is the source's TTL in seconds.
+func (s *Source) TTL() uint32 { return s.ttl }
+
+// Serial is the backend's serial, or a fixed value for inline entries only.
+func (s *Source) Serial() uint32 {
+	if s.backend != nil {
+		return s.backend.Serial()
+	}
+	return s.serial
+}
+
+// Lookup returns every record held at q.Name (a lower-case FQDN): Found
+// with the records, Found with none for an empty non-terminal, NotMine for
+// an unknown name. PTR names are known only when reverse is on. A hit on
+// one data set does not allocate.
+func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	var parts [4][]dns.RR
+	found := false
+	if s.inline != nil {
+		fwd, rev, ok := s.inline.lookup(q.Name, s.reverse)
+		parts[0], parts[1] = fwd, rev
+		found = ok
+	}
+	if s.backend != nil {
+		fwd, rev, ok := s.backend.snapshot().ix.lookup(q.Name, s.reverse)
+		parts[2], parts[3] = fwd, rev
+		found = found || ok
+	}
+	if !found {
+		return pipeline.Result{Status: pipeline.NotMine}
+	}
+	var rrs []dns.RR
+	sets, total := 0, 0
+	for _, p := range parts {
+		if len(p) > 0 {
+			rrs = p
+			sets++
+			total += len(p)
+		}
+	}
+	if sets > 1 { // rare: the name is in several data sets; the slices are shared, so copy
+		rrs = make([]dns.RR, 0, total)
+		for _, p := range parts {
+			rrs = append(rrs, p...)
+		}
+	}
+	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+}

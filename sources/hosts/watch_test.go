@@ -1,0 +1,255 @@
+package hosts
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const name = "web.example.internal."
+
+func TestReloadOnEdit(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(t *testing.T, path string)
+		want []string
+	}{
+		{"in-place write", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString("10.0.0.2 web.example.internal\n"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"A 10.0.0.2"}},
+		{"append", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString("10.0.0.3 web.example.internal\n"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"A 10.0.0.1", "A 10.0.0.3"}},
+		{"atomic rename", func(t *testing.T, path string) {
+			tmp := filepath.Join(filepath.Dir(path), ".hosts.tmp")
+			writeFile(t, tmp, "10.0.0.4 web.example.internal\n")
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"A 10.0.0.4"}},
+		{"delete and re-create", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // let the removal be seen on its own
+			writeFile(t, path, "10.0.0.5 web.example.internal\n")
+		}, []string{"A 10.0.0.5"}},
+		{"vim swap dance", func(t *testing.T, path string) {
+			dir := filepath.Dir(path)
+			probe := filepath.Join(dir, "4913")
+			writeFile(t, probe, "")
+			if err := os.Remove(probe); err != nil {
+				t.Fatal(err)
+			}
+			backup := path + "~"
+			if err := os.Rename(path, backup); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, path, "10.0.0.6 web.example.internal\n")
+			if err := os.Remove(backup); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"A 10.0.0.6"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hosts")
+			writeFile(t, path, "10.0.0.1 web.example.internal\n")
+			b := openBackend(t, path)
+			s := NewSource(b, nil, time.Hour, true)
+			expect(t, s, name, "A 10.0.0.1")
+			serial := b.Serial()
+
+			tt.edit(t, path)
+			eventually(t, s, name, tt.want...)
+			if b.Serial() <= serial {
+				t.Errorf("serial %d after the change, was %d: want it to increase", b.Serial(), serial)
+			}
+		})
+	}
+}
+
+func TestDeletedFileKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	logger, logs := testLogger(t)
+	b, err := OpenBackend([]string{path}, time.Hour, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := NewSource(b, nil, time.Hour, true)
+	serial := b.Serial()
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !strings.Contains(logs.String(), "hosts file unreadable") {
+		if time.Now().After(deadline) {
+			t.Fatalf("deletion not logged:\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	expect(t, s, name, "A 10.0.0.1")
+	if b.Serial() != serial {
+		t.Errorf("serial changed from %d to %d without a data change", serial, b.Serial())
+	}
+	// More events in the directory while the file is gone: still kept,
+	// logged once.
+	writeFile(t, filepath.Join(dir, "other"), "x")
+	never(t, s, name, "A 10.0.0.1")
+	if n := strings.Count(logs.String(), "hosts file unreadable"); n != 1 {
+		t.Errorf("unreadable logged %d times, want once:\n%s", n, logs)
+	}
+
+	writeFile(t, path, "10.0.0.7 web.example.internal\n")
+	eventually(t, s, name, "A 10.0.0.7")
+	if !strings.Contains(logs.String(), "hosts file readable again") {
+		t.Errorf("recovery not logged:\n%s", logs)
+	}
+}
+
+func TestUnreadableFileKeepsData(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("running as root: chmod 000 does not stop root from reading the file")
+	}
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	b := openBackend(t, path)
+	s := NewSource(b, nil, time.Hour, true)
+	if err := os.Chmod(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	never(t, s, name, "A 10.0.0.1")
+	// Written while unreadable, then made readable: the new data is served.
+	if err := os.Chmod(path, 0o200); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "10.0.0.8 web.example.internal\n")
+	never(t, s, name, "A 10.0.0.1")
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, name, "A 10.0.0.8")
+}
+
+func TestSymlinkSwap(t *testing.T) {
+	// The Kubernetes ConfigMap volume layout: hosts -> ..data/hosts, and an
+	// update renames a new ..data symlink over the old one; no event names
+	// "hosts" itself.
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "v1", "hosts"), "10.0.0.1 web.example.internal\n")
+	writeFile(t, filepath.Join(dir, "v2", "hosts"), "10.0.0.9 web.example.internal\n")
+	if err := os.Symlink("v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hosts")
+	if err := os.Symlink("..data/hosts", path); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(openBackend(t, path), nil, time.Hour, true)
+	expect(t, s, name, "A 10.0.0.1")
+
+	if err := os.Symlink("v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, name, "A 10.0.0.9")
+}
+
+func TestUnrelatedFilesIgnored(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	b := openBackend(t, path)
+	s := NewSource(b, nil, time.Hour, true)
+	serial := b.Serial()
+	writeFile(t, filepath.Join(dir, "hosts.bak"), "10.0.0.66 web.example.internal\n")
+	writeFile(t, filepath.Join(dir, "other"), "10.0.0.66 web.example.internal\n")
+	never(t, s, name, "A 10.0.0.1")
+	// Touching the file without changing it does not change the serial.
+	if err := os.Chtimes(path, time.Now(), time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	never(t, s, name, "A 10.0.0.1")
+	if b.Serial() != serial {
+		t.Errorf("serial changed from %d to %d without a data change", serial, b.Serial())
+	}
+}
+
+func TestSerialNeverGoesBackwards(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.0 web.example.internal\n")
+	b := openBackend(t, path)
+	s := NewSource(b, nil, time.Hour, true)
+	prev := b.Serial()
+	if now := uint32(time.Now().Unix()); prev+5 < now || prev > now+5 {
+		t.Errorf("initial serial %d, want about the current unix time %d", prev, now)
+	}
+	// Several changes within the same second still each increase it.
+	for i := 1; i <= 3; i++ {
+		writeFile(t, path, "10.0.0."+string(rune('0'+i))+" web.example.internal\n")
+		eventually(t, s, name, "A 10.0.0."+string(rune('0'+i)))
+		if cur := b.Serial(); cur <= prev {
+			t.Fatalf("change %d: serial %d, previous %d", i, cur, prev)
+		} else {
+			prev = cur
+		}
+	}
+}
+
+func TestCloseStopsWatching(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	b, err := OpenBackend([]string{path}, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(b, nil, time.Hour, true)
+
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	select {
+	case <-b.done:
+	default:
+		t.Fatal("watch goroutine still running after Close")
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	writeFile(t, path, "10.0.0.2 web.example.internal\n")
+	never(t, s, name, "A 10.0.0.1") // last data still served, edits no longer applied
+}

@@ -1,0 +1,215 @@
+// Package sources turns the sources of a validated config into pipeline
+// sources. It is the one place that knows every source kind (an explicit
+// switch, SPEC §8), and it shares backends: sources whose backend settings
+// are equal use one backend, across zones and across reloads.
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/hosts"
+)
+
+// Registry owns every running backend and counts who uses it. The zero
+// value is not usable; create one with NewRegistry.
+type Registry struct {
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	backends map[string]*backend
+}
+
+type backend struct {
+	key   string
+	kind  string
+	refs  int
+	value any // *hosts.Backend, ...
+	close io.Closer
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(logger *slog.Logger) *Registry {
+	return &Registry{logger: logger, backends: make(map[string]*backend)}
+}
+
+// Set is the backends one compiled pipeline holds. Release it once the
+// pipeline is no longer used; backends nobody holds are then stopped.
+type Set struct {
+	reg  *Registry
+	keys []string
+	// Fresh lists the backends this Set started (they were not running
+	// before it): the ones a reload must wait for.
+	Fresh []string
+	once  sync.Once
+}
+
+// Release drops the Set's references and stops backends left unused.
+func (s *Set) Release() {
+	if s == nil {
+		return
+	}
+	s.once.Do(func() { s.reg.release(s.keys) })
+}
+
+// Build compiles cfg into a pipeline, opening or reusing backends. On
+// error nothing stays acquired. Errors name the source's FILE:LINE:COL.
+func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.Pipeline, *Set, error) {
+	set := &Set{reg: r}
+	var errs []error
+	zones := make([]pipeline.ZoneSpec, 0, len(cfg.Zones))
+	for _, z := range cfg.Zones {
+		spec := pipeline.ZoneSpec{Names: z.Names}
+		for _, sc := range z.Sources {
+			src, err := r.source(ctx, z, sc, set)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", sc.Pos, sc.Kind, err))
+				continue
+			}
+			spec.Sources = append(spec.Sources, pipeline.SourceEntry{Source: src, Fallthrough: sc.Fallthrough})
+		}
+		zones = append(zones, spec)
+	}
+	if len(errs) > 0 {
+		set.Release()
+		return nil, nil, errors.Join(errs...)
+	}
+	p, err := pipeline.New(zones, opts)
+	if err != nil {
+		set.Release()
+		return nil, nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	return p, set, nil
+}
+
+// source builds one source: the switch over every kind.
+func (r *Registry) source(_ context.Context, z config.Zone, sc config.Source, set *Set) (pipeline.Source, error) {
+	switch sc.Kind {
+	case config.KindHosts:
+		h := sc.Hosts
+		var b *hosts.Backend
+		if len(h.Files) > 0 {
+			v, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
+				b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger.With("source", "hosts"))
+				if err != nil {
+					return nil, nil, err
+				}
+				return b, b, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			b = v.(*hosts.Backend)
+		}
+		return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse), nil
+	case config.KindKubernetes, config.KindEtcd, config.KindForward:
+		return nil, fmt.Errorf("source kind %q is not available yet in this build", sc.Kind)
+	default:
+		return nil, fmt.Errorf("unknown source kind %q", sc.Kind)
+	}
+}
+
+// hostsKey identifies a hosts backend: the same files (in any order) with
+// the same TTL share one watcher and one index.
+func hostsKey(h *config.Hosts) string {
+	files := append([]string(nil), h.Files...)
+	sort.Strings(files)
+	return "files=" + strings.Join(files, "\x00") + " ttl=" + h.TTL.String()
+}
+
+// acquire returns the running backend for key, or opens one with open.
+// The registry lock is held while opening, so two zones never open the
+// same backend twice.
+func (r *Registry) acquire(set *Set, kind, key string, open func() (any, io.Closer, error)) (any, error) {
+	full := kind + " " + key
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.backends[full]
+	if !ok {
+		start := time.Now()
+		v, c, err := open()
+		if err != nil {
+			return nil, err
+		}
+		b = &backend{key: full, kind: kind, value: v, close: c}
+		r.backends[full] = b
+		set.Fresh = append(set.Fresh, full)
+		r.logger.Info("backend started", "kind", kind, "key", key, "took", time.Since(start).Round(time.Microsecond))
+	}
+	b.refs++
+	set.keys = append(set.keys, full)
+	return b.value, nil
+}
+
+func (r *Registry) release(keys []string) {
+	var stop []*backend
+	r.mu.Lock()
+	for _, k := range keys {
+		b := r.backends[k]
+		if b == nil {
+			continue
+		}
+		b.refs--
+		if b.refs == 0 {
+			delete(r.backends, k)
+			stop = append(stop, b)
+		}
+	}
+	r.mu.Unlock()
+	for _, b := range stop {
+		if err := b.close.Close(); err != nil {
+			r.logger.Warn("backend stop", "kind", b.kind, "key", b.key, "err", err)
+		} else {
+			r.logger.Info("backend stopped", "kind", b.kind, "key", b.key)
+		}
+	}
+}
+
+// Len reports how many backends are running (for tests).
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.backends)
+}
+
+// Close stops every backend regardless of references (process exit).
+func (r *Registry) Close() {
+	r.mu.Lock()
+	all := r.backends
+	r.backends = make(map[string]*backend)
+	r.mu.Unlock()
+	for _, b := range all {
+		_ = b.close.Close()
+	}
+}
+
+// Synced reports every running backend by name and whether its first sync
+// is done (backends that load synchronously, like hosts, always are).
+func (r *Registry) Synced(yield func(name string, synced bool)) {
+	r.mu.Lock()
+	type row struct {
+		name   string
+		synced bool
+	}
+	rows := make([]row, 0, len(r.backends))
+	for _, b := range r.backends {
+		ok := true
+		if s, isSyncer := b.value.(pipeline.Syncer); isSyncer {
+			ok = s.Synced()
+		}
+		rows = append(rows, row{b.key, ok})
+	}
+	r.mu.Unlock()
+	for _, rw := range rows {
+		yield(rw.name, rw.synced)
+	}
+}
