@@ -1,0 +1,375 @@
+// Package daemon runs dnsd: it loads dnsd.yaml, wires the sources, the
+// pipeline, the DNS server and the HTTP endpoints together, and applies
+// reloads (SIGHUP) and graceful stops (SIGTERM/SIGINT) as SPEC §2 and §5
+// describe.
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/metrics"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/server"
+	"github.com/dnsd/dnsd/sources"
+)
+
+// Options are what the command line gives the daemon.
+type Options struct {
+	ConfigPath string
+	Version    string
+	Commit     string
+	LogOutput  io.Writer // default os.Stderr
+}
+
+// drainTimeout bounds how long a reload waits for queries still running on
+// the old pipeline before it stops the old pipeline's unused backends.
+const drainTimeout = 30 * time.Second
+
+// Daemon is a running dnsd.
+type Daemon struct {
+	opts     Options
+	logger   *slog.Logger
+	level    *slog.LevelVar
+	format   string
+	queryLog atomic.Bool
+	metrics  *metrics.Metrics
+	reg      *sources.Registry
+	sw       *switcher
+	srv      *server.Server
+	notify   notifier
+
+	mu   sync.Mutex // serialises Reload and Shutdown
+	cfg  *config.Config
+	http *httpServer
+
+	stopWait context.CancelFunc
+	waitDone chan struct{}
+}
+
+// Start loads the config and starts serving. It returns once every
+// listener is bound; sources that sync asynchronously keep syncing (their
+// names answer SERVFAIL until they have), and READY=1 is sent to systemd
+// when all have synced or their sync_timeout has passed.
+func Start(ctx context.Context, opts Options) (*Daemon, error) {
+	if opts.LogOutput == nil {
+		opts.LogOutput = os.Stderr
+	}
+	cfg, err := config.Load(opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		opts:     opts,
+		level:    new(slog.LevelVar),
+		format:   cfg.Log.Format,
+		metrics:  metrics.New(opts.Version, opts.Commit),
+		sw:       &switcher{},
+		notify:   notifier{socket: os.Getenv("NOTIFY_SOCKET")},
+		cfg:      cfg,
+		waitDone: make(chan struct{}),
+	}
+	d.level.Set(cfg.Log.Level)
+	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
+	d.queryLog.Store(cfg.Log.Queries)
+	d.reg = sources.NewRegistry(d.logger)
+	d.metrics.WatchSynced(d.reg.Synced)
+
+	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
+	if err != nil {
+		d.reg.Close()
+		return nil, err
+	}
+	d.sw.swap(&generation{p: p, set: set})
+	d.srv = server.New(server.Options{Resolver: d.sw, Observer: &observer{m: d.metrics, log: d.logger, queries: &d.queryLog}, Logger: d.logger})
+	set2, err := serverSettings(cfg)
+	if err == nil {
+		err = d.srv.Apply(ctx, cfg.Listen, set2)
+	}
+	if err != nil {
+		d.reg.Close()
+		return nil, err
+	}
+	if cfg.HTTP != "" {
+		if d.http, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.logger); err != nil {
+			_ = d.srv.Shutdown(ctx)
+			d.reg.Close()
+			return nil, err
+		}
+	}
+	waitCtx, cancel := context.WithCancel(context.Background())
+	d.stopWait = cancel
+	go func() {
+		defer close(d.waitDone)
+		d.waitSynced(waitCtx, p, syncTimeout(cfg))
+		if waitCtx.Err() == nil {
+			if err := d.notify.send("READY=1"); err != nil {
+				d.logger.Warn("sd_notify", "err", err)
+			}
+		}
+	}()
+	d.logger.Info("dnsd started", "version", opts.Version, "config", cfg.File, "listen", listenStrings(cfg.Listen), "http", cfg.HTTP, "zones", zoneNames(cfg))
+	return d, nil
+}
+
+// Reload re-reads the config file and swaps in the new pipeline, keeping
+// the old one on any error (SPEC §5).
+func (d *Daemon) Reload(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.notify.send(reloading()); err != nil {
+		d.logger.Warn("sd_notify", "err", err)
+	}
+	defer func() { _ = d.notify.send("READY=1") }()
+	start := time.Now()
+	err := d.reload(ctx)
+	d.metrics.Reload(err == nil)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			d.logger.Error("reload failed, keeping the running configuration", "err", line)
+		}
+		return err
+	}
+	d.logger.Info("reloaded", "config", d.cfg.File, "took", time.Since(start).Round(time.Microsecond))
+	return nil
+}
+
+func (d *Daemon) reload(ctx context.Context) error {
+	cfg, err := config.Load(d.opts.ConfigPath)
+	if err != nil {
+		return err
+	}
+	settings, err := serverSettings(cfg)
+	if err != nil {
+		return err
+	}
+	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
+	if err != nil {
+		return err
+	}
+	// New backends sync before the swap; kept ones already have.
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout(cfg))
+	d.waitSynced(syncCtx, p, 0)
+	cancel()
+
+	var newHTTP *httpServer
+	if cfg.HTTP != "" && (d.http == nil || d.http.addr != cfg.HTTP) {
+		if newHTTP, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.logger); err != nil {
+			set.Release()
+			return err
+		}
+	}
+	if err := d.srv.Apply(ctx, cfg.Listen, settings); err != nil {
+		newHTTP.stop(ctx)
+		set.Release()
+		return err
+	}
+	if newHTTP != nil || cfg.HTTP == "" {
+		d.http.stop(ctx)
+		d.http = newHTTP
+	}
+	old := d.sw.swap(&generation{p: p, set: set})
+	d.level.Set(cfg.Log.Level)
+	d.queryLog.Store(cfg.Log.Queries)
+	if cfg.Log.Format != d.format {
+		d.logger.Warn("log.format changes take effect at the next restart", "running", d.format, "configured", cfg.Log.Format)
+	}
+	d.cfg = cfg
+	dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
+	if err := old.drain(dctx); err != nil {
+		d.logger.Warn("queries still running on the old pipeline; stopping its backends anyway", "err", err)
+	}
+	dcancel()
+	old.set.Release()
+	return nil
+}
+
+// Shutdown stops accepting queries, finishes the ones in flight (until ctx
+// ends), and stops every backend.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.notify.send("STOPPING=1")
+	d.stopWait()
+	<-d.waitDone
+	err := d.srv.Shutdown(ctx)
+	d.http.stop(ctx)
+	d.reg.Close()
+	d.logger.Info("dnsd stopped")
+	return err
+}
+
+// Addrs reports the DNS server's bound addresses (for tests).
+func (d *Daemon) Addrs() []string {
+	var out []string
+	for _, a := range d.srv.Addrs() {
+		out = append(out, a.Network()+"://"+a.String())
+	}
+	return out
+}
+
+// Run starts the daemon and serves until ctx ends or a stop signal
+// arrives; SIGHUP reloads.
+func Run(ctx context.Context, opts Options, signals <-chan os.Signal) error {
+	d, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return d.stop()
+		case sig := <-signals:
+			switch sig {
+			case syscall.SIGHUP:
+				d.logger.Info("SIGHUP: reloading", "config", opts.ConfigPath)
+				_ = d.Reload(ctx)
+			case syscall.SIGTERM, os.Interrupt:
+				d.logger.Info("stopping", "signal", sig.String())
+				return d.stop()
+			}
+		}
+	}
+}
+
+func (d *Daemon) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return d.Shutdown(ctx)
+}
+
+// ready reports whether every source of the current pipeline has synced.
+func (d *Daemon) ready() (bool, string) {
+	g := d.sw.current()
+	var waiting []string
+	for _, s := range g.p.Sources() {
+		if sy, ok := s.(pipeline.Syncer); ok && !sy.Synced() {
+			waiting = append(waiting, s.Kind())
+		}
+	}
+	if len(waiting) > 0 {
+		return false, "not synced yet: " + strings.Join(waiting, ", ")
+	}
+	return true, ""
+}
+
+// waitSynced waits until every source of p that syncs asynchronously has
+// synced, or ctx ends. With limit > 0 it also stops after limit.
+func (d *Daemon) waitSynced(ctx context.Context, p *pipeline.Pipeline, limit time.Duration) {
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	for _, s := range p.Sources() {
+		if sy, ok := s.(pipeline.Syncer); ok && !sy.Synced() {
+			if err := sy.WaitSynced(ctx); err != nil {
+				d.logger.Warn("source not synced within its sync_timeout; its names answer SERVFAIL until it is", "source", s.Kind())
+			}
+		}
+	}
+}
+
+// syncTimeout is the longest sync_timeout of cfg's sources (0 when none
+// syncs asynchronously).
+func syncTimeout(cfg *config.Config) time.Duration {
+	var max time.Duration
+	for _, z := range cfg.Zones {
+		for _, s := range z.Sources {
+			var t time.Duration
+			switch {
+			case s.Kubernetes != nil:
+				t = s.Kubernetes.SyncTimeout
+			case s.Etcd != nil:
+				t = s.Etcd.SyncTimeout
+			}
+			if t > max {
+				max = t
+			}
+		}
+	}
+	return max
+}
+
+func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
+	var addrs []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, l := range cfg.Listen {
+		ap, err := netip.ParseAddrPort(l.Addr)
+		if err != nil || ap.Addr().IsUnspecified() || seen[ap.Addr()] {
+			continue
+		}
+		seen[ap.Addr()] = true
+		addrs = append(addrs, ap.Addr().Unmap())
+	}
+	return pipeline.Options{NSAddrs: addrs, Logger: logger}
+}
+
+func serverSettings(cfg *config.Config) (server.Settings, error) {
+	s := server.Settings{ACL: cfg.ACL, Limits: cfg.Limits}
+	if cfg.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+		if err != nil {
+			return s, fmt.Errorf("%s: tls: %w", cfg.TLS.Pos, err)
+		}
+		s.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return s, nil
+}
+
+func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
+	o := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+func listenStrings(ls []config.Listen) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.String()
+	}
+	return out
+}
+
+func zoneNames(cfg *config.Config) []string {
+	var out []string
+	for _, z := range cfg.Zones {
+		out = append(out, z.Names...)
+	}
+	return out
+}
+
+// observer records every query in the metrics and, when log.queries is
+// on, logs it.
+type observer struct {
+	m       *metrics.Metrics
+	log     *slog.Logger
+	queries *atomic.Bool
+}
+
+func (o *observer) Observe(ob server.Observation) {
+	if ob.Dropped {
+		o.m.Dropped("policy")
+	} else {
+		o.m.Query(ob.Zone, ob.Proto, ob.Qtype, ob.Rcode, ob.Source, ob.Duration)
+	}
+	if o.queries.Load() {
+		o.log.Info("query", "client", ob.Client, "proto", ob.Proto, "name", ob.Name,
+			"type", metrics.TypeString(ob.Qtype), "rcode", metrics.RcodeString(ob.Rcode),
+			"zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "tc", ob.Truncated,
+			"duration", ob.Duration)
+	}
+}

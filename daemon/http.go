@@ -1,0 +1,69 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// httpServer serves /metrics, /health and /ready on one address.
+type httpServer struct {
+	addr string
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// startHTTP binds addr and serves in an owned goroutine until stop.
+func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, string), logger *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ok, why := ready()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(strings.TrimSpace(why) + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	h := &httpServer{
+		addr: addr,
+		ln:   ln,
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(h.done)
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "addr", addr, "err", err)
+		}
+	}()
+	return h, nil
+}
+
+// stop shuts the server down and waits for its goroutine.
+func (h *httpServer) stop(ctx context.Context) {
+	if h == nil {
+		return
+	}
+	_ = h.srv.Shutdown(ctx)
+	<-h.done
+}

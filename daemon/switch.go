@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources"
+)
+
+// generation is one compiled pipeline with the backends it holds and a
+// count of the queries it is answering.
+type generation struct {
+	p        *pipeline.Pipeline
+	set      *sources.Set
+	inflight atomic.Int64
+}
+
+// switcher is the pipeline.Resolver the server calls: it answers from the
+// current generation, and lets a reload swap generations with one atomic
+// store and then wait until the old one has no query in flight.
+type switcher struct {
+	cur atomic.Pointer[generation]
+}
+
+// Resolve implements pipeline.Resolver.
+func (s *switcher) Resolve(ctx context.Context, req *pipeline.Request) pipeline.Response {
+	for {
+		g := s.cur.Load()
+		g.inflight.Add(1)
+		// A swap between Load and Add would let drain miss this query;
+		// re-checking after Add closes that window: either the swap came
+		// after the Add (drain sees it) or we retry on the new generation.
+		if s.cur.Load() == g {
+			r := g.p.Resolve(ctx, req)
+			g.inflight.Add(-1)
+			return r
+		}
+		g.inflight.Add(-1)
+	}
+}
+
+func (s *switcher) current() *generation { return s.cur.Load() }
+
+// swap installs g and returns the previous generation (nil at start).
+func (s *switcher) swap(g *generation) *generation { return s.cur.Swap(g) }
+
+// drain waits until g answers no query, or ctx ends.
+func (g *generation) drain(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for g.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,550 @@
+package main
+
+// End-to-end tests: build the dnsd binary, write a dnsd.yaml, start it,
+// and drive it as an operator would, with real sockets, files and signals.
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+var dnsdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dnsd-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dnsdBin = filepath.Join(dir, "dnsd")
+	out, err := exec.Command("go", "build", "-race", "-o", dnsdBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building dnsd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a port that is free for both UDP and TCP on 127.0.0.1.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// proc is a running dnsd.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startDnsd(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(dnsdBin, args...)
+	cmd.Dir = dir
+	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	cmd.Stdout = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("dnsd output:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// waitLog waits until dnsd's log contains s n times.
+func (p *proc) waitLog(s string, n int) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Count(p.stderr.String(), s) >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.t.Fatalf("dnsd never logged %q (%d times)", s, n)
+}
+
+func query(t *testing.T, netw, addr, name string, qtype uint16) (*dns.Msg, error) {
+	t.Helper()
+	c := &dns.Client{Net: netw, Timeout: 2 * time.Second}
+	if netw == "tcp-tls" {
+		c.TLSConfig = &tls.Config{InsecureSkipVerify: true}
+	}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	r, _, err := c.Exchange(m, addr)
+	return r, err
+}
+
+// waitAnswer polls until name's answer set (as strings of rdata) is want.
+func waitAnswer(t *testing.T, addr, name string, qtype uint16, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		r, err := query(t, "udp", addr, name, qtype)
+		if err == nil {
+			got = rdata(r)
+			if got == want {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s %s: got %q, want %q", name, dns.TypeToString[qtype], got, want)
+}
+
+// rdata renders an answer as "RCODE:rdata,rdata".
+func rdata(r *dns.Msg) string {
+	var parts []string
+	for _, rr := range r.Answer {
+		f := strings.Fields(rr.String())
+		parts = append(parts, strings.Join(f[4:], " "))
+	}
+	return dns.RcodeToString[r.Rcode] + ":" + strings.Join(parts, ",")
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(dnsdBin, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dnsd version: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "dnsd ") || !strings.Contains(string(out), "go1.") {
+		t.Fatalf("dnsd version printed %q", out)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.hosts"), "10.1.1.1 a.example.internal\n")
+	writeFile(t, filepath.Join(dir, "good.yaml"), "listen: [\"127.0.0.1:5353\"]\nzones:\n  example.internal:\n    - hosts: {files: [a.hosts]}\n")
+	writeFile(t, filepath.Join(dir, "bad.yaml"), "listen: [\"127.0.0.1:5353\"]\nzones:\n  example.internal:\n    - hosts:\n        files: [a.hosts]\n        ttl: 5x\n")
+
+	cmd := exec.Command(dnsdBin, "check", "-config", "good.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("check good.yaml: %v\n%s", err, out)
+	}
+	cmd = exec.Command(dnsdBin, "check", "-config", "bad.yaml")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("check bad.yaml: want exit 1, got %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "bad.yaml:6:14:") || !strings.Contains(string(out), "ttl") {
+		t.Fatalf("check bad.yaml: want bad.yaml:6:14 and the key in the message, got:\n%s", out)
+	}
+}
+
+// TestServeReloadStop is the README's story: serve a hosts file, see an
+// edit at once, reload with a good and a broken file, stop with SIGTERM.
+func TestServeReloadStop(t *testing.T) {
+	dir := t.TempDir()
+	port, hport := freePort(t), freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	hosts := filepath.Join(dir, "example.hosts")
+	writeFile(t, hosts, "10.0.0.10 db.example.internal\nfd00::10 db.example.internal\n")
+	cfgText := func(extra string) string {
+		return fmt.Sprintf(`listen: ["%s"]
+http: "127.0.0.1:%d"
+zones:
+  example.internal 10.in-addr.arpa:
+    - hosts:
+        files: [example.hosts]
+        entries: [%s]
+        ttl: 30s
+        fallthrough: false
+`, addr, hport, extra)
+	}
+	cfg := filepath.Join(dir, "dnsd.yaml")
+	writeFile(t, cfg, cfgText(`"10.0.0.99 inline"`))
+	p := startDnsd(t, dir, "-config", "dnsd.yaml")
+	p.waitLog("dnsd started", 1)
+
+	for _, netw := range []string{"udp", "tcp"} {
+		r, err := query(t, netw, addr, "db.example.internal", dns.TypeA)
+		if err != nil {
+			t.Fatalf("%s: %v", netw, err)
+		}
+		if got := rdata(r); got != "NOERROR:10.0.0.10" || !r.Authoritative {
+			t.Fatalf("%s: db A = %q aa=%v", netw, got, r.Authoritative)
+		}
+	}
+	waitAnswer(t, addr, "DB.Example.Internal.", dns.TypeAAAA, "NOERROR:fd00::10")
+	waitAnswer(t, addr, "inline.example.internal", dns.TypeA, "NOERROR:10.0.0.99")
+	waitAnswer(t, addr, "10.0.0.10.in-addr.arpa", dns.TypePTR, "NOERROR:db.example.internal.")
+	r, err := query(t, "udp", addr, "nope.example.internal", dns.TypeA)
+	if err != nil || r.Rcode != dns.RcodeNameError || len(r.Ns) != 1 || r.Ns[0].Header().Rrtype != dns.TypeSOA {
+		t.Fatalf("nope: want NXDOMAIN with SOA, got %v %v", r, err)
+	}
+	r, err = query(t, "udp", addr, "db.example.org", dns.TypeA)
+	if err != nil || r.Rcode != dns.RcodeRefused {
+		t.Fatalf("out of zone: want REFUSED, got %v %v", r, err)
+	}
+
+	// An edit of the hosts file is served at once.
+	writeFile(t, hosts, "10.0.0.11 db.example.internal\n")
+	waitAnswer(t, addr, "db.example.internal", dns.TypeA, "NOERROR:10.0.0.11")
+
+	// /health, /ready, /metrics.
+	base := fmt.Sprintf("http://127.0.0.1:%d", hport)
+	if code, _ := httpGet(t, base+"/health"); code != 200 {
+		t.Fatalf("/health = %d", code)
+	}
+	if code, _ := httpGet(t, base+"/ready"); code != 200 {
+		t.Fatalf("/ready = %d", code)
+	}
+	_, metrics := httpGet(t, base+"/metrics")
+	for _, want := range []string{`dnsd_requests_total{proto="udp",qtype="A",zone="example.internal."}`, `dnsd_responses_total{rcode="NXDOMAIN"`, "dnsd_request_duration_seconds_bucket", "dnsd_build_info{", "dnsd_source_synced{"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// A good reload: the new inline entry is served, the old one is gone.
+	writeFile(t, cfg, cfgText(`"10.0.0.98 inline2"`))
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 1)
+	waitAnswer(t, addr, "inline2.example.internal", dns.TypeA, "NOERROR:10.0.0.98")
+	waitAnswer(t, addr, "inline.example.internal", dns.TypeA, "NXDOMAIN:")
+	if strings.Count(p.stderr.String(), "backend started") != 1 {
+		t.Errorf("a reload with unchanged hosts files must reuse the backend; log:\n%s", p.stderr.String())
+	}
+
+	// A broken reload keeps the running configuration and says where.
+	writeFile(t, cfg, cfgText(`"10.0.0.97 inline3"`)+"bogus: 1\n")
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reload failed", 1)
+	if !strings.Contains(p.stderr.String(), "dnsd.yaml:10:1") {
+		t.Errorf("the reload error does not name dnsd.yaml:10:1; log:\n%s", p.stderr.String())
+	}
+	waitAnswer(t, addr, "inline2.example.internal", dns.TypeA, "NOERROR:10.0.0.98")
+	_, metrics = httpGet(t, base+"/metrics")
+	if !strings.Contains(metrics, `dnsd_reload_total{result="error"} 1`) || !strings.Contains(metrics, `dnsd_reload_total{result="success"} 1`) {
+		t.Errorf("reload counters wrong:\n%s", grep(metrics, "dnsd_reload_total"))
+	}
+
+	p.signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("SIGTERM: dnsd exited with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("dnsd did not stop on SIGTERM")
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestReloadUnderLoad: 8 goroutines query without pause while dnsd is
+// reloaded repeatedly; every query must get the right answer.
+func TestReloadUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	writeFile(t, filepath.Join(dir, "a.hosts"), "10.0.0.1 a.example.internal\n")
+	cfgText := func(i int) string {
+		return fmt.Sprintf("listen: [\"%s\"]\nzones:\n  example.internal:\n    - hosts:\n        files: [a.hosts]\n        entries: [\"10.9.9.%d gen\"]\n", addr, i)
+	}
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfgText(0))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ok, bad atomic.Int64
+	var firstErr atomic.Value
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			netw := "udp"
+			if g%2 == 1 {
+				netw = "tcp"
+			}
+			c := &dns.Client{Net: netw, Timeout: 2 * time.Second}
+			m := new(dns.Msg)
+			m.SetQuestion("a.example.internal.", dns.TypeA)
+			for ctx.Err() == nil {
+				r, _, err := c.Exchange(m, addr)
+				if err != nil || rdata(r) != "NOERROR:10.0.0.1" {
+					bad.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%s: %v %v", netw, err, r))
+					continue
+				}
+				ok.Add(1)
+			}
+		}(g)
+	}
+	const reloads = 10
+	for i := 1; i <= reloads; i++ {
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfgText(i))
+		p.signal(syscall.SIGHUP)
+		p.waitLog("reloaded", i)
+		waitAnswer(t, addr, "gen.example.internal", dns.TypeA, fmt.Sprintf("NOERROR:10.9.9.%d", i))
+		time.Sleep(100 * time.Millisecond) // let the load run on the new pipeline too
+	}
+	cancel()
+	wg.Wait()
+	if bad.Load() != 0 {
+		t.Fatalf("%d of %d queries failed during reloads; first: %v", bad.Load(), bad.Load()+ok.Load(), firstErr.Load())
+	}
+	if ok.Load() < 100 {
+		t.Fatalf("only %d queries answered: the load did not run", ok.Load())
+	}
+	t.Logf("%d queries answered across %d reloads", ok.Load(), reloads)
+}
+
+// TestTLSListener serves DNS over TLS with a certificate made here.
+func TestTLSListener(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	certPEM, keyPEM := selfSigned(t)
+	writeFile(t, filepath.Join(dir, "tls.crt"), string(certPEM))
+	writeFile(t, filepath.Join(dir, "tls.key"), string(keyPEM))
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["tls://127.0.0.1:%d"]
+tls: {cert: tls.crt, key: tls.key}
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.7 dot"]}
+`, port))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	r, err := query(t, "tcp-tls", fmt.Sprintf("127.0.0.1:%d", port), "dot.example.internal", dns.TypeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rdata(r); got != "NOERROR:10.0.0.7" {
+		t.Fatalf("DoT answer %q", got)
+	}
+}
+
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "dnsd test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// TestSystemdNotify: with NOTIFY_SOCKET set dnsd says READY=1 when it
+// serves, RELOADING=1 then READY=1 around a reload, STOPPING=1 on stop.
+func TestSystemdNotify(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msgs := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, _, err := conn.ReadFromUnix(buf)
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			if !strings.HasPrefix(m, want) {
+				t.Fatalf("sd_notify: got %q, want %q", m, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("sd_notify: no %q", want)
+		}
+	}
+	port := freePort(t)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", port))
+	cmd := exec.Command(dnsdBin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	var out syncBuffer
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("dnsd output:\n%s", out.String())
+		}
+	}()
+	next("READY=1")
+	waitAnswer(t, fmt.Sprintf("127.0.0.1:%d", port), "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	next("RELOADING=1\nMONOTONIC_USEC=")
+	next("READY=1")
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	next("STOPPING=1")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}
+
+// TestReloadListen: a reload binds a new listen address, keeps the
+// unchanged one, closes a removed one, and fails as a whole (keeping the
+// old sockets) when a new address cannot be bound.
+func TestReloadListen(t *testing.T) {
+	dir := t.TempDir()
+	p1, p2 := freePort(t), freePort(t)
+	a1, a2 := fmt.Sprintf("127.0.0.1:%d", p1), fmt.Sprintf("127.0.0.1:%d", p2)
+	cfg := func(listen string) string {
+		return fmt.Sprintf("listen: [%s]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", listen)
+	}
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfg(`"`+a1+`"`))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	waitAnswer(t, a1, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfg(`"`+a1+`", "`+a2+`"`))
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 1)
+	waitAnswer(t, a2, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+	waitAnswer(t, a1, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+
+	// A port held by someone else: the reload fails, a1 and a2 keep serving.
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfg(`"`+a1+`", "`+a2+`", "udp://`+busy.LocalAddr().String()+`"`))
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reload failed", 1)
+	waitAnswer(t, a1, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+	waitAnswer(t, a2, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+
+	// Removing a1 closes it.
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfg(`"`+a2+`"`))
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 2)
+	waitAnswer(t, a2, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
+	if _, err := query(t, "tcp", a1, "a.example.internal", dns.TypeA); err == nil {
+		t.Fatalf("%s still answers over TCP after it was removed from listen", a1)
+	}
+}

@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"net/netip"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// transport is the protocol a query arrived on.
+type transport uint8
+
+const (
+	protoUDP transport = iota
+	protoTCP
+	protoTLS
+)
+
+func (t transport) String() string {
+	switch t {
+	case protoTCP:
+		return "tcp"
+	case protoTLS:
+		return "tls"
+	}
+	return "udp"
+}
+
+// packBufSize holds the largest DNS message plus the TCP length prefix.
+// miekg/dns needs one spare byte beyond the uncompressed length, so
+// responses whose uncompressed form exceeds this make it allocate.
+const packBufSize = 2 + dns.MaxMsgSize + 1
+
+// scratch is per-query working memory, reused through pools: the response
+// being assembled (a shallow copy of the pipeline's, so its sections are
+// never written), its additional section and our OPT record.
+type scratch struct {
+	req   pipeline.Request
+	out   dns.Msg
+	extra []dns.RR
+	opt   dns.OPT
+	pack  *[]byte // from Server.packs while a packed response is held
+}
+
+// release returns the pack buffer and drops references to records.
+func (s *Server) release(sc *scratch) {
+	if sc.pack != nil {
+		s.packs.Put(sc.pack)
+		sc.pack = nil
+	}
+	clear(sc.extra)
+	sc.extra = sc.extra[:0]
+	sc.out = dns.Msg{}
+	sc.req = pipeline.Request{}
+}
+
+// serveRaw turns one query's bytes into response bytes; nil means send
+// nothing. The returned slice lives in sc's pack buffer, preceded by two
+// spare bytes (for the TCP length prefix), until s.release(sc). It never
+// panics: a panic in the handler path is recovered, logged at debug level
+// and the packet dropped. An Observation is sent for every call.
+func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, client netip.Addr, loopbackListener bool, in []byte) (resp []byte) {
+	start := time.Now()
+	obs := Observation{Proto: proto.String(), Client: client, Rcode: -1}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Debug("recovered panic while handling a query", "proto", obs.Proto, "client", client, "panic", r, "stack", string(debug.Stack()))
+			resp = nil
+			if sc.pack != nil {
+				s.packs.Put(sc.pack)
+				sc.pack = nil
+			}
+		}
+		if s.observer != nil {
+			if resp == nil {
+				obs.Dropped, obs.Rcode, obs.Truncated = true, -1, false
+			}
+			obs.Duration = time.Since(start)
+			s.observer.Observe(obs)
+		}
+	}()
+
+	q := new(dns.Msg)
+	if err := q.Unpack(in); err != nil || q.Response {
+		return nil
+	}
+	if len(q.Question) == 1 {
+		obs.Name = strings.ToLower(q.Question[0].Name)
+		obs.Qtype = q.Question[0].Qtype
+	}
+	st := s.set.Load()
+
+	// EDNS0: the client's OPT and the UDP size we may use for the answer.
+	var qopt *dns.OPT
+	nopt := 0
+	for _, rr := range q.Extra {
+		if o, ok := rr.(*dns.OPT); ok {
+			qopt = o
+			nopt++
+		}
+	}
+	maxSize := dns.MaxMsgSize
+	if proto == protoUDP {
+		maxSize = dns.MinMsgSize
+		if qopt != nil {
+			maxSize = max(dns.MinMsgSize, min(int(qopt.UDPSize()), st.udpBuffer))
+		}
+	}
+
+	if !st.acl.allowed(client, loopbackListener) {
+		if proto == protoUDP && st.acl.drop {
+			return nil
+		}
+		return s.finish(sc, &obs, s.reply(sc, q, dns.RcodeRefused), qopt, st, maxSize)
+	}
+	if proto == protoUDP && st.rate > 0 && !s.limiter.allow(client, st.rate, start) {
+		if st.rateDrop {
+			return nil
+		}
+		out := s.reply(sc, q, dns.RcodeSuccess)
+		out.Truncated = true
+		return s.finish(sc, &obs, out, qopt, st, maxSize)
+	}
+
+	var rcode int
+	switch {
+	case len(q.Question) != 1 || nopt > 1 || (qopt != nil && qopt.Hdr.Name != "."):
+		rcode = dns.RcodeFormatError
+	case q.Opcode != dns.OpcodeQuery:
+		rcode = dns.RcodeNotImplemented
+	case q.Question[0].Qclass != dns.ClassINET:
+		rcode = dns.RcodeRefused
+	case qopt != nil && qopt.Version() != 0:
+		rcode = dns.RcodeBadVers
+	case q.Question[0].Qtype == dns.TypeAXFR || q.Question[0].Qtype == dns.TypeIXFR:
+		rcode = dns.RcodeRefused
+	default:
+		return s.resolve(ctx, sc, &obs, q, qopt, st, maxSize)
+	}
+	return s.finish(sc, &obs, s.reply(sc, q, rcode), qopt, st, maxSize)
+}
+
+// reply makes sc.out an empty response to q with rcode.
+func (s *Server) reply(sc *scratch, q *dns.Msg, rcode int) *dns.Msg {
+	out := &sc.out
+	*out = dns.Msg{}
+	out.Id = q.Id
+	out.Response = true
+	out.Opcode = q.Opcode
+	out.RecursionDesired = q.RecursionDesired
+	out.CheckingDisabled = q.CheckingDisabled
+	out.Rcode = rcode
+	if len(q.Question) == 1 {
+		out.Question = q.Question
+	}
+	return out
+}
+
+func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int) []byte {
+	sc.req = pipeline.Request{
+		Msg:  q,
+		Name: obs.Name,
+		Type: q.Question[0].Qtype,
+		DO:   qopt != nil && qopt.Do(),
+		CD:   q.CheckingDisabled,
+	}
+	r := s.resolver.Resolve(ctx, &sc.req)
+	obs.Zone, obs.Source = r.Zone, r.Source
+	if r.Msg == nil {
+		return s.finish(sc, obs, s.reply(sc, q, dns.RcodeServerFailure), qopt, st, maxSize)
+	}
+	out := &sc.out
+	*out = *r.Msg // shallow: sections are resliced, never written
+	out.Id = q.Id
+	out.Response = true
+	out.Opcode = dns.OpcodeQuery
+	out.Question = q.Question
+	out.RecursionDesired = q.RecursionDesired
+	out.CheckingDisabled = q.CheckingDisabled
+	return s.finish(sc, obs, out, qopt, st, maxSize)
+}
+
+// finish sets out's EDNS0 (our OPT when the query had one, any other OPT
+// removed), truncates it to maxSize and packs it into a pooled buffer.
+func (s *Server) finish(sc *scratch, obs *Observation, out *dns.Msg, qopt *dns.OPT, st *settings, maxSize int) []byte {
+	sc.extra = sc.extra[:0]
+	for _, rr := range out.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			sc.extra = append(sc.extra, rr)
+		}
+	}
+	if qopt != nil {
+		sc.opt = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: uint16(st.udpBuffer)}}
+		if qopt.Do() {
+			sc.opt.SetDo()
+		}
+		sc.extra = append(sc.extra, &sc.opt)
+	}
+	out.Extra = sc.extra
+	if qopt == nil && out.Rcode > 0xF {
+		out.Rcode = dns.RcodeServerFailure // an extended rcode needs an OPT
+	}
+	out.Truncate(maxSize)
+
+	if sc.pack == nil {
+		sc.pack = s.packs.Get().(*[]byte)
+	}
+	b, err := out.PackBuffer((*sc.pack)[2:])
+	if err != nil {
+		s.log.Debug("cannot pack response, answering SERVFAIL", "name", obs.Name, "qtype", obs.Qtype, "err", err)
+		q := &dns.Msg{MsgHdr: out.MsgHdr, Question: out.Question}
+		out = s.reply(sc, q, dns.RcodeServerFailure)
+		if qopt != nil {
+			out.Extra = append(sc.extra[:0], &sc.opt)
+		}
+		if b, err = out.PackBuffer((*sc.pack)[2:]); err != nil {
+			return nil
+		}
+	}
+	obs.Rcode = out.Rcode
+	obs.Truncated = out.Truncated
+	return b
+}

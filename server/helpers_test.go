@@ -1,0 +1,215 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// fakeResolver answers every name with one A record (192.0.2.1), or runs fn.
+type fakeResolver struct {
+	fn    func(ctx context.Context, req *pipeline.Request) pipeline.Response
+	mu    sync.Mutex
+	names []string
+	do    []bool
+}
+
+func (f *fakeResolver) Resolve(ctx context.Context, req *pipeline.Request) pipeline.Response {
+	f.mu.Lock()
+	f.names = append(f.names, req.Name)
+	f.do = append(f.do, req.DO)
+	f.mu.Unlock()
+	if f.fn != nil {
+		return f.fn(ctx, req)
+	}
+	return answerA(req, 1)
+}
+
+func (f *fakeResolver) calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.names...)
+}
+
+// answerA is an authoritative answer of n A records for req.Name.
+func answerA(req *pipeline.Request, n int) pipeline.Response {
+	m := new(dns.Msg)
+	m.Authoritative = true
+	for i := range n {
+		m.Answer = append(m.Answer, &dns.A{
+			Hdr: dns.RR_Header{Name: req.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+			A:   net.IPv4(192, 0, 2, byte(1+i%250)).To4(),
+		})
+	}
+	return pipeline.Response{Msg: m, Zone: "example.test.", Source: "fake"}
+}
+
+// recorder is an Observer that keeps every Observation.
+type recorder struct {
+	mu  sync.Mutex
+	obs []Observation
+}
+
+func (r *recorder) Observe(o Observation) {
+	r.mu.Lock()
+	r.obs = append(r.obs, o)
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []Observation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Observation(nil), r.obs...)
+}
+
+func (r *recorder) last(t *testing.T) Observation {
+	t.Helper()
+	all := r.all()
+	if len(all) == 0 {
+		t.Fatal("no observation recorded")
+	}
+	return all[len(all)-1]
+}
+
+type testServer struct {
+	*Server
+	res *fakeResolver
+	rec *recorder
+}
+
+// startServer starts a server on the given listen entries and stops it at
+// the end of the test.
+func startServer(t *testing.T, res *fakeResolver, listen []config.Listen, set Settings) *testServer {
+	t.Helper()
+	if res == nil {
+		res = &fakeResolver{}
+	}
+	rec := &recorder{}
+	s := New(Options{Resolver: res, Observer: rec})
+	if err := s.Apply(context.Background(), listen, set); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return &testServer{Server: s, res: res, rec: rec}
+}
+
+func loopbackUDPTCP() []config.Listen { return []config.Listen{{Addr: "127.0.0.1:0"}} }
+
+// addr returns the first bound address of kind "udp" or "tcp" (tcp also
+// matches tls listeners).
+func (ts *testServer) addr(t *testing.T, kind string) string {
+	t.Helper()
+	for _, a := range ts.Addrs() {
+		switch a.(type) {
+		case *net.UDPAddr:
+			if kind == "udp" {
+				return a.String()
+			}
+		case *net.TCPAddr:
+			if kind == "tcp" {
+				return a.String()
+			}
+		}
+	}
+	t.Fatalf("no %s address in %v", kind, ts.Addrs())
+	return ""
+}
+
+func query(name string, qtype uint16) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	return m
+}
+
+// exchange sends m over net ("udp", "tcp", "tcp-tls") and returns the reply.
+func exchange(t *testing.T, network, addr string, m *dns.Msg, tlsConf *tls.Config) *dns.Msg {
+	t.Helper()
+	r, err := tryExchange(network, addr, m, tlsConf)
+	if err != nil {
+		t.Fatalf("%s exchange with %s: %v", network, addr, err)
+	}
+	return r
+}
+
+func tryExchange(network, addr string, m *dns.Msg, tlsConf *tls.Config) (*dns.Msg, error) {
+	c := &dns.Client{Net: network, Timeout: 5 * time.Second, TLSConfig: tlsConf}
+	r, _, err := c.Exchange(m, addr)
+	return r, err
+}
+
+// rawUDP sends b and returns the reply bytes.
+func rawUDP(t *testing.T, addr string, b []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 65535)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("read reply: %v", err)
+	}
+	return buf[:n]
+}
+
+// selfSigned returns a server TLS config and a client config trusting it.
+func selfSigned(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "dns.test"},
+		DNSNames:     []string{"dns.test"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+	client = &tls.Config{RootCAs: pool, ServerName: "dns.test", MinVersion: tls.VersionTLS12}
+	return server, client
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func netipFrom4(b [4]byte) netip.Addr { return netip.AddrFrom4(b) }

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package server
+
+import (
+	"net/netip"
+	"syscall"
+)
+
+// Without IP_PKTINFO support replies on wildcard addresses leave from the
+// address the routing table picks.
+const pktinfoSupported = false
+
+type oobBuf [16]uint64
+
+func (b *oobBuf) bytes() []byte { return nil }
+
+func enablePktinfo(string, syscall.RawConn) error { return nil }
+
+func parsePktinfo([]byte) (netip.Addr, uint32, bool) { return netip.Addr{}, 0, false }
+
+func srcPktinfo(*oobBuf, netip.Addr, uint32) []byte { return nil }

@@ -1,0 +1,319 @@
+// Package server is dnsd's DNS front end: it owns the UDP, TCP and
+// DNS-over-TLS sockets, speaks the wire protocol (parsing, the FORMERR,
+// NOTIMP, REFUSED and BADVERS rules, EDNS0, truncation), protects the
+// daemon (ACL, per-client UDP rate limit, TCP connection limits and
+// timeouts) and hands every valid query to a pipeline.Resolver. It knows
+// nothing about zones or sources.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Observer receives one Observation per query (metrics, query log). It is
+// called synchronously on the serving goroutine and must be cheap and safe
+// for concurrent use.
+type Observer interface {
+	Observe(o Observation)
+}
+
+// Observation describes one handled query.
+type Observation struct {
+	Proto    string     // "udp", "tcp" or "tls"
+	Client   netip.Addr // client address (IPv4-mapped addresses unmapped, zone removed)
+	Name     string     // question name in lower case; "" when the message had not exactly one question
+	Qtype    uint16
+	Zone     string // matched zone, "" when the pipeline was not asked or matched none
+	Source   string // kind of the answering source, "" when none
+	Rcode    int    // rcode sent; -1 when nothing was sent (Dropped)
+	Duration time.Duration
+	// Dropped: no response was sent (unparseable packet, a message that is
+	// a response, ACL drop, rate-limit drop).
+	Dropped bool
+	// Truncated: the response had TC=1 (too large for the client's UDP
+	// size, or the client is over its rate limit).
+	Truncated bool
+}
+
+// Settings are the parts of the configuration that a reload swaps
+// atomically without touching sockets.
+type Settings struct {
+	ACL    config.ACL
+	Limits config.Limits
+	TLS    *tls.Config // required when a tls:// listener is configured
+}
+
+// Options are a Server's fixed dependencies.
+type Options struct {
+	Resolver pipeline.Resolver // required
+	Observer Observer          // may be nil
+	Logger   *slog.Logger      // nil: discard
+}
+
+// Defaults applied when a Settings field is zero (config normally sets them).
+const (
+	defaultUDPBuffer = 1232
+	defaultMaxTCP    = 1000
+	defaultIdle      = 10 * time.Second
+)
+
+// settings is the compiled, immutable form of Settings.
+type settings struct {
+	acl       acl
+	udpBuffer int
+	maxTCP    int
+	idle      time.Duration
+	rate      int
+	rateDrop  bool
+	tls       *tls.Config
+}
+
+func compile(set Settings) *settings {
+	st := &settings{
+		acl:       newACL(set.ACL),
+		udpBuffer: int(set.Limits.UDPBuffer),
+		maxTCP:    set.Limits.MaxTCPConnections,
+		idle:      set.Limits.TCPIdleTimeout,
+		rate:      set.Limits.RatePerClient,
+		rateDrop:  set.Limits.RateDrop,
+		tls:       set.TLS,
+	}
+	if st.udpBuffer == 0 {
+		st.udpBuffer = defaultUDPBuffer
+	}
+	if st.udpBuffer < 512 {
+		st.udpBuffer = 512
+	}
+	if st.maxTCP <= 0 {
+		st.maxTCP = defaultMaxTCP
+	}
+	if st.idle <= 0 {
+		st.idle = defaultIdle
+	}
+	if st.rate < 0 {
+		st.rate = 0
+	}
+	return st
+}
+
+// Server serves DNS on a changing set of listen addresses. Create it with
+// New, bind with Apply, stop with Shutdown.
+type Server struct {
+	resolver pipeline.Resolver
+	observer Observer
+	log      *slog.Logger
+
+	set     atomic.Pointer[settings]
+	limiter *limiter
+
+	// ctx is handed to the Resolver; it is cancelled when Shutdown gives
+	// up waiting (or has finished).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex // serializes Apply and Shutdown; guards units, order, closed
+	units  map[unitKey]*unit
+	order  []unitKey
+	closed bool
+
+	stopping atomic.Bool    // Shutdown has begun
+	loops    sync.WaitGroup // socket reader and accept goroutines
+	handlers sync.WaitGroup // in-flight UDP queries and TCP connections
+	workers  sync.WaitGroup // UDP worker goroutines
+	nworkers atomic.Int64
+	done     chan struct{} // closed at the end of Shutdown: idle workers exit
+	udpq     chan *udpJob  // hand-off from UDP readers to idle workers
+	tcpConns atomic.Int64
+
+	jobs  sync.Pool // *udpJob
+	packs sync.Pool // *[]byte pack buffers
+}
+
+// New returns a Server that is not listening yet. Until the first Apply
+// it uses the default settings (safe ACL default, default limits).
+func New(opts Options) *Server {
+	if opts.Resolver == nil {
+		panic("server.New: Options.Resolver is nil")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		resolver: opts.Resolver,
+		observer: opts.Observer,
+		log:      log,
+		limiter:  newLimiter(),
+		ctx:      ctx,
+		cancel:   cancel,
+		units:    make(map[unitKey]*unit),
+		done:     make(chan struct{}),
+		udpq:     make(chan *udpJob),
+	}
+	s.jobs.New = func() any { return new(udpJob) }
+	s.packs.New = func() any {
+		b := make([]byte, packBufSize)
+		return &b
+	}
+	s.set.Store(compile(Settings{ACL: config.ACL{Default: true}}))
+	return s
+}
+
+// Apply makes the server listen on exactly the given entries with the
+// given settings. Sockets of entries that are already bound (same proto and
+// address as written) are kept; new entries are bound first, then removed
+// ones are closed. If any bind fails, everything bound by this call is
+// closed and an error is returned; the server is then unchanged (sockets
+// and settings). Apply is used at start and on every reload.
+func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server: apply after shutdown")
+	}
+	for _, l := range listen {
+		if l.Proto == "tls" && set.TLS == nil {
+			return fmt.Errorf("listen %s: tls listener needs a TLS certificate (tls:)", l)
+		}
+		switch l.Proto {
+		case "", "udp", "tcp", "tls":
+		default:
+			return fmt.Errorf("listen %s: unknown protocol %q", l, l.Proto)
+		}
+	}
+
+	var (
+		order    []unitKey
+		want     = make(map[unitKey]bool)
+		bound    []*unit
+		closeAll = func() {
+			for _, u := range bound {
+				u.closeSockets()
+			}
+		}
+	)
+	for _, l := range listen {
+		keys := unitKeys(l)
+		var missing []unitKey
+		for _, k := range keys {
+			if want[k] {
+				continue
+			}
+			want[k] = true
+			order = append(order, k)
+			if s.units[k] == nil {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		us, err := bindUnits(ctx, l.Addr, missing)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen %s: %w", l, err)
+		}
+		bound = append(bound, us...)
+	}
+
+	s.set.Store(compile(set))
+	for _, u := range bound {
+		s.units[u.key] = u
+		s.start(u)
+	}
+	for k, u := range s.units {
+		if !want[k] {
+			delete(s.units, k)
+			u.stop()
+			u.closeSockets()
+			u.loops.Wait()
+			s.log.Info("stopped listening", "proto", k.proto, "addr", u.addr().String())
+		}
+	}
+	for _, u := range bound {
+		s.log.Info("listening", "proto", u.key.proto, "addr", u.addr().String())
+	}
+	s.order = order
+	return nil
+}
+
+// Addrs returns the bound addresses (port 0 resolved) in listen order:
+// for each entry its TCP or TLS address (a *net.TCPAddr) and/or its UDP
+// address (a *net.UDPAddr); an entry without a protocol gives TCP then UDP.
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]net.Addr, 0, len(s.order))
+	for _, k := range s.order {
+		if u := s.units[k]; u != nil {
+			out = append(out, u.addr())
+		}
+	}
+	return out
+}
+
+// Shutdown stops reading and accepting, waits for in-flight queries to be
+// answered (until ctx ends), then closes every socket. When ctx ends first,
+// in-flight resolutions are cancelled, connections closed, and ctx's error
+// is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	units := make([]*unit, 0, len(s.units))
+	for _, u := range s.units {
+		units = append(units, u)
+	}
+	s.units = map[unitKey]*unit{}
+	s.order = nil
+	s.mu.Unlock()
+
+	s.stopping.Store(true)
+	for _, u := range units {
+		u.stop()
+	}
+	s.loops.Wait() // readers and accept loops exit promptly after stop
+
+	finished := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		// Give up: cancel resolutions, close everything and return. Handlers
+		// still inside a Resolver that ignores ctx finish on their own; their
+		// writes then fail on closed sockets.
+		s.cancel()
+		for _, u := range units {
+			u.closeConns()
+			u.closeSockets()
+		}
+		close(s.done)
+		return fmt.Errorf("server shutdown: %w", ctx.Err())
+	}
+	s.cancel()
+	close(s.done)
+	s.workers.Wait()
+	for _, u := range units {
+		u.closeSockets()
+	}
+	return nil
+}

@@ -1,0 +1,660 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+func TestAnswersOverUDPTCPAndTLS(t *testing.T) {
+	srvTLS, cliTLS := selfSigned(t)
+	ts := startServer(t, nil, []config.Listen{{Addr: "127.0.0.1:0"}, {Proto: "tls", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}, TLS: srvTLS})
+	addrs := ts.Addrs()
+	if len(addrs) != 3 {
+		t.Fatalf("Addrs = %v, want tcp, udp, tls", addrs)
+	}
+	cases := []struct{ network, addr string }{
+		{"udp", addrs[1].String()},
+		{"tcp", addrs[0].String()},
+		{"tcp-tls", addrs[2].String()},
+	}
+	for _, c := range cases {
+		t.Run(c.network, func(t *testing.T) {
+			q := query("WWW.Example.TEST.", dns.TypeA)
+			r := exchange(t, c.network, c.addr, q, cliTLS)
+			if r.Id != q.Id || !r.Response || r.Rcode != dns.RcodeSuccess {
+				t.Fatalf("reply header = %+v, want id %d, QR, NOERROR", r.MsgHdr, q.Id)
+			}
+			if len(r.Question) != 1 || r.Question[0].Name != "WWW.Example.TEST." {
+				t.Fatalf("question = %v, want the query's as sent", r.Question)
+			}
+			if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "192.0.2.1" || !r.Authoritative {
+				t.Fatalf("answer = %v, AA=%v", r.Answer, r.Authoritative)
+			}
+			if got := ts.res.calls(); got[len(got)-1] != "www.example.test." {
+				t.Fatalf("resolver saw name %q, want lower case", got[len(got)-1])
+			}
+			o := ts.rec.last(t)
+			want := map[string]string{"udp": "udp", "tcp": "tcp", "tcp-tls": "tls"}[c.network]
+			if o.Proto != want || o.Name != "www.example.test." || o.Qtype != dns.TypeA || o.Zone != "example.test." || o.Source != "fake" || o.Rcode != 0 || o.Dropped || !o.Client.IsLoopback() {
+				t.Fatalf("observation = %+v", o)
+			}
+		})
+	}
+}
+
+func TestApplyNeedsTLSConfigForTLSListener(t *testing.T) {
+	s := New(Options{Resolver: &fakeResolver{}})
+	defer s.Shutdown(context.Background())
+	err := s.Apply(context.Background(), []config.Listen{{Proto: "tls", Addr: "127.0.0.1:0"}}, Settings{})
+	if err == nil {
+		t.Fatal("Apply with a tls listener and no TLS config succeeded")
+	}
+	if len(s.Addrs()) != 0 {
+		t.Fatalf("Addrs = %v after failed Apply", s.Addrs())
+	}
+}
+
+// header builds a raw message: id, flags, counts, then body.
+func rawMsg(id, flags, qd, an, ns, ar uint16, body ...[]byte) []byte {
+	b := make([]byte, 12)
+	for i, v := range []uint16{id, flags, qd, an, ns, ar} {
+		binary.BigEndian.PutUint16(b[2*i:], v)
+	}
+	for _, p := range body {
+		b = append(b, p...)
+	}
+	return b
+}
+
+func rawQuestion(name string, qtype, class uint16) []byte {
+	b := make([]byte, 256)
+	n, err := dns.PackDomainName(name, b, 0, nil, false)
+	if err != nil {
+		panic(err)
+	}
+	b = b[:n]
+	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, qtype), class)
+}
+
+func TestProtocolErrors(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	udp := ts.addr(t, "udp")
+
+	withOpt := func(m *dns.Msg, version uint8) *dns.Msg {
+		m.SetEdns0(4096, false)
+		m.IsEdns0().SetVersion(version)
+		return m
+	}
+	notify := query("example.test.", dns.TypeSOA)
+	notify.Opcode = dns.OpcodeNotify
+	chaos := query("version.bind.", dns.TypeTXT)
+	chaos.Question[0].Qclass = dns.ClassCHAOS
+
+	cases := []struct {
+		name  string
+		raw   []byte
+		rcode int
+	}{
+		{"no question", rawMsg(0x1234, 0x0100, 0, 0, 0, 0), dns.RcodeFormatError},
+		{"two questions", rawMsg(0x1234, 0x0100, 2, 0, 0, 0, rawQuestion("a.test.", dns.TypeA, dns.ClassINET), rawQuestion("b.test.", dns.TypeA, dns.ClassINET)), dns.RcodeFormatError},
+		{"opcode notify", pack(t, notify), dns.RcodeNotImplemented},
+		{"class chaos", pack(t, chaos), dns.RcodeRefused},
+		{"axfr", pack(t, query("example.test.", dns.TypeAXFR)), dns.RcodeRefused},
+		{"ixfr", pack(t, query("example.test.", dns.TypeIXFR)), dns.RcodeRefused},
+		{"edns version 1", pack(t, withOpt(query("example.test.", dns.TypeA), 1)), dns.RcodeBadVers},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(ts.res.calls())
+			id := binary.BigEndian.Uint16(c.raw)
+			r := new(dns.Msg)
+			if err := r.Unpack(rawUDP(t, udp, c.raw)); err != nil {
+				t.Fatalf("reply does not unpack: %v", err)
+			}
+			if r.Id != id || !r.Response || r.Rcode != c.rcode {
+				t.Fatalf("reply id=%d QR=%v rcode=%s, want id=%d QR rcode=%s", r.Id, r.Response, dns.RcodeToString[r.Rcode], id, dns.RcodeToString[c.rcode])
+			}
+			if c.rcode == dns.RcodeBadVers {
+				opt := r.IsEdns0()
+				if opt == nil || opt.Version() != 0 || opt.UDPSize() != 1232 {
+					t.Fatalf("BADVERS reply OPT = %v, want ours (version 0, size 1232)", opt)
+				}
+			}
+			if got := len(ts.res.calls()); got != before {
+				t.Fatalf("resolver called for a %s query", c.name)
+			}
+			if o := ts.rec.last(t); o.Rcode != c.rcode || o.Dropped {
+				t.Fatalf("observation = %+v", o)
+			}
+		})
+	}
+}
+
+func pack(t testing.TB, m *dns.Msg) []byte {
+	t.Helper()
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGarbageDoesNotKillTheServer(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	udp := ts.addr(t, "udp")
+	c, err := net.Dial("udp", udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp := query("x.test.", dns.TypeA)
+	resp.Response = true
+	junk := [][]byte{{}, {0}, {1, 2, 3}, pack(t, query("x.test.", dns.TypeA))[:15], pack(t, resp)}
+	for range 50 {
+		b := make([]byte, 1+len(junk)%700)
+		_, _ = rand.Read(b)
+		junk = append(junk, b)
+	}
+	for _, b := range junk {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := exchange(t, "udp", udp, query("after.test.", dns.TypeA), nil)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("valid query after garbage: %v", r)
+	}
+	// Every packet was observed; the QR=1 message was dropped, not answered.
+	dropped := 0
+	for _, o := range ts.rec.all() {
+		if o.Dropped {
+			dropped++
+		}
+	}
+	if dropped < 5 {
+		t.Fatalf("%d packets observed as dropped, want at least the 5 certainly malformed ones", dropped)
+	}
+
+	// TCP: garbage closes that connection only.
+	tc, err := net.Dial("tcp", ts.addr(t, "tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	_, _ = tc.Write([]byte{0, 5, 1, 2, 3, 4, 5})
+	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := tc.Read(make([]byte, 10)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after garbage over TCP: %v, want EOF", err)
+	}
+	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("after.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("tcp after garbage: %v", r)
+	}
+}
+
+func TestEDNS(t *testing.T) {
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		r := answerA(req, 1)
+		// A response carrying someone else's OPT (e.g. an upstream's) must
+		// not reach the client.
+		r.Msg.SetEdns0(512, false)
+		return r
+	}}
+	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPBuffer: 1400}})
+	udp := ts.addr(t, "udp")
+
+	q := query("e.test.", dns.TypeA)
+	q.SetEdns0(4096, true)
+	r := exchange(t, "udp", udp, q, nil)
+	opts := 0
+	for _, rr := range r.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			opts++
+		}
+	}
+	opt := r.IsEdns0()
+	if opts != 1 || opt.UDPSize() != 1400 || !opt.Do() || opt.Version() != 0 {
+		t.Fatalf("reply has %d OPT, ours = %v; want one with size 1400 and DO", opts, opt)
+	}
+	res.mu.Lock()
+	do := res.do[len(res.do)-1]
+	res.mu.Unlock()
+	if !do {
+		t.Fatal("DO bit not passed to the resolver")
+	}
+
+	r = exchange(t, "udp", udp, query("e.test.", dns.TypeA), nil)
+	if r.IsEdns0() != nil {
+		t.Fatalf("reply to a query without EDNS carries OPT: %v", r.IsEdns0())
+	}
+	q = query("e.test.", dns.TypeA)
+	q.SetEdns0(1232, false)
+	if opt := exchange(t, "udp", udp, q, nil).IsEdns0(); opt == nil || opt.Do() {
+		t.Fatalf("DO echoed although not set: %v", opt)
+	}
+}
+
+func TestTruncation(t *testing.T) {
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		return answerA(req, 100)
+	}}
+	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	udp, tcp := ts.addr(t, "udp"), ts.addr(t, "tcp")
+	name := "many.example.test."
+
+	raw := rawUDP(t, udp, pack(t, query(name, dns.TypeA)))
+	r := new(dns.Msg)
+	if err := r.Unpack(raw); err != nil {
+		t.Fatalf("truncated reply does not unpack: %v", err)
+	}
+	if len(raw) > 512 || !r.Truncated || len(r.Answer) >= 100 || r.Question[0].Name != name {
+		t.Fatalf("UDP without EDNS: %d bytes, TC=%v, %d answers; want ≤512 bytes, TC, fewer than 100", len(raw), r.Truncated, len(r.Answer))
+	}
+	if o := ts.rec.last(t); !o.Truncated {
+		t.Fatalf("observation = %+v, want Truncated", o)
+	}
+
+	q := query(name, dns.TypeA)
+	q.SetEdns0(4096, false) // capped by our 1232
+	raw = rawUDP(t, udp, pack(t, q))
+	if err := r.Unpack(raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 1232 || !r.Truncated || r.IsEdns0() == nil {
+		t.Fatalf("UDP with EDNS 4096: %d bytes, TC=%v, OPT=%v; want ≤1232, TC, OPT kept", len(raw), r.Truncated, r.IsEdns0())
+	}
+
+	q = query(name, dns.TypeA)
+	q.SetEdns0(65000, false)
+	for _, network := range []string{"tcp"} {
+		r := exchange(t, network, tcp, q, nil)
+		if r.Truncated || len(r.Answer) != 100 {
+			t.Fatalf("TCP: TC=%v, %d answers; want all 100", r.Truncated, len(r.Answer))
+		}
+	}
+}
+
+func TestPipelinedTCP(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	c, err := net.Dial("tcp", ts.addr(t, "tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var burst []byte
+	for i := range 5 {
+		q := query("p"+strconv.Itoa(i)+".test.", dns.TypeA)
+		q.Id = uint16(100 + i)
+		b := pack(t, q)
+		burst = binary.BigEndian.AppendUint16(burst, uint16(len(b)))
+		burst = append(burst, b...)
+	}
+	if _, err := c.Write(burst); err != nil { // all five at once
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i := range 5 {
+		var l [2]byte
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		b := make([]byte, binary.BigEndian.Uint16(l[:]))
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(b); err != nil {
+			t.Fatal(err)
+		}
+		if r.Id != uint16(100+i) || r.Question[0].Name != "p"+strconv.Itoa(i)+".test." || len(r.Answer) != 1 {
+			t.Fatalf("answer %d: id %d question %v", i, r.Id, r.Question)
+		}
+	}
+}
+
+func TestMaxTCPConnections(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{MaxTCPConnections: 2}})
+	tcp := ts.addr(t, "tcp")
+	var conns []*dns.Conn
+	for range 2 {
+		c, err := dns.Dial("tcp", tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		exchangeOn(t, c, "held.test.") // accepted and served
+	}
+	third, err := net.Dial("tcp", tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := third.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("third connection: read %v, want it closed by the server", err)
+	}
+	// The held connections still work; freeing one admits a new one.
+	exchangeOn(t, conns[0], "still.test.")
+	conns[1].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := tryExchange("tcp", tcp, query("again.test.", dns.TypeA), nil)
+		if err == nil && r.Rcode == dns.RcodeSuccess {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new connection admitted after one closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
+}
+
+func exchangeOn(t *testing.T, c *dns.Conn, name string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	q := query(name, dns.TypeA)
+	if err := c.WriteMsg(q); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ReadMsg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Id != q.Id || len(r.Answer) != 1 {
+		t.Fatalf("reply %v", r)
+	}
+}
+
+func TestTCPIdleTimeoutClosesConnections(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{TCPIdleTimeout: 200 * time.Millisecond}})
+	tcp := ts.addr(t, "tcp")
+
+	c, err := dns.Dial("tcp", tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exchangeOn(t, c, "idle.test.")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 2)); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: read %v, want EOF from the server closing it", err)
+	}
+
+	// A client that sends half a message and stalls is closed too.
+	slow, err := net.Dial("tcp", tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_, _ = slow.Write([]byte{0, 40, 0, 1})
+	_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := slow.Read(make([]byte, 2)); !errors.Is(err, io.EOF) {
+		t.Fatalf("stalled connection: read %v, want EOF", err)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{RatePerClient: 5}})
+	udp, tcp := ts.addr(t, "udp"), ts.addr(t, "tcp")
+	full, tc := 0, 0
+	for i := range 30 {
+		r := exchange(t, "udp", udp, query("r"+strconv.Itoa(i)+".test.", dns.TypeA), nil)
+		switch {
+		case r.Truncated && len(r.Answer) == 0 && r.Rcode == dns.RcodeSuccess:
+			tc++
+		case !r.Truncated && len(r.Answer) == 1:
+			full++
+		default:
+			t.Fatalf("unexpected reply %v", r)
+		}
+	}
+	// Budget 5/s with a burst of 5: the 30 queries take far less than 5 s.
+	if full < 5 || full >= 30 || tc < 30-full || tc == 0 {
+		t.Fatalf("%d full answers and %d TC=1; want the first 5 full and the rest mostly TC", full, tc)
+	}
+	for i := range 20 {
+		if r := exchange(t, "tcp", tcp, query("t"+strconv.Itoa(i)+".test.", dns.TypeA), nil); r.Truncated || len(r.Answer) != 1 {
+			t.Fatalf("TCP query %d limited: %v", i, r)
+		}
+	}
+	if o := ts.rec.last(t); o.Proto != "tcp" || o.Truncated {
+		t.Fatalf("observation %+v", o)
+	}
+}
+
+func TestRateLimitDrop(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{RatePerClient: 2, RateDrop: true}})
+	sc := &scratch{}
+	client := mustAddr("10.1.2.3")
+	answered := 0
+	for range 10 {
+		if out := ts.serveRaw(context.Background(), sc, protoUDP, client, false, pack(t, query("d.test.", dns.TypeA))); out != nil {
+			answered++
+		}
+		ts.release(sc)
+	}
+	if answered < 2 || answered > 4 {
+		t.Fatalf("%d of 10 answered with rate 2 and rate_drop; want about 2", answered)
+	}
+	if o := ts.rec.last(t); !o.Dropped || o.Rcode != -1 {
+		t.Fatalf("last observation %+v, want Dropped", o)
+	}
+	// Another /24 has its own budget; the same /24 shares it.
+	if out := ts.serveRaw(context.Background(), sc, protoUDP, mustAddr("10.1.3.1"), false, pack(t, query("d.test.", dns.TypeA))); out == nil {
+		t.Fatal("client in another /24 was limited")
+	}
+	ts.release(sc)
+	if out := ts.serveRaw(context.Background(), sc, protoUDP, mustAddr("10.1.2.200"), false, pack(t, query("d.test.", dns.TypeA))); out != nil {
+		t.Fatal("client in the same /24 was not limited")
+	}
+	ts.release(sc)
+}
+
+func TestLimiterForgetsIdleClients(t *testing.T) {
+	l := newLimiter()
+	now := l.epoch
+	for i := range 5000 {
+		l.allow(mustAddr("10."+strconv.Itoa(i/256%256)+"."+strconv.Itoa(i%256)+".1"), 10, now)
+	}
+	if n := l.size(); n != 5000 {
+		t.Fatalf("tracking %d groups, want 5000", n)
+	}
+	later := now.Add(3 * time.Second)
+	for i := range 200 { // new clients trigger the lazy sweep in their shards
+		l.allow(mustAddr("172.16."+strconv.Itoa(i)+".1"), 10, later)
+	}
+	if n := l.size(); n != 200 {
+		t.Fatalf("tracking %d groups after the idle ones expired, want 200", n)
+	}
+	// A full shard stops tracking (fails open) instead of growing.
+	for i := range 2 * limiterMaxKeys {
+		a := [4]byte{100, byte(i >> 16), byte(i >> 8), byte(i)}
+		l.allow(netipFrom4(a), 10, later)
+	}
+	if n := l.size(); n > limiterMaxKeys {
+		t.Fatalf("limiter holds %d groups, bound is %d", n, limiterMaxKeys)
+	}
+}
+
+func TestShutdownWaitsForInFlightQuery(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		close(entered)
+		<-release
+		return answerA(req, 1)
+	}}
+	rec := &recorder{}
+	s := New(Options{Resolver: res, Observer: rec})
+	if err := s.Apply(context.Background(), loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	udp := s.Addrs()[1].String()
+	tcp := s.Addrs()[0].String()
+	// An idle TCP connection must not hold up Shutdown.
+	idle, err := net.Dial("tcp", tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+
+	replied := make(chan *dns.Msg, 1)
+	go func() {
+		r, _ := tryExchange("udp", udp, query("slow.test.", dns.TypeA), nil)
+		replied <- r
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(context.Background()) }()
+
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned (%v) while a query was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if r := <-replied; r == nil || len(r.Answer) != 1 {
+		t.Fatalf("in-flight query got %v, want its answer", r)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := net.Dial("tcp", tcp); err == nil {
+		t.Fatal("TCP still accepting after Shutdown")
+	}
+	if err := s.Apply(context.Background(), loopbackUDPTCP(), Settings{}); err == nil {
+		t.Fatal("Apply after Shutdown succeeded")
+	}
+}
+
+func TestShutdownGivesUpAtDeadline(t *testing.T) {
+	entered := make(chan struct{})
+	res := &fakeResolver{fn: func(ctx context.Context, req *pipeline.Request) pipeline.Response {
+		close(entered)
+		<-ctx.Done() // a resolver that honours cancellation
+		return pipeline.Response{}
+	}}
+	s := New(Options{Resolver: res})
+	if err := s.Apply(context.Background(), loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = tryExchange("tcp", s.Addrs()[0].String(), query("stuck.test.", dns.TypeA), nil) }()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want deadline exceeded", err)
+	}
+}
+
+func TestApplyKeepsBindsAndCloses(t *testing.T) {
+	ts := startServer(t, nil, []config.Listen{{Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	a := []config.Listen{{Addr: "127.0.0.1:0"}}
+	oldUDP, oldTCP := ts.addr(t, "udp"), ts.addr(t, "tcp")
+
+	// Keep a, add b (udp only).
+	b := config.Listen{Proto: "udp", Addr: "127.0.0.2:0"}
+	both := append(slices.Clone(a), b)
+	if err := ts.Apply(context.Background(), both, Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	addrs := ts.Addrs()
+	if len(addrs) != 3 || addrs[0].String() != oldTCP || addrs[1].String() != oldUDP {
+		t.Fatalf("Addrs after adding = %v, want %s %s first", addrs, oldTCP, oldUDP)
+	}
+	newUDP := addrs[2].String()
+	for _, addr := range []string{oldUDP, newUDP} {
+		if r := exchange(t, "udp", addr, query("k.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+			t.Fatalf("%s: %v", addr, r)
+		}
+	}
+	exchange(t, "tcp", oldTCP, query("k.test.", dns.TypeA), nil)
+
+	// Remove a: its sockets close, b keeps serving.
+	if err := ts.Apply(context.Background(), []config.Listen{b}, Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if addrs := ts.Addrs(); len(addrs) != 1 || addrs[0].String() != newUDP {
+		t.Fatalf("Addrs after removing = %v, want [%s]", addrs, newUDP)
+	}
+	if _, err := net.Dial("tcp", oldTCP); err == nil {
+		t.Fatalf("removed TCP %s still accepts", oldTCP)
+	}
+	if _, err := tryExchange("udp", oldUDP, query("k.test.", dns.TypeA), nil); err == nil {
+		t.Fatalf("removed UDP %s still answers", oldUDP)
+	}
+	exchange(t, "udp", newUDP, query("k.test.", dns.TypeA), nil)
+}
+
+func TestApplyFailsAsAWholeOnBindConflict(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	udp := ts.addr(t, "udp")
+	before := ts.Addrs()
+
+	occupied, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer occupied.Close()
+	// A port that is free now; Apply binds it before it hits the conflict.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeTCP := probe.Addr().String()
+	probe.Close()
+
+	denyAll := Settings{ACL: config.ACL{Allow: nil, Default: false}}
+	fresh := config.Listen{Proto: "tcp", Addr: freeTCP}
+	conflict := config.Listen{Proto: "udp", Addr: occupied.LocalAddr().String()}
+	err = ts.Apply(context.Background(), append(loopbackUDPTCP(), fresh, conflict), denyAll)
+	if err == nil {
+		t.Fatal("Apply onto an occupied port succeeded")
+	}
+	if got := ts.Addrs(); !slices.EqualFunc(got, before, func(a, b net.Addr) bool { return a.String() == b.String() }) {
+		t.Fatalf("Addrs after failed Apply = %v, want %v", got, before)
+	}
+	// Settings unchanged (deny-all not applied), existing socket still serves.
+	if r := exchange(t, "udp", udp, query("k.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("after failed Apply: %v", r)
+	}
+	// What the failed call bound was released: binding it now works.
+	if err := ts.Apply(context.Background(), append(loopbackUDPTCP(), fresh), Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatalf("binding %s after the failed Apply: %v", freeTCP, err)
+	}
+	exchange(t, "tcp", freeTCP, query("k.test.", dns.TypeA), nil)
+}
+
+// On a wildcard address the reply must come from the address the client
+// sent to (127.0.0.2 here), else a connected client socket ignores it.
+func TestWildcardUDPRepliesFromQueriedAddress(t *testing.T) {
+	for _, host := range []string{"0.0.0.0", ""} {
+		t.Run("host="+host, func(t *testing.T) {
+			ts := startServer(t, nil, []config.Listen{{Proto: "udp", Addr: net.JoinHostPort(host, "0")}}, Settings{ACL: config.ACL{Default: true}})
+			port := ts.Addrs()[0].(*net.UDPAddr).Port
+			for _, ip := range []string{"127.0.0.1", "127.0.0.2"} {
+				addr := net.JoinHostPort(ip, strconv.Itoa(port))
+				if r := exchange(t, "udp", addr, query("w.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+					t.Fatalf("%s: %v", addr, r)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// UDP serving: each socket has one reader goroutine. A reader hands each
+// packet to an idle worker, or starts a worker (up to maxUDPWorkers), or
+// when at that bound handles the packet itself (backpressure: the kernel
+// queue absorbs the rest). Workers exit after workerIdle without work, so
+// a burst of slow (forwarded) queries does not leave goroutines behind.
+const (
+	udpReadSize   = 4096 // larger queries (MSG_TRUNC) are dropped
+	maxUDPWorkers = 10000
+	workerIdle    = 10 * time.Second
+)
+
+// udpJob is one received packet and the working memory to answer it.
+type udpJob struct {
+	u    *unit
+	conn *net.UDPConn
+	from netip.AddrPort
+	n    int
+	// dst and ifindex: where the query was sent (wildcard listeners only).
+	dst     netip.Addr
+	ifindex uint32
+	oob     oobBuf
+	oobOut  oobBuf
+	sc      scratch
+	buf     [udpReadSize]byte
+}
+
+func (s *Server) readUDP(u *unit, conn *net.UDPConn) {
+	for {
+		j := s.jobs.Get().(*udpJob)
+		var oob []byte
+		if u.pktinfo {
+			oob = j.oob.bytes()
+		}
+		n, oobn, flags, from, err := conn.ReadMsgUDPAddrPort(j.buf[:], oob)
+		if err != nil {
+			s.jobs.Put(j)
+			if u.stopping.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Debug("udp read error", "addr", conn.LocalAddr().String(), "err", err)
+			time.Sleep(time.Millisecond) // never spin on a persistent error
+			continue
+		}
+		if flags&msgTrunc != 0 {
+			s.jobs.Put(j)
+			continue
+		}
+		j.u, j.conn, j.from, j.n = u, conn, from, n
+		j.dst = netip.Addr{}
+		if u.pktinfo {
+			if dst, ifindex, ok := parsePktinfo(oob[:oobn]); ok {
+				j.dst, j.ifindex = dst.Unmap(), ifindex
+			}
+		}
+		s.handlers.Add(1)
+		s.dispatch(j)
+	}
+}
+
+func (s *Server) dispatch(j *udpJob) {
+	select {
+	case s.udpq <- j:
+		return
+	default:
+	}
+	if s.nworkers.Add(1) <= maxUDPWorkers {
+		s.workers.Add(1)
+		go s.udpWorker(j)
+		return
+	}
+	s.nworkers.Add(-1)
+	s.handleUDP(j)
+}
+
+func (s *Server) udpWorker(j *udpJob) {
+	defer s.workers.Done()
+	defer s.nworkers.Add(-1)
+	s.handleUDP(j)
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case j := <-s.udpq:
+			s.handleUDP(j)
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (s *Server) handleUDP(j *udpJob) {
+	defer s.handlers.Done()
+	client := j.from.Addr().Unmap().WithZone("")
+	if out := s.serveRaw(s.ctx, &j.sc, protoUDP, client, j.u.loopback, j.buf[:j.n]); out != nil {
+		var err error
+		if j.dst.IsValid() {
+			_, _, err = j.conn.WriteMsgUDPAddrPort(out, srcPktinfo(&j.oobOut, j.dst, j.ifindex), j.from)
+		} else {
+			_, err = j.conn.WriteToUDPAddrPort(out, j.from)
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Debug("udp write error", "client", j.from.String(), "err", err)
+		}
+	}
+	s.release(&j.sc)
+	j.u, j.conn = nil, nil
+	s.jobs.Put(j)
+}
