@@ -1,0 +1,136 @@
+package sources
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+func load(t *testing.T, dir, yaml string) *config.Config {
+	t.Helper()
+	path := filepath.Join(dir, "dnsd.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func resolveA(t *testing.T, p *pipeline.Pipeline, name string) string {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	r := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: name, Type: dns.TypeA})
+	if len(r.Msg.Answer) == 0 {
+		return dns.RcodeToString[r.Msg.Rcode]
+	}
+	return r.Msg.Answer[0].(*dns.A).A.String()
+}
+
+// Two zones naming the same hosts files share one backend; a second build
+// (a reload) with the same settings reuses it; it stops when the last
+// pipeline holding it is released.
+func TestBackendSharedAcrossZonesAndReloads(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n10.0.0.2 x.two.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, dir, `zones:
+  one.test:
+    - hosts: {files: [a.hosts]}
+  two.test:
+    - hosts: {files: [a.hosts], entries: ["10.0.0.3 y"]}
+`)
+	reg := NewRegistry(slog.New(slog.DiscardHandler))
+	defer reg.Close()
+	p1, set1, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Len() != 1 || len(set1.Fresh) != 1 {
+		t.Fatalf("two zones with the same files: %d backends running, %d fresh; want 1, 1", reg.Len(), len(set1.Fresh))
+	}
+	if got := resolveA(t, p1, "x.one.test."); got != "10.0.0.1" {
+		t.Fatalf("x.one.test = %s", got)
+	}
+	if got := resolveA(t, p1, "y.two.test."); got != "10.0.0.3" {
+		t.Fatalf("y.two.test = %s", got)
+	}
+
+	p2, set2, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Len() != 1 || len(set2.Fresh) != 0 {
+		t.Fatalf("rebuild with unchanged settings: %d backends, %d fresh; want 1, 0", reg.Len(), len(set2.Fresh))
+	}
+	set1.Release()
+	set1.Release() // idempotent
+	if reg.Len() != 1 {
+		t.Fatalf("backend stopped while the second pipeline still holds it")
+	}
+	if got := resolveA(t, p2, "x.two.test."); got != "10.0.0.2" {
+		t.Fatalf("x.two.test = %s", got)
+	}
+	set2.Release()
+	if reg.Len() != 0 {
+		t.Fatalf("%d backends still running after every pipeline released them", reg.Len())
+	}
+}
+
+// A changed TTL is a different backend.
+func TestBackendKeyIncludesTTL(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := NewRegistry(slog.New(slog.DiscardHandler))
+	defer reg.Close()
+	_, s1, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 10s}\n"), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s2, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 20s}\n"), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Len() != 2 || len(s2.Fresh) != 1 {
+		t.Fatalf("ttl change: %d backends, %d fresh; want 2, 1", reg.Len(), len(s2.Fresh))
+	}
+	s1.Release()
+	s2.Release()
+}
+
+// Source kinds not built yet fail with their position, and nothing stays
+// acquired.
+func TestUnavailableKind(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, dir, `zones:
+  one.test:
+    - hosts: {files: [a.hosts]}
+    - etcd: {}
+`)
+	reg := NewRegistry(slog.New(slog.DiscardHandler))
+	defer reg.Close()
+	_, _, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err == nil || !strings.Contains(err.Error(), "dnsd.yaml:4:7") || !strings.Contains(err.Error(), "not available yet") {
+		t.Fatalf("want a positioned 'not available yet' error, got %v", err)
+	}
+	if reg.Len() != 0 {
+		t.Fatalf("a failed build left %d backends running", reg.Len())
+	}
+}
