@@ -405,6 +405,7 @@ func TestTLSListener(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "tls.key"), string(keyPEM))
 	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["tls://127.0.0.1:%d"]
 tls: {cert: tls.crt, key: tls.key}
+log: {format: json, queries: true}
 zones:
   example.internal:
     - hosts: {entries: ["10.0.0.7 dot"]}
@@ -417,6 +418,14 @@ zones:
 	}
 	if got := rdata(r); got != "NOERROR:10.0.0.7" {
 		t.Fatalf("DoT answer %q", got)
+	}
+	// log.queries with format json: one JSON line for the query.
+	p.waitLog(`"msg":"query"`, 1)
+	line := grep(p.stderr.String(), `"msg":"query"`)
+	for _, want := range []string{`"proto":"tls"`, `"name":"dot.example.internal."`, `"type":"A"`, `"rcode":"NOERROR"`, `"source":"hosts"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("query log line lacks %s: %s", want, line)
+		}
 	}
 }
 

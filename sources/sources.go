@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -98,8 +99,8 @@ func (r *Registry) source(_ context.Context, z config.Zone, sc config.Source, se
 		h := sc.Hosts
 		var b *hosts.Backend
 		if len(h.Files) > 0 {
-			v, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
-				b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger.With("source", "hosts"))
+			v, fresh, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
+				b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -109,6 +110,11 @@ func (r *Registry) source(_ context.Context, z config.Zone, sc config.Source, se
 				return nil, err
 			}
 			b = v.(*hosts.Backend)
+			if fresh {
+				if n, example := b.Outside(z.Names); n > 0 {
+					r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
+				}
+			}
 		}
 		return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse), nil
 	case config.KindKubernetes, config.KindEtcd, config.KindForward:
@@ -126,20 +132,25 @@ func hostsKey(h *config.Hosts) string {
 	return "files=" + strings.Join(files, "\x00") + " ttl=" + h.TTL.String()
 }
 
-// acquire returns the running backend for key, or opens one with open.
+// acquire returns the running backend for key, or opens one with open;
+// fresh is true when this build started it.
 // The registry lock is held while opening, so two zones never open the
 // same backend twice.
-func (r *Registry) acquire(set *Set, kind, key string, open func() (any, io.Closer, error)) (any, error) {
+func (r *Registry) acquire(set *Set, kind, key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error) {
 	full := kind + " " + key
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.backends[full]
-	if !ok {
+	if ok {
+		// Started earlier in this same build (another zone): still fresh.
+		fresh = slices.Contains(set.Fresh, full)
+	} else {
 		start := time.Now()
 		v, c, err := open()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		fresh = true
 		b = &backend{key: full, kind: kind, value: v, close: c}
 		r.backends[full] = b
 		set.Fresh = append(set.Fresh, full)
@@ -147,7 +158,7 @@ func (r *Registry) acquire(set *Set, kind, key string, open func() (any, io.Clos
 	}
 	b.refs++
 	set.keys = append(set.keys, full)
-	return b.value, nil
+	return b.value, fresh, nil
 }
 
 func (r *Registry) release(keys []string) {

@@ -134,3 +134,35 @@ func TestUnavailableKind(t *testing.T) {
 		t.Fatalf("a failed build left %d backends running", reg.Len())
 	}
 }
+
+// Names of a hosts file outside the zone are logged once, when the backend
+// is loaded.
+func TestOutsideNamesLogged(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n10.0.0.2 y.other.test\n10.0.0.3 z.other.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	reg := NewRegistry(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer reg.Close()
+	cfg := load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts]}\n")
+	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	if !strings.Contains(logs.String(), "outside the zone") || !strings.Contains(logs.String(), "names=2") || !strings.Contains(logs.String(), "example=y.other.test.") {
+		t.Fatalf("want one log line counting 2 outside names, got:\n%s", logs.String())
+	}
+	if got := resolveA(t, p, "x.one.test."); got != "10.0.0.1" {
+		t.Fatalf("x.one.test = %s", got)
+	}
+	_, set2, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set2.Release()
+	if n := strings.Count(logs.String(), "outside the zone"); n != 1 {
+		t.Fatalf("logged %d times, want once (at load, not at every reload)", n)
+	}
+}

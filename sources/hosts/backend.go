@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -391,4 +392,29 @@ func parseData(path string, data []byte, logger *slog.Logger) *fileData {
 		logger.Warn("hosts: more bad lines skipped", "file", path, "total", bad)
 	}
 	return &fileData{names: string(arena), entries: entries, n4: n4}
+}
+
+// Outside counts the names with records in the current data that lie in
+// none of zones (lower-case FQDNs, "." = root) and returns one of them as
+// an example. A zone never serves such names; the caller logs them once.
+func (b *Backend) Outside(zones []string) (n int, example string) {
+	for name, rrs := range b.snapshot().ix.fwd {
+		if len(rrs) == 0 || inZones(name, zones) {
+			continue
+		}
+		if n == 0 || name < example {
+			example = name
+		}
+		n++
+	}
+	return n, example
+}
+
+func inZones(name string, zones []string) bool {
+	for _, z := range zones {
+		if z == "." || name == z || (strings.HasSuffix(name, z) && name[len(name)-len(z)-1] == '.') {
+			return true
+		}
+	}
+	return false
 }
