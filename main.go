@@ -73,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func check(path string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(path)
 	if err == nil {
-		reg := sources.NewRegistry(discardLogger())
+		reg := sources.NewRegistry(sources.Options{Logger: discardLogger(), DryRun: true})
 		var set *sources.Set
 		_, set, err = reg.Build(context.Background(), cfg, pipeline.Options{Logger: discardLogger()})
 		set.Release()

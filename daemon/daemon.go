@@ -83,7 +83,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d.level.Set(cfg.Log.Level)
 	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
 	d.queryLog.Store(cfg.Log.Queries)
-	d.reg = sources.NewRegistry(d.logger)
+	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry})
 	d.metrics.WatchSynced(d.reg.Synced)
 
 	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
@@ -92,6 +92,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.sw.swap(&generation{p: p, set: set})
+	d.reg.Swapped(cfg, p)
 	d.srv = server.New(server.Options{Resolver: d.sw, Observer: &observer{m: d.metrics, log: d.logger, queries: &d.queryLog}, Logger: d.logger})
 	set2, err := serverSettings(cfg)
 	if err == nil {
@@ -180,6 +181,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 		d.http = newHTTP
 	}
 	old := d.sw.swap(&generation{p: p, set: set})
+	d.reg.Swapped(cfg, p)
 	d.level.Set(cfg.Log.Level)
 	d.queryLog.Store(cfg.Log.Queries)
 	if cfg.Log.Format != d.format {

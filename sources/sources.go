@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/hosts"
@@ -24,10 +26,30 @@ import (
 // Registry owns every running backend and counts who uses it. The zero
 // value is not usable; create one with NewRegistry.
 type Registry struct {
-	logger *slog.Logger
+	logger     *slog.Logger
+	registerer prometheus.Registerer
+	dryRun     bool
 
 	mu       sync.Mutex
 	backends map[string]*backend
+
+	// Per-kind process-lifetime state (metrics, the forward cache), each
+	// declared and managed in that kind's file.
+	forward forwardState
+	etcd    etcdState
+	kube    kubeState
+}
+
+// Options configure a Registry.
+type Options struct {
+	Logger *slog.Logger
+	// Registerer receives the source kinds' metrics, once per process.
+	// nil: metrics are kept but not exported (tests, `dnsd check`).
+	Registerer prometheus.Registerer
+	// DryRun compiles without starting anything that talks to the network
+	// (`dnsd check`): kinds that connect validate their settings and local
+	// files, then return a source that is never asked.
+	DryRun bool
 }
 
 type backend struct {
@@ -39,8 +61,14 @@ type backend struct {
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry(logger *slog.Logger) *Registry {
-	return &Registry{logger: logger, backends: make(map[string]*backend)}
+func NewRegistry(opts Options) *Registry {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, backends: make(map[string]*backend)}
 }
 
 // Set is the backends one compiled pipeline holds. Release it once the
@@ -71,7 +99,7 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 	for _, z := range cfg.Zones {
 		spec := pipeline.ZoneSpec{Names: z.Names}
 		for _, sc := range z.Sources {
-			src, err := r.source(ctx, z, sc, set)
+			src, err := r.source(ctx, cfg, z, sc, set)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %s: %w", sc.Pos, sc.Kind, err))
 				continue
@@ -93,35 +121,43 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 }
 
 // source builds one source: the switch over every kind.
-func (r *Registry) source(_ context.Context, z config.Zone, sc config.Source, set *Set) (pipeline.Source, error) {
+func (r *Registry) source(ctx context.Context, cfg *config.Config, z config.Zone, sc config.Source, set *Set) (pipeline.Source, error) {
 	switch sc.Kind {
 	case config.KindHosts:
-		h := sc.Hosts
-		var b *hosts.Backend
-		if len(h.Files) > 0 {
-			v, fresh, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
-				b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger)
-				if err != nil {
-					return nil, nil, err
-				}
-				return b, b, nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			b = v.(*hosts.Backend)
-			if fresh {
-				if n, example := b.Outside(z.Names); n > 0 {
-					r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
-				}
-			}
-		}
-		return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse), nil
-	case config.KindKubernetes, config.KindEtcd, config.KindForward:
-		return nil, fmt.Errorf("source kind %q is not available yet in this build", sc.Kind)
+		return r.hostsSource(z, sc.Hosts, set)
+	case config.KindForward:
+		return r.forwardSource(ctx, cfg, z, sc.Forward, set)
+	case config.KindEtcd:
+		return r.etcdSource(ctx, cfg, z, sc.Etcd, set)
+	case config.KindKubernetes:
+		return r.kubernetesSource(ctx, cfg, z, sc.Kubernetes, set)
 	default:
 		return nil, fmt.Errorf("unknown source kind %q", sc.Kind)
 	}
+}
+
+// hostsSource builds a hosts source; backends are keyed on files + TTL.
+func (r *Registry) hostsSource(z config.Zone, h *config.Hosts, set *Set) (pipeline.Source, error) {
+	var b *hosts.Backend
+	if len(h.Files) > 0 {
+		v, fresh, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
+			b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger)
+			if err != nil {
+				return nil, nil, err
+			}
+			return b, b, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		b = v.(*hosts.Backend)
+		if fresh {
+			if n, example := b.Outside(z.Names); n > 0 {
+				r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
+			}
+		}
+	}
+	return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse), nil
 }
 
 // hostsKey identifies a hosts backend: the same files (in any order) with
@@ -201,6 +237,17 @@ func (r *Registry) Close() {
 	for _, b := range all {
 		_ = b.close.Close()
 	}
+	r.forward.close()
+	r.etcd.close()
+	r.kube.close()
+}
+
+// Swapped tells the registry that the pipeline built from cfg is now the
+// one serving (after a start or a reload), so process-wide state can follow
+// it (e.g. the forward cache drops entries of zones that no longer
+// forward).
+func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline) {
+	r.forward.swapped(cfg, p)
 }
 
 // Synced reports every running backend by name and whether its first sync

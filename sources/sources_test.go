@@ -52,7 +52,7 @@ func TestBackendSharedAcrossZonesAndReloads(t *testing.T) {
   two.test:
     - hosts: {files: [a.hosts], entries: ["10.0.0.3 y"]}
 `)
-	reg := NewRegistry(slog.New(slog.DiscardHandler))
+	reg := NewRegistry(Options{})
 	defer reg.Close()
 	p1, set1, err := reg.Build(context.Background(), cfg, pipeline.Options{})
 	if err != nil {
@@ -95,7 +95,7 @@ func TestBackendKeyIncludesTTL(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reg := NewRegistry(slog.New(slog.DiscardHandler))
+	reg := NewRegistry(Options{})
 	defer reg.Close()
 	_, s1, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 10s}\n"), pipeline.Options{})
 	if err != nil {
@@ -124,7 +124,7 @@ func TestUnavailableKind(t *testing.T) {
     - hosts: {files: [a.hosts]}
     - etcd: {}
 `)
-	reg := NewRegistry(slog.New(slog.DiscardHandler))
+	reg := NewRegistry(Options{})
 	defer reg.Close()
 	_, _, err := reg.Build(context.Background(), cfg, pipeline.Options{})
 	if err == nil || !strings.Contains(err.Error(), "dnsd.yaml:4:7") || !strings.Contains(err.Error(), "not available yet") {
@@ -143,7 +143,7 @@ func TestOutsideNamesLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	reg := NewRegistry(slog.New(slog.NewTextHandler(&logs, nil)))
+	reg := NewRegistry(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer reg.Close()
 	cfg := load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts]}\n")
 	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
