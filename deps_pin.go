@@ -14,7 +14,7 @@ import (
 	_ "k8s.io/client-go/informers"
 	_ "k8s.io/client-go/kubernetes"
 	_ "k8s.io/client-go/kubernetes/fake"
+	_ "k8s.io/client-go/rest"
 	_ "k8s.io/client-go/tools/cache"
 	_ "k8s.io/client-go/tools/clientcmd"
-	_ "k8s.io/client-go/rest"
 )
