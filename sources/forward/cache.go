@@ -1,0 +1,437 @@
+package forward
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Key identifies a cached response: the question and the two flags that
+// change what an upstream answers.
+type Key struct {
+	Name  string // lower case, fully qualified
+	Type  uint16
+	Class uint16
+	DO    bool // DNSSEC OK: the answer carries RRSIGs
+	CD    bool // checking disabled: the answer may be unvalidated
+}
+
+func (k Key) String() string {
+	b := make([]byte, 0, len(k.Name)+8)
+	b = append(b, k.Name...)
+	b = append(b, 0, byte(k.Type>>8), byte(k.Type), byte(k.Class>>8), byte(k.Class), flag(k.DO), flag(k.CD))
+	return string(b)
+}
+
+func flag(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CacheConfig is the `cache:` section.
+type CacheConfig struct {
+	Size        int           // entries; 0 disables the cache
+	MinTTL      time.Duration // floor of positive TTLs
+	MaxTTL      time.Duration // cap of positive TTLs
+	NegativeTTL time.Duration // cap of NXDOMAIN/NODATA TTLs (RFC 2308)
+	ServeStale  time.Duration // how long after expiry an entry may be served while upstreams fail; 0 = off
+	Prefetch    bool          // refresh popular entries before they expire
+}
+
+// Serve-stale and prefetch constants (RFC 8767 §5 and common practice).
+const (
+	// StaleTTL is the TTL of a stale answer.
+	StaleTTL = 30
+	// FailureRecheck: after a refresh failed, a stale entry is answered at
+	// once, without asking upstream again, for this long.
+	FailureRecheck = 30 * time.Second
+	// StaleAnswerAfter: a client with a stale entry waits at most this long
+	// for a refresh before it gets the stale answer (the refresh goes on).
+	StaleAnswerAfter = 1800 * time.Millisecond
+	// PrefetchHits: an entry asked this many times is popular.
+	PrefetchHits = 3
+	// PrefetchMinTTL: entries living shorter than this are not prefetched.
+	PrefetchMinTTL = 10 * time.Second
+)
+
+// Cache is the forward response cache, shared by every forward source of
+// the process and kept across reloads. It is a sharded hash map with a
+// CLOCK eviction per shard: every hit raises an entry's reference count
+// (saturating at 3), the clock hand lowers counts and evicts the first
+// entry found at 0 (or long expired), so entries asked often survive a
+// stream of one-off names.
+type Cache struct {
+	cfg  atomic.Pointer[CacheConfig]
+	tab  atomic.Pointer[table]
+	seed maphash.Seed
+	n    atomic.Int64 // entries
+	mu   sync.Mutex   // serialises Configure and Retain
+	now  func() time.Time
+}
+
+type table struct {
+	shards []shard
+	mask   uint64
+	per    int // capacity of each shard
+}
+
+type shard struct {
+	mu   sync.RWMutex
+	m    map[Key]*entry
+	ring []*entry // CLOCK order; entry.slot is its index
+	hand int
+	_    [40]byte // keep shards on separate cache lines
+}
+
+// entry is one cached response. msg and stored never change; a new answer
+// for the key replaces the entry.
+type entry struct {
+	key      Key
+	msg      *dns.Msg // TTLs as stored; never written after insert
+	stored   int64    // unix nanos
+	life     atomic.Int64
+	negative bool
+	capped   atomic.Bool // life was lowered after insert (max_ttl/negative_ttl reload)
+	slot     int
+
+	ref        atomic.Uint32 // CLOCK reference count, 0..3
+	hits       atomic.Uint32 // saturates at 255
+	refreshing atomic.Bool   // a prefetch is running
+	failedAt   atomic.Int64  // unix nanos of the last failed refresh
+
+	view  atomic.Pointer[snapshot] // response for one second of age
+	stale atomic.Pointer[dns.Msg]  // response with TTL StaleTTL
+}
+
+type snapshot struct {
+	age int64 // whole seconds since stored
+	msg *dns.Msg
+}
+
+// NewCache returns an empty cache configured with cfg.
+func NewCache(cfg CacheConfig) *Cache {
+	c := &Cache{seed: maphash.MakeSeed(), now: time.Now}
+	c.cfg.Store(&cfg)
+	c.tab.Store(newTable(cfg.Size))
+	return c
+}
+
+func newTable(size int) *table {
+	// About 1024 entries per shard, at most 64 shards, a power of two.
+	n := 1
+	if size > 2048 {
+		n = min(64, 1<<bits.Len(uint(size/1024)-1))
+	}
+	t := &table{shards: make([]shard, n), mask: uint64(n - 1), per: (size + n - 1) / n}
+	for i := range t.shards {
+		t.shards[i].m = make(map[Key]*entry)
+	}
+	return t
+}
+
+func (t *table) shard(c *Cache, k Key) *shard {
+	if t.mask == 0 {
+		return &t.shards[0]
+	}
+	h := maphash.String(c.seed, k.Name) ^ uint64(k.Type)*0x9E3779B97F4A7C15
+	return &t.shards[h&t.mask]
+}
+
+// Config returns the current configuration.
+func (c *Cache) Config() CacheConfig { return *c.cfg.Load() }
+
+// Len is the number of entries held.
+func (c *Cache) Len() int { return int(c.n.Load()) }
+
+// Configure applies new settings keeping the entries: a new size
+// re-shards (evicting, coldest first, what no longer fits); a lower
+// max_ttl or negative_ttl shortens the entries that live longer.
+func (c *Cache) Configure(cfg CacheConfig) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cfg.Swap(&cfg)
+	if cfg.Size != old.Size {
+		ot := c.tab.Load()
+		nt := newTable(cfg.Size)
+		c.tab.Store(nt)
+		now := c.now().UnixNano()
+		for i := range ot.shards {
+			sh := &ot.shards[i]
+			sh.mu.Lock()
+			ring := sh.ring
+			sh.ring, sh.m = nil, make(map[Key]*entry)
+			sh.mu.Unlock()
+			c.n.Add(-int64(len(ring)))
+			for _, e := range ring {
+				c.put(nt, e, now, false) // an entry inserted meanwhile is newer
+			}
+		}
+	}
+	if cfg.MaxTTL < old.MaxTTL || cfg.NegativeTTL < old.NegativeTTL {
+		c.each(func(e *entry) bool {
+			lim := cfg.MaxTTL
+			if e.negative {
+				lim = cfg.NegativeTTL
+			}
+			if e.life.Load() > int64(lim) {
+				e.life.Store(int64(lim))
+				e.capped.Store(true)
+				e.view.Store(nil)
+			}
+			return true
+		})
+	}
+}
+
+// Retain drops the entries for which keep is false, and those expired
+// beyond the serve-stale window.
+func (c *Cache) Retain(keep func(Key) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now().UnixNano()
+	stale := int64(c.cfg.Load().ServeStale)
+	c.each(func(e *entry) bool { return now < e.expires()+stale && keep(e.key) })
+}
+
+// each calls f on every entry, removing those for which it returns false.
+func (c *Cache) each(f func(*entry) bool) {
+	t := c.tab.Load()
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		kept := sh.ring[:0]
+		for _, e := range sh.ring {
+			if f(e) {
+				e.slot = len(kept)
+				kept = append(kept, e)
+			} else {
+				delete(sh.m, e.key)
+				c.n.Add(-1)
+			}
+		}
+		clear(sh.ring[len(kept):])
+		sh.ring = kept
+		if sh.hand >= len(kept) {
+			sh.hand = 0
+		}
+		sh.mu.Unlock()
+	}
+}
+
+func (e *entry) expires() int64 { return e.stored + e.life.Load() }
+
+// get returns the entry for k (fresh, or expired but within the
+// serve-stale window: the caller compares with expires()), counting a
+// reference for the eviction clock. Entries expired beyond the window are
+// not returned.
+func (c *Cache) get(k Key, now int64) *entry {
+	t := c.tab.Load()
+	sh := t.shard(c, k)
+	sh.mu.RLock()
+	e := sh.m[k]
+	sh.mu.RUnlock()
+	if e == nil {
+		return nil
+	}
+	if now >= e.expires()+int64(c.cfg.Load().ServeStale) {
+		return nil
+	}
+	if r := e.ref.Load(); r < 3 {
+		e.ref.Store(r + 1)
+	}
+	if h := e.hits.Load(); h < 255 {
+		e.hits.Store(h + 1)
+	}
+	return e
+}
+
+// Get returns the response cached for k if it is fresh, with TTLs
+// decremented by its age (tests and callers outside a Source).
+func (c *Cache) Get(k Key) (*dns.Msg, bool) {
+	now := c.now().UnixNano()
+	e := c.get(k, now)
+	if e == nil || now >= e.expires() {
+		return nil, false
+	}
+	return e.response(now), true
+}
+
+// lifetime returns how long m may be cached (0: not at all) and whether
+// it is a negative answer. Positive answers live for their smallest TTL
+// clamped to [min_ttl, max_ttl]; NXDOMAIN and NODATA for their SOA's
+// TTL or MINIMUM, whichever is lower (RFC 2308 §5), at most negative_ttl;
+// negative answers without an SOA, errors and truncated answers are not
+// cached.
+func lifetime(m *dns.Msg, cfg *CacheConfig) (time.Duration, bool) {
+	if m.Truncated {
+		return 0, false
+	}
+	switch {
+	case m.Rcode == dns.RcodeSuccess && len(m.Answer) > 0:
+		ttl := uint32(1<<31 - 1)
+		for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+			for _, rr := range sec {
+				ttl = min(ttl, rr.Header().Ttl)
+			}
+		}
+		d := time.Duration(ttl) * time.Second
+		return min(max(d, cfg.MinTTL), cfg.MaxTTL), false
+	case m.Rcode == dns.RcodeNameError || m.Rcode == dns.RcodeSuccess:
+		for _, rr := range m.Ns {
+			if soa, ok := rr.(*dns.SOA); ok {
+				d := time.Duration(min(soa.Hdr.Ttl, soa.Minttl)) * time.Second
+				return min(max(d, cfg.MinTTL), cfg.NegativeTTL), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Insert stores upstream response m for k when it may be cached and
+// returns the response to send now. m must be owned by the caller and is
+// not written after Insert: its TTLs are first clamped to the cache's
+// bounds (positive answers) or set to the negative TTL (negative ones).
+func (c *Cache) Insert(k Key, m *dns.Msg) *dns.Msg {
+	cfg := c.cfg.Load()
+	if cfg.Size <= 0 {
+		return m
+	}
+	life, negative := lifetime(m, cfg)
+	secs := uint32(life / time.Second)
+	if secs == 0 {
+		return m
+	}
+	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range sec {
+			h := rr.Header()
+			if negative {
+				h.Ttl = secs
+			} else {
+				h.Ttl = min(max(h.Ttl, uint32(cfg.MinTTL/time.Second)), uint32(cfg.MaxTTL/time.Second))
+			}
+		}
+	}
+	now := c.now().UnixNano()
+	e := &entry{key: k, msg: m, stored: now, negative: negative}
+	e.life.Store(int64(life))
+	c.put(c.tab.Load(), e, now, true)
+	return m
+}
+
+// put adds e to t, replacing the entry of the same key (or, without
+// replace, keeping it) or evicting one.
+func (c *Cache) put(t *table, e *entry, now int64, replace bool) {
+	if t.per == 0 {
+		return
+	}
+	sh := t.shard(c, e.key)
+	stale := int64(c.cfg.Load().ServeStale)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old := sh.m[e.key]; old != nil {
+		if !replace {
+			return
+		}
+		e.slot = old.slot
+		e.ref.Store(old.ref.Load()) // a refresh keeps its heat
+		sh.ring[e.slot] = e
+		sh.m[e.key] = e
+		return
+	}
+	if len(sh.ring) < t.per {
+		e.slot = len(sh.ring)
+		sh.ring = append(sh.ring, e)
+		sh.m[e.key] = e
+		c.n.Add(1)
+		return
+	}
+	// CLOCK: a victim is an entry expired beyond serve-stale or one whose
+	// reference count is down to 0; others lose one reference.
+	for {
+		if sh.hand >= len(sh.ring) {
+			sh.hand = 0
+		}
+		v := sh.ring[sh.hand]
+		if now >= v.expires()+stale || v.ref.Load() == 0 {
+			delete(sh.m, v.key)
+			e.slot = sh.hand
+			sh.ring[sh.hand] = e
+			sh.m[e.key] = e
+			sh.hand++
+			return
+		}
+		v.ref.Add(^uint32(0))
+		sh.hand++
+	}
+}
+
+// failed records a failed refresh of k's entry (serve-stale recheck).
+func (c *Cache) failed(k Key, now int64) {
+	t := c.tab.Load()
+	sh := t.shard(c, k)
+	sh.mu.RLock()
+	e := sh.m[k]
+	sh.mu.RUnlock()
+	if e != nil {
+		e.failedAt.Store(now)
+	}
+}
+
+// response is e's message with every TTL lowered by its age in whole
+// seconds. Responses are shared for one second of age: the records are
+// copied once per entry and second, never per query.
+func (e *entry) response(now int64) *dns.Msg {
+	age := (now - e.stored) / int64(time.Second)
+	if age <= 0 && !e.capped.Load() {
+		return e.msg
+	}
+	if v := e.view.Load(); v != nil && v.age == age {
+		return v.msg
+	}
+	lifeSecs := e.life.Load() / int64(time.Second)
+	m := e.render(func(ttl uint32) uint32 {
+		return uint32(max(min(int64(ttl), lifeSecs)-age, 0))
+	})
+	e.view.Store(&snapshot{age: age, msg: m})
+	return m
+}
+
+// staleResponse is e's message with every TTL StaleTTL (RFC 8767).
+func (e *entry) staleResponse() *dns.Msg {
+	if m := e.stale.Load(); m != nil {
+		return m
+	}
+	m := e.render(func(uint32) uint32 { return StaleTTL })
+	e.stale.Store(m)
+	return m
+}
+
+// render copies e.msg with each record's TTL mapped by ttl.
+func (e *entry) render(ttl func(uint32) uint32) *dns.Msg {
+	m := new(dns.Msg)
+	m.MsgHdr = e.msg.MsgHdr
+	m.Question = e.msg.Question
+	m.Answer = copyRRs(e.msg.Answer, ttl)
+	m.Ns = copyRRs(e.msg.Ns, ttl)
+	m.Extra = copyRRs(e.msg.Extra, ttl)
+	return m
+}
+
+func copyRRs(rrs []dns.RR, ttl func(uint32) uint32) []dns.RR {
+	if len(rrs) == 0 {
+		return nil
+	}
+	out := make([]dns.RR, len(rrs))
+	for i, rr := range rrs {
+		c := dns.Copy(rr)
+		c.Header().Ttl = ttl(rr.Header().Ttl)
+		out[i] = c
+	}
+	return out
+}

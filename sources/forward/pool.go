@@ -1,0 +1,435 @@
+package forward
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sync/singleflight"
+)
+
+// Policies: the order in which a query tries the upstreams.
+const (
+	PolicyRandom     = "random"
+	PolicyRoundRobin = "round_robin"
+	PolicySequential = "sequential"
+)
+
+// PoolOptions are everything a pool's behaviour depends on.
+type PoolOptions struct {
+	Upstreams     []Upstream
+	TLSCA         string // PEM bundle for tls upstreams ("" = system roots)
+	Policy        string // random (default) | round_robin | sequential
+	Timeout       time.Duration
+	HealthCheck   time.Duration
+	MaxFails      int
+	MaxConcurrent int
+	UDPSize       uint16 // EDNS0 buffer size advertised upstream
+}
+
+// Key identifies a pool: sources whose options are equal share one.
+func (o PoolOptions) Key() string {
+	var b strings.Builder
+	b.WriteString("upstreams=")
+	for i, u := range o.Upstreams {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(u.String())
+	}
+	fmt.Fprintf(&b, " tls_ca=%s policy=%s timeout=%s health_check=%s max_fails=%d max_concurrent=%d udp_buffer=%d",
+		o.TLSCA, o.Policy, o.Timeout, o.HealthCheck, o.MaxFails, o.MaxConcurrent, o.UDPSize)
+	return b.String()
+}
+
+// Connection pooling for TCP and TLS upstreams.
+var (
+	// idleExpiry: an idle connection older than this is closed rather
+	// than reused (servers close idle DNS connections after 10-30 s).
+	idleExpiry = 10 * time.Second
+	// maxIdle bounds the idle connections kept per upstream.
+	maxIdle = 32
+)
+
+var (
+	errTooMany   = errors.New("max_concurrent forwards in flight")
+	errLoop      = errors.New("every upstream is a forwarding loop")
+	errClosed    = errors.New("forward pool closed")
+	errMalformed = errors.New("malformed response")
+)
+
+// Pool is a health-checked set of upstreams with their connections. It is
+// a registry backend: shared by every forward source with the same
+// options, across zones and reloads. Safe for concurrent use.
+type Pool struct {
+	opts PoolOptions
+	ups  []*upstream
+	log  *slog.Logger
+	met  *Metrics
+
+	rr       atomic.Uint32
+	inflight atomic.Int64
+	// group coalesces identical queries in flight (cache misses and
+	// prefetches) into one upstream exchange.
+	group singleflight.Group
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	goMu   sync.Mutex // guards closed and wg.Add against Close
+	closed bool
+	wg     sync.WaitGroup
+
+	loopMu    sync.Mutex
+	loopZones map[string]bool
+	probes    []string
+}
+
+// LoadCA reads a PEM bundle into a certificate pool.
+func LoadCA(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cp := x509.NewCertPool()
+	if !cp.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return cp, nil
+}
+
+// NewPool starts a pool (no network traffic until the first query). met
+// and log may be nil.
+func NewPool(o PoolOptions, met *Metrics, log *slog.Logger) (*Pool, error) {
+	if len(o.Upstreams) == 0 {
+		return nil, errors.New("no upstreams")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if met == nil {
+		met = NewMetrics(nil, nil)
+	}
+	if o.Policy == "" {
+		o.Policy = PolicyRandom
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.HealthCheck <= 0 {
+		o.HealthCheck = 500 * time.Millisecond
+	}
+	o.MaxFails = max(o.MaxFails, 1)
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = 1000
+	}
+	if o.UDPSize < dns.MinMsgSize {
+		o.UDPSize = 1232
+	}
+	var roots *x509.CertPool
+	if o.TLSCA != "" {
+		var err error
+		if roots, err = LoadCA(o.TLSCA); err != nil {
+			return nil, fmt.Errorf("tls_ca: %w", err)
+		}
+	}
+	p := &Pool{opts: o, log: log, met: met, loopZones: map[string]bool{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	sessions := tls.NewLRUClientSessionCache(64)
+	for _, u := range o.Upstreams {
+		up := &upstream{Upstream: u, pool: p, label: u.String()}
+		up.requests = met.requests.MustCurryWith(map[string]string{"upstream": up.label})
+		up.latency = met.latency.WithLabelValues(up.label)
+		if u.Proto == "tls" {
+			host, _, err := net.SplitHostPort(u.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %s: %w", u, err)
+			}
+			name := u.ServerName
+			if name == "" {
+				name = host // verified against the certificate's IP SANs
+			}
+			up.tls = &tls.Config{ServerName: name, RootCAs: roots, MinVersion: tls.VersionTLS12, ClientSessionCache: sessions}
+		}
+		p.ups = append(p.ups, up)
+	}
+	met.addPool(p)
+	p.spawn(p.janitor)
+	return p, nil
+}
+
+// spawn runs f in a goroutine that Close waits for; false (f not run)
+// once the pool is closed.
+func (p *Pool) spawn(f func()) bool {
+	p.goMu.Lock()
+	defer p.goMu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Close stops health checks and probes and closes idle connections.
+func (p *Pool) Close() error {
+	p.goMu.Lock()
+	p.closed = true
+	p.cancel()
+	p.goMu.Unlock()
+	p.wg.Wait()
+	for _, u := range p.ups {
+		u.closeIdle(true)
+	}
+	p.loopMu.Lock()
+	for _, name := range p.probes {
+		unregisterProbe(name)
+	}
+	p.probes = nil
+	p.loopMu.Unlock()
+	p.met.removePool(p)
+	return nil
+}
+
+// Upstreams returns the pool's upstreams, in configuration order.
+func (p *Pool) Upstreams() []Upstream {
+	out := make([]Upstream, len(p.ups))
+	for i, u := range p.ups {
+		out[i] = u.Upstream
+	}
+	return out
+}
+
+// Up reports, per upstream in configuration order, whether it is usable.
+func (p *Pool) Up() []bool {
+	out := make([]bool, len(p.ups))
+	for i, u := range p.ups {
+		out[i] = u.usable()
+	}
+	return out
+}
+
+// acquire takes one of max_concurrent slots; false when all are taken.
+func (p *Pool) acquire() bool {
+	if p.inflight.Add(1) > int64(p.opts.MaxConcurrent) {
+		p.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (p *Pool) release() { p.inflight.Add(-1) }
+
+// Exchange asks the upstreams for k in policy order, skipping those marked
+// down, and returns the first response that is not SERVFAIL or REFUSED.
+// A timeout, a network error, SERVFAIL or REFUSED moves on to the next
+// upstream; only timeouts and errors count against max_fails. With every
+// upstream down, one is tried anyway (the policy's first). The response's
+// OPT record is removed.
+func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
+	wire, err := packQuery(k, p.opts.UDPSize)
+	if err != nil {
+		return nil, err
+	}
+	var buf [16]*upstream
+	order := p.order(buf[:0])
+	if len(order) == 0 {
+		return nil, errLoop
+	}
+	var errs []error
+	for _, u := range order {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		m, err := u.exchange(ctx, wire, k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u.label, err))
+			continue
+		}
+		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
+			errs = append(errs, fmt.Errorf("%s: %s", u.label, dns.RcodeToString[m.Rcode]))
+			continue
+		}
+		stripOPT(m)
+		return m, nil
+	}
+	return nil, fmt.Errorf("every upstream failed: %w", errors.Join(errs...))
+}
+
+// order returns the upstreams to try, in policy order: the usable ones,
+// or when none is, the first one that is not a loop.
+func (p *Pool) order(buf []*upstream) []*upstream {
+	n := len(p.ups)
+	buf = append(buf, p.ups...)
+	switch p.opts.Policy {
+	case PolicyRoundRobin:
+		start := int(p.rr.Add(1)-1) % n
+		buf = append(buf[start:], buf[:start]...)
+	case PolicySequential:
+	default: // random
+		for i := n - 1; i > 0; i-- {
+			j := rand.IntN(i + 1)
+			buf[i], buf[j] = buf[j], buf[i]
+		}
+	}
+	var fallback *upstream
+	out := buf[:0]
+	for _, u := range buf {
+		if u.looping.Load() {
+			continue
+		}
+		if fallback == nil {
+			fallback = u
+		}
+		if !u.down.Load() {
+			out = append(out, u)
+		}
+	}
+	if len(out) == 0 && fallback != nil {
+		out = append(out, fallback)
+	}
+	return out
+}
+
+// packQuery builds the upstream query for k: RD=1, CD as the client's,
+// EDNS0 with our buffer size and the client's DO bit. The ID (first two
+// bytes) is set per attempt.
+func packQuery(k Key, udpSize uint16) ([]byte, error) {
+	m := &dns.Msg{MsgHdr: dns.MsgHdr{RecursionDesired: true, CheckingDisabled: k.CD}}
+	class := k.Class
+	if class == 0 {
+		class = dns.ClassINET
+	}
+	m.Question = []dns.Question{{Name: k.Name, Qtype: k.Type, Qclass: class}}
+	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: udpSize}}
+	if k.DO {
+		opt.SetDo()
+	}
+	m.Extra = []dns.RR{opt}
+	return m.Pack()
+}
+
+// stripOPT removes the upstream's OPT record: the server adds its own.
+func stripOPT(m *dns.Msg) {
+	for i, rr := range m.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			m.Extra = append(m.Extra[:i:i], m.Extra[i+1:]...)
+			return
+		}
+	}
+}
+
+// janitor closes expired idle connections.
+func (p *Pool) janitor() {
+	t := time.NewTicker(idleExpiry / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+			for _, u := range p.ups {
+				u.closeIdle(false)
+			}
+		}
+	}
+}
+
+// Loop detection. CheckLoop sends each upstream one query for a random
+// name under the zone (dnsd-loop-<hex>.<zone>); a forward source that is
+// asked that very name (Source.Lookup) knows the query came back to this
+// process, so that upstream forwards to dnsd: it is marked looping and no
+// longer used.
+
+const loopPrefix = "dnsd-loop-"
+
+var (
+	loopProbes     sync.Map // name -> *upstream
+	loopProbeCount atomic.Int64
+)
+
+func registerProbe(name string, u *upstream) {
+	loopProbes.Store(name, u)
+	loopProbeCount.Add(1)
+}
+
+func unregisterProbe(name string) {
+	if _, ok := loopProbes.LoadAndDelete(name); ok {
+		loopProbeCount.Add(-1)
+	}
+}
+
+// loopProbe returns the upstream a loop probe named name was sent to, or
+// nil when name is not one of ours.
+func loopProbe(name string) *upstream {
+	if loopProbeCount.Load() == 0 || !strings.HasPrefix(name, loopPrefix) {
+		return nil
+	}
+	if v, ok := loopProbes.Load(name); ok {
+		return v.(*upstream)
+	}
+	return nil
+}
+
+// CheckLoop probes every upstream once for a forwarding loop through zone
+// (once per pool and zone; no-op afterwards). It runs in the background
+// and retries a probe that got no answer twice, a second apart (at start
+// dnsd may not listen yet).
+func (p *Pool) CheckLoop(zone string) {
+	p.loopMu.Lock()
+	defer p.loopMu.Unlock()
+	if p.loopZones[zone] || p.ctx.Err() != nil {
+		return
+	}
+	p.loopZones[zone] = true
+	type probe struct {
+		u    *upstream
+		name string
+	}
+	var probes []probe
+	suffix := zone
+	if zone == "." {
+		suffix = ""
+	}
+	for _, u := range p.ups {
+		name := loopPrefix + strconv.FormatUint(rand.Uint64(), 16) + "." + suffix
+		registerProbe(name, u)
+		p.probes = append(p.probes, name)
+		probes = append(probes, probe{u, name})
+	}
+	p.spawn(func() {
+		for _, pr := range probes {
+			k := Key{Name: pr.name, Type: dns.TypeHINFO, Class: dns.ClassINET}
+			wire, err := packQuery(k, p.opts.UDPSize)
+			if err != nil {
+				continue
+			}
+			for try := 0; try < 3 && !pr.u.looping.Load(); try++ {
+				if try > 0 {
+					select {
+					case <-p.ctx.Done():
+						return
+					case <-time.After(time.Second):
+					}
+				}
+				if _, err := pr.u.attempt(p.ctx, wire, k); err == nil {
+					break
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,190 @@
+// Package forward is dnsd's forward source (SPEC §3, §4.9): a pool of
+// upstream resolvers (UDP with TCP retry, TCP, DNS over TLS) with
+// policies, failover, health checks and connection reuse, and the
+// process-wide response cache (TTL bounds, negative caching, serve-stale,
+// prefetch, coalescing of identical misses).
+package forward
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Source is one zone's forward source: a view over a shared Pool and the
+// shared Cache with the zone's `except` names. It implements
+// pipeline.Source.
+type Source struct {
+	pool   *Pool // nil: dry run (`dnsd check`), never asked
+	cache  *Cache
+	met    *Metrics
+	except []string
+	zone   string
+	ttl    uint32
+}
+
+var _ pipeline.Source = (*Source)(nil)
+
+// refused is the answer over max_concurrent (and to a loop probe that
+// came back). Shared and never written.
+var refused = &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Rcode: dns.RcodeRefused}}
+
+var errDryRun = errors.New("forward source built for a dry run")
+
+// NewSource returns a Source. pool nil gives a source for `dnsd check`
+// that fails every query; cache and met nil give private ones (tests).
+// except are lower-case FQDNs whose names (and names below) are not
+// forwarded; zone is the zone's first name (loop probes are sent under
+// it); negTTL is the SOA minimum of negative answers the source causes.
+func NewSource(pool *Pool, cache *Cache, met *Metrics, except []string, zone string, negTTL time.Duration) *Source {
+	if cache == nil {
+		cache = NewCache(CacheConfig{})
+	}
+	if met == nil {
+		met = NewMetrics(nil, nil)
+	}
+	return &Source{pool: pool, cache: cache, met: met, except: except, zone: zone, ttl: uint32(negTTL / time.Second)}
+}
+
+// Kind is "forward".
+func (s *Source) Kind() string { return pipeline.KindForward }
+
+// TTL is the SOA minimum of negative answers caused by this source (an
+// `except` name without fallthrough): the cache's negative_ttl.
+func (s *Source) TTL() uint32 { return s.ttl }
+
+// Serial is 0: a forward source holds no zone data.
+func (s *Source) Serial() uint32 { return 0 }
+
+// Excepted reports whether name is under one of the `except` names.
+func (s *Source) Excepted(name string) bool {
+	for _, ex := range s.except {
+		if ex == "." || name == ex || (len(name) > len(ex) && name[len(name)-len(ex)-1] == '.' && name[len(name)-len(ex):] == ex) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckLoop starts the pool's loop probes under this source's zone (once
+// per pool and zone).
+func (s *Source) CheckLoop() {
+	if s.pool != nil && !s.Excepted(s.zone) {
+		s.pool.CheckLoop(s.zone)
+	}
+}
+
+// Lookup answers from the cache when it has a fresh entry, else asks the
+// upstreams (one exchange for all identical queries in flight). Results:
+// NotMine for `except` names; Answered with the upstream's response (or
+// REFUSED over max_concurrent); when every upstream fails, Answered with
+// the stale entry (TTL 30) if serve_stale allows, else Failed.
+func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Result {
+	if len(s.except) > 0 && s.Excepted(q.Name) {
+		return pipeline.Result{Status: pipeline.NotMine}
+	}
+	if s.pool == nil {
+		return pipeline.Result{Status: pipeline.Failed, Err: errDryRun}
+	}
+	k := Key{Name: q.Name, Type: q.Type, Class: dns.ClassINET, DO: q.DO, CD: q.CD}
+	now := s.cache.now().UnixNano()
+	e := s.cache.get(k, now)
+	if e != nil && now < e.expires() {
+		s.met.hits.Inc()
+		if s.prefetchDue(e, now) {
+			s.prefetch(k, e)
+		}
+		return answered(e.response(now))
+	}
+	s.met.misses.Inc()
+	if u := loopProbe(q.Name); u != nil {
+		u.markLoop(q.Name)
+		return answered(refused)
+	}
+	return s.resolve(ctx, k, e, now)
+}
+
+func answered(m *dns.Msg) pipeline.Result { return pipeline.Result{Status: pipeline.Answered, Msg: m} }
+
+// resolve asks upstream for k; stale is the expired entry still inside the
+// serve-stale window, or nil.
+func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pipeline.Result {
+	if stale != nil && now-stale.failedAt.Load() < int64(FailureRecheck) {
+		// A refresh failed moments ago: do not make the client wait for
+		// the upstreams again (RFC 8767 §5, failure recheck timer).
+		s.met.stale.Inc()
+		return answered(stale.staleResponse())
+	}
+	ch := s.pool.group.DoChan(k.String(), func() (any, error) { return s.fetch(k) })
+	var late <-chan time.Time
+	if stale != nil {
+		t := time.NewTimer(StaleAnswerAfter)
+		defer t.Stop()
+		late = t.C
+	}
+	select {
+	case r := <-ch:
+		switch {
+		case r.Err == nil:
+			return answered(r.Val.(*dns.Msg))
+		case errors.Is(r.Err, errTooMany):
+			return answered(refused)
+		case stale != nil:
+			s.met.stale.Inc()
+			return answered(stale.staleResponse())
+		}
+		return pipeline.Result{Status: pipeline.Failed, Err: r.Err}
+	case <-late:
+		// The refresh goes on and updates the cache when it succeeds.
+		s.met.stale.Inc()
+		return answered(stale.staleResponse())
+	case <-ctx.Done():
+		return pipeline.Result{Status: pipeline.Failed, Err: ctx.Err()}
+	}
+}
+
+// fetch is the one upstream exchange of coalesced identical queries. It
+// runs on the pool's context, not a client's, since several wait for it.
+func (s *Source) fetch(k Key) (any, error) {
+	if !s.pool.acquire() {
+		return nil, errTooMany
+	}
+	defer s.pool.release()
+	m, err := s.pool.Exchange(s.pool.ctx, k)
+	if err != nil {
+		s.cache.failed(k, s.cache.now().UnixNano())
+		return nil, err
+	}
+	return s.cache.Insert(k, m), nil
+}
+
+// prefetchDue: the entry is popular (asked PrefetchHits times), lives long
+// enough to be worth it, is in the last tenth of its life and no refresh
+// runs.
+func (s *Source) prefetchDue(e *entry, now int64) bool {
+	if !s.cache.cfg.Load().Prefetch || e.hits.Load() < PrefetchHits || e.refreshing.Load() {
+		return false
+	}
+	life := e.life.Load()
+	return life >= int64(PrefetchMinTTL) && e.expires()-now <= life/10
+}
+
+// prefetch refreshes k in the background; the client is answered from the
+// entry it has.
+func (s *Source) prefetch(k Key, e *entry) {
+	if !e.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	ok := s.pool.spawn(func() {
+		defer e.refreshing.Store(false)
+		s.met.prefetches.Inc()
+		_, _, _ = s.pool.group.Do(k.String(), func() (any, error) { return s.fetch(k) })
+	})
+	if !ok {
+		e.refreshing.Store(false)
+	}
+}
