@@ -1,0 +1,513 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+func TestKindAndExcept(t *testing.T) {
+	u := startUpstream(t)
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "corp.internal.", "lan.")
+	if s.Kind() != pipeline.KindForward || s.Kind() != "forward" {
+		t.Fatalf("Kind() = %q", s.Kind())
+	}
+	for _, name := range []string{"corp.internal.", "a.b.corp.internal.", "x.lan."} {
+		if r := s.lookup(t, name, dns.TypeA); r.Status != pipeline.NotMine {
+			t.Errorf("%s is excepted: status %d", name, r.Status)
+		}
+	}
+	for _, name := range []string{"xcorp.internal.", "internal.", "lan.example."} {
+		if r := s.lookup(t, name, dns.TypeA); r.Status != pipeline.Answered {
+			t.Errorf("%s is not excepted: status %d", name, r.Status)
+		}
+	}
+	if u.count("corp.internal.") != 0 || u.count("a.b.corp.internal.") != 0 {
+		t.Fatal("an excepted name was forwarded")
+	}
+}
+
+// A second query is answered from the cache, with TTLs that go down with
+// the entry's age, and goes upstream again once expired.
+func TestCacheHitMissExpiry(t *testing.T) {
+	u := startUpstream(t)
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig())
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/300" {
+		t.Fatalf("first answer %s", got)
+	}
+	s.clock.advance(10*time.Second + 300*time.Millisecond)
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/290" {
+		t.Fatalf("cached answer after 10.3 s: %s", got)
+	}
+	r1 := s.lookup(t, "www.example.", dns.TypeA)
+	if u.count("www.example.") != 1 {
+		t.Fatalf("upstream asked %d times; want 1", u.count("www.example."))
+	}
+	// Responses of one second are shared (no copy per query).
+	if r2 := s.lookup(t, "www.example.", dns.TypeA); r1.Msg != r2.Msg {
+		t.Error("two hits in the same second rendered two messages")
+	}
+	if h, m := counterValue(s.met.hits), counterValue(s.met.misses); h != 3 || m != 1 {
+		t.Fatalf("hits %v misses %v; want 3, 1", h, m)
+	}
+	// Other type, DO or CD: other entries.
+	s.lookup(t, "www.example.", dns.TypeAAAA)
+	s.lookupFlags(t, "www.example.", dns.TypeA, true, false)
+	s.lookupFlags(t, "www.example.", dns.TypeA, false, true)
+	if n := u.count("www.example."); n != 4 {
+		t.Fatalf("type/DO/CD variants: upstream asked %d times, want 4", n)
+	}
+	s.clock.advance(290 * time.Second)
+	u.set(func(u *upstreamServer) { u.ip = "192.0.2.2" })
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.2/300" {
+		t.Fatalf("after expiry: %s", got)
+	}
+}
+
+func TestCacheMinMaxTTL(t *testing.T) {
+	u := startUpstream(t)
+	cc := defaultCacheConfig()
+	cc.MinTTL, cc.MaxTTL = 60*time.Second, 120*time.Second
+	s := newTestSource(t, poolOpts(u.Addr), cc)
+	u.set(func(u *upstreamServer) { u.ttl = 5 })
+	if got := answerA(s.lookup(t, "short.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/60" {
+		t.Fatalf("ttl 5 with min_ttl 60: %s", got)
+	}
+	u.set(func(u *upstreamServer) { u.ttl = 86400 })
+	if got := answerA(s.lookup(t, "long.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/120" {
+		t.Fatalf("ttl 86400 with max_ttl 120: %s", got)
+	}
+	s.clock.advance(119 * time.Second)
+	s.lookup(t, "long.example.", dns.TypeA)
+	s.clock.advance(time.Second)
+	s.lookup(t, "long.example.", dns.TypeA)
+	if n := u.count("long.example."); n != 2 {
+		t.Fatalf("max_ttl 120: upstream asked %d times over 120 s, want 2", n)
+	}
+	// TTL 0 answers are not cached (without min_ttl).
+	cc.MinTTL = 0
+	s2 := newTestSource(t, poolOpts(u.Addr), cc)
+	u.set(func(u *upstreamServer) { u.ttl = 0 })
+	s2.lookup(t, "zero.example.", dns.TypeA)
+	s2.lookup(t, "zero.example.", dns.TypeA)
+	if n := u.count("zero.example."); n != 2 {
+		t.Fatalf("TTL 0: upstream asked %d times, want 2 (not cached)", n)
+	}
+}
+
+// NXDOMAIN is cached for min(SOA TTL, SOA MINIMUM), capped by
+// negative_ttl (RFC 2308); the SOA carries the remaining TTL.
+func TestNegativeCaching(t *testing.T) {
+	u := startUpstream(t)
+	cc := defaultCacheConfig()
+	cc.NegativeTTL = 30 * time.Second
+	s := newTestSource(t, poolOpts(u.Addr), cc)
+	r := s.lookup(t, "nx.example.", dns.TypeA)
+	if r.Msg.Rcode != dns.RcodeNameError || len(r.Msg.Ns) != 1 || r.Msg.Ns[0].Header().Ttl != 30 {
+		t.Fatalf("NXDOMAIN: %v", r.Msg)
+	}
+	s.clock.advance(29 * time.Second)
+	r = s.lookup(t, "nx.example.", dns.TypeA)
+	if r.Msg.Rcode != dns.RcodeNameError || r.Msg.Ns[0].Header().Ttl != 1 || u.count("nx.example.") != 1 {
+		t.Fatalf("cached NXDOMAIN after 29 s: %v (upstream asked %d times)", r.Msg, u.count("nx.example."))
+	}
+	s.clock.advance(time.Second)
+	s.lookup(t, "nx.example.", dns.TypeA)
+	if u.count("nx.example.") != 2 {
+		t.Fatal("negative entry outlived negative_ttl")
+	}
+	// SOA minimum below the cap wins.
+	u.set(func(u *upstreamServer) { u.soaMin = 7 })
+	r = s.lookup(t, "nx.other.", dns.TypeA)
+	if r.Msg.Ns[0].Header().Ttl != 7 {
+		t.Fatalf("SOA minimum 7: TTL %d", r.Msg.Ns[0].Header().Ttl)
+	}
+	// NODATA (NOERROR, no answer, SOA) is negative too.
+	r = s.lookup(t, "nodata.example.", dns.TypeMX)
+	if r.Msg.Rcode != dns.RcodeSuccess || len(r.Msg.Answer) != 0 {
+		t.Fatalf("MX: %v", r.Msg)
+	}
+	// (the test upstream sends no SOA with NODATA: not cached, RFC 2308 §5)
+	s.lookup(t, "nodata.example.", dns.TypeMX)
+	if u.count("nodata.example.") != 2 {
+		t.Fatal("a negative answer without SOA was cached")
+	}
+	// SERVFAIL is never cached.
+	u.set(func(u *upstreamServer) { u.rcode = dns.RcodeServerFailure })
+	s.lookup(t, "sf.example.", dns.TypeA)
+	s.lookup(t, "sf.example.", dns.TypeA)
+	if u.count("sf.example.") != 2 {
+		t.Fatal("SERVFAIL was cached")
+	}
+}
+
+// Upstreams gone: expired entries are answered with TTL 30 within
+// serve_stale; a second stale answer does not wait for the upstreams again
+// (failure recheck); beyond serve_stale, or with it off: SERVFAIL.
+func TestServeStale(t *testing.T) {
+	u := startUpstream(t)
+	o := poolOpts(u.Addr)
+	o.Timeout = 100 * time.Millisecond
+	cc := defaultCacheConfig()
+	cc.ServeStale = 10 * time.Minute
+	s := newTestSource(t, o, cc)
+	u.set(func(u *upstreamServer) { u.ttl = 60 })
+	s.lookup(t, "www.example.", dns.TypeA)
+	s.lookup(t, "nx.example.", dns.TypeA)
+	u.set(func(u *upstreamServer) { u.silent = true })
+	s.clock.advance(61 * time.Second)
+
+	start := time.Now()
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/30" {
+		t.Fatalf("stale answer: %s", got)
+	}
+	if took := time.Since(start); took < o.Timeout {
+		t.Errorf("stale answered after %v, before the upstream timed out", took)
+	}
+	start = time.Now()
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/30" {
+		t.Fatalf("second stale answer: %s", got)
+	}
+	if took := time.Since(start); took > o.Timeout/2 {
+		t.Errorf("the second stale answer waited %v: it must come at once after a failed refresh", took)
+	}
+	r := s.lookup(t, "nx.example.", dns.TypeA)
+	if r.Status != pipeline.Answered || r.Msg.Rcode != dns.RcodeNameError || r.Msg.Ns[0].Header().Ttl != 30 {
+		t.Fatalf("stale NXDOMAIN: %v", r)
+	}
+	if counterValue(s.met.stale) != 3 {
+		t.Errorf("dnsd_cache_stale_total = %v, want 3", counterValue(s.met.stale))
+	}
+	// Never cached: SERVFAIL (Failed).
+	if r := s.lookup(t, "new.example.", dns.TypeA); r.Status != pipeline.Failed {
+		t.Fatalf("uncached name with upstreams down: %v", answerA(r))
+	}
+	// Past the failure recheck, the upstream is asked again; back up, the
+	// entry is fresh again.
+	u.set(func(u *upstreamServer) { u.silent = false; u.ip = "192.0.2.9" })
+	s.clock.advance(FailureRecheck)
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.9/60" {
+		t.Fatalf("refreshed after the upstream came back: %s", got)
+	}
+	// Beyond the serve_stale window: gone.
+	u.set(func(u *upstreamServer) { u.silent = true })
+	s.clock.advance(11 * time.Minute)
+	if r := s.lookup(t, "www.example.", dns.TypeA); r.Status != pipeline.Failed {
+		t.Fatalf("beyond serve_stale: %v", answerA(r))
+	}
+
+	cc.ServeStale = 0
+	s2 := newTestSource(t, o, cc)
+	u.set(func(u *upstreamServer) { u.silent = false })
+	s2.lookup(t, "www.example.", dns.TypeA)
+	u.set(func(u *upstreamServer) { u.silent = true })
+	s2.clock.advance(61 * time.Second)
+	if r := s2.lookup(t, "www.example.", dns.TypeA); r.Status != pipeline.Failed {
+		t.Fatalf("serve_stale 0: %v", answerA(r))
+	}
+}
+
+// A slow refresh: the client gets the stale answer after StaleAnswerAfter
+// and the refresh completes in the background.
+func TestServeStaleSlowUpstream(t *testing.T) {
+	u := startUpstream(t)
+	o := poolOpts(u.Addr)
+	o.Timeout = 5 * time.Second
+	s := newTestSource(t, o, defaultCacheConfig())
+	u.set(func(u *upstreamServer) { u.ttl = 60 })
+	s.lookup(t, "www.example.", dns.TypeA)
+	u.set(func(u *upstreamServer) { u.delay = StaleAnswerAfter + 500*time.Millisecond; u.ip = "192.0.2.5" })
+	s.clock.advance(time.Minute)
+	start := time.Now()
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/30" {
+		t.Fatalf("slow refresh: %s", got)
+	}
+	if took := time.Since(start); took < StaleAnswerAfter-50*time.Millisecond || took > StaleAnswerAfter+400*time.Millisecond {
+		t.Errorf("stale answer after %v; want about %v", took, StaleAnswerAfter)
+	}
+	waitFor(t, "the background refresh", func() bool {
+		m, ok := s.cache.Get(keyA("www.example."))
+		return ok && m.Answer[0].(*dns.A).A.String() == "192.0.2.5"
+	})
+}
+
+// Concurrent identical misses make one upstream query.
+func TestCoalescing(t *testing.T) {
+	u := startUpstream(t)
+	u.set(func(u *upstreamServer) { u.delay = 200 * time.Millisecond })
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig())
+	var wg sync.WaitGroup
+	results := make([]string, 20)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = answerA(s.lookup(t, "same.example.", dns.TypeA))
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r != "NOERROR:192.0.2.1/300" {
+			t.Fatalf("client %d got %s", i, r)
+		}
+	}
+	if n := u.count("same.example."); n != 1 {
+		t.Fatalf("20 concurrent identical queries made %d upstream queries; want 1", n)
+	}
+}
+
+// Coalescing works without a cache too (size 0), and nothing is kept.
+func TestNoCache(t *testing.T) {
+	u := startUpstream(t)
+	cc := defaultCacheConfig()
+	cc.Size = 0
+	s := newTestSource(t, poolOpts(u.Addr), cc)
+	s.lookup(t, "a.example.", dns.TypeA)
+	s.lookup(t, "a.example.", dns.TypeA)
+	if u.count("a.example.") != 2 || s.cache.Len() != 0 {
+		t.Fatalf("size 0: upstream asked %d times, %d entries", u.count("a.example."), s.cache.Len())
+	}
+}
+
+// A popular entry near its expiry is refreshed in the background; the
+// client is answered from the cache meanwhile.
+func TestPrefetch(t *testing.T) {
+	u := startUpstream(t)
+	u.set(func(u *upstreamServer) { u.ttl = 100 })
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig())
+	s.lookup(t, "hot.example.", dns.TypeA)
+	s.lookup(t, "cold.example.", dns.TypeA)
+	for i := 0; i < PrefetchHits; i++ {
+		s.lookup(t, "hot.example.", dns.TypeA)
+	}
+	s.clock.advance(50 * time.Second) // not yet in the last 10 %
+	s.lookup(t, "hot.example.", dns.TypeA)
+	time.Sleep(50 * time.Millisecond)
+	if u.count("hot.example.") != 1 {
+		t.Fatal("prefetched too early")
+	}
+	s.clock.advance(41 * time.Second)
+	u.set(func(u *upstreamServer) { u.ip = "192.0.2.7" })
+	if got := answerA(s.lookup(t, "hot.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/9" {
+		t.Fatalf("answer while prefetching: %s", got)
+	}
+	s.lookup(t, "cold.example.", dns.TypeA)
+	waitFor(t, "the prefetch", func() bool { return u.count("hot.example.") == 2 })
+	waitFor(t, "the refreshed entry", func() bool {
+		return answerA(s.lookup(t, "hot.example.", dns.TypeA)) == "NOERROR:192.0.2.7/100"
+	})
+	if u.count("cold.example.") != 1 {
+		t.Fatal("an entry asked once was prefetched")
+	}
+	if counterValue(s.met.prefetches) != 1 {
+		t.Fatalf("dnsd_cache_prefetches_total = %v", counterValue(s.met.prefetches))
+	}
+	cc := defaultCacheConfig()
+	cc.Prefetch = false
+	s2 := newTestSource(t, poolOpts(u.Addr), cc)
+	for i := 0; i < 5; i++ {
+		s2.lookup(t, "off.example.", dns.TypeA)
+	}
+	s2.clock.advance(95 * time.Second)
+	s2.lookup(t, "off.example.", dns.TypeA)
+	time.Sleep(50 * time.Millisecond)
+	if u.count("off.example.") != 1 {
+		t.Fatal("prefetch: false still prefetched")
+	}
+}
+
+// The cache holds at most size entries; entries asked often survive a
+// stream of names asked once.
+func TestEvictionKeepsHotEntries(t *testing.T) {
+	u := startUpstream(t)
+	cc := defaultCacheConfig()
+	cc.Size = 50
+	s := newTestSource(t, poolOpts(u.Addr), cc)
+	for i := 0; i < 5; i++ {
+		for j := 0; j < 3; j++ {
+			s.lookup(t, fmt.Sprintf("hot%d.example.", i), dns.TypeA)
+		}
+	}
+	for i := 0; i < 500; i++ {
+		s.lookup(t, fmt.Sprintf("cold%d.example.", i), dns.TypeA)
+		if i%40 == 0 { // the hot names stay hot
+			for j := 0; j < 5; j++ {
+				s.lookup(t, fmt.Sprintf("hot%d.example.", j), dns.TypeA)
+			}
+		}
+	}
+	if n := s.cache.Len(); n != 50 {
+		t.Fatalf("%d entries; want the size, 50", n)
+	}
+	for i := 0; i < 5; i++ {
+		if n := u.count(fmt.Sprintf("hot%d.example.", i)); n != 1 {
+			t.Errorf("hot%d was evicted (%d upstream queries)", i, n)
+		}
+	}
+}
+
+// Over max_concurrent upstream exchanges: REFUSED.
+func TestMaxConcurrent(t *testing.T) {
+	u := startUpstream(t)
+	u.set(func(u *upstreamServer) { u.delay = 200 * time.Millisecond })
+	o := poolOpts(u.Addr)
+	o.Timeout = 2 * time.Second
+	o.MaxConcurrent = 2
+	s := newTestSource(t, o, defaultCacheConfig())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	rcodes := map[int]int{}
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := s.lookup(t, fmt.Sprintf("n%d.example.", i), dns.TypeA)
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Status != pipeline.Answered {
+				rcodes[-1]++
+				return
+			}
+			rcodes[r.Msg.Rcode]++
+		}(i)
+	}
+	wg.Wait()
+	if rcodes[dns.RcodeSuccess] != 2 || rcodes[dns.RcodeRefused] != 4 {
+		t.Fatalf("6 concurrent misses with max_concurrent 2: %v; want 2 NOERROR, 4 REFUSED", rcodes)
+	}
+	// Cache hits do not count.
+	for i := 0; i < 10; i++ {
+		if r := s.lookup(t, "n0.example.", dns.TypeA); r.Msg.Rcode != dns.RcodeSuccess && r.Msg.Rcode != dns.RcodeRefused {
+			t.Fatal(r.Msg)
+		}
+	}
+}
+
+// A loop probe that comes back is refused and its upstream is never used
+// again; a pool with only looping upstreams fails at once.
+func TestLoopProbeComesBack(t *testing.T) {
+	u := startUpstream(t)
+	reg := prometheus.NewRegistry()
+	met := NewMetrics(reg, nil)
+	p, err := NewPool(poolOpts(u.Addr), met, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s := NewSource(p, nil, met, nil, "example.", time.Minute)
+	p.CheckLoop("example.")
+	var probe string
+	loopProbes.Range(func(k, v any) bool {
+		if v.(*upstream).pool == p {
+			probe = k.(string)
+		}
+		return true
+	})
+	if probe == "" || !(len(probe) > len(loopPrefix)) {
+		t.Fatal("no probe registered")
+	}
+	// The upstream answered the probe (no loop): still usable.
+	time.Sleep(50 * time.Millisecond)
+	if !p.Up()[0] {
+		t.Fatal("a normal upstream was marked looping")
+	}
+	r := s.Lookup(context.Background(), &pipeline.Question{Name: probe, Type: dns.TypeHINFO})
+	if r.Status != pipeline.Answered || r.Msg.Rcode != dns.RcodeRefused {
+		t.Fatalf("the probe coming back: %v", r)
+	}
+	if p.Up()[0] || counterValue(met.loops) != 1 {
+		t.Fatal("the looping upstream is still used")
+	}
+	if r := s.Lookup(context.Background(), &pipeline.Question{Name: "x.example.", Type: dns.TypeA}); r.Status != pipeline.Failed {
+		t.Fatalf("only a looping upstream: %v", r)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "dnsd_forward_upstream_up" {
+			if len(mf.Metric) != 1 || mf.Metric[0].GetGauge().GetValue() != 0 {
+				t.Fatalf("dnsd_forward_upstream_up of a looping upstream: %v", mf.Metric)
+			}
+		}
+	}
+	p.Close()
+	if loopProbe(probe) != nil {
+		t.Fatal("probe still registered after Close")
+	}
+}
+
+// A CNAME from a local source to an external name is completed through the
+// forward source of the root zone.
+func TestPipelineCNAMEToForward(t *testing.T) {
+	u := startUpstream(t)
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig())
+	local := staticSource{"alias.example.internal.": {mustRR(t, "alias.example.internal. 60 IN CNAME www.example.com.")}}
+	p, err := pipeline.New([]pipeline.ZoneSpec{
+		{Names: []string{"example.internal."}, Sources: []pipeline.SourceEntry{{Source: local}}},
+		{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: s.Source}}},
+	}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := new(dns.Msg)
+	q.SetQuestion("alias.example.internal.", dns.TypeA)
+	r := p.Resolve(context.Background(), &pipeline.Request{Msg: q, Name: "alias.example.internal.", Type: dns.TypeA})
+	if r.Msg.Rcode != dns.RcodeSuccess || len(r.Msg.Answer) != 2 {
+		t.Fatalf("answer %v", r.Msg)
+	}
+	if c, ok := r.Msg.Answer[0].(*dns.CNAME); !ok || c.Target != "www.example.com." {
+		t.Fatalf("first record %v", r.Msg.Answer[0])
+	}
+	if a, ok := r.Msg.Answer[1].(*dns.A); !ok || a.A.String() != "192.0.2.1" || a.Hdr.Name != "www.example.com." {
+		t.Fatalf("second record %v", r.Msg.Answer[1])
+	}
+	if u.count("www.example.com.") != 1 || u.count("alias.example.internal.") != 0 {
+		t.Fatal("wrong upstream queries")
+	}
+	// Directly forwarded names are answered as the upstream gave them.
+	q.SetQuestion("www.example.org.", dns.TypeA)
+	r = p.Resolve(context.Background(), &pipeline.Request{Msg: q, Name: "www.example.org.", Type: dns.TypeA})
+	if r.Source != "forward" || r.Msg.Authoritative || !r.Msg.RecursionAvailable || len(r.Msg.Answer) != 1 {
+		t.Fatalf("forwarded answer %v (source %q)", r.Msg, r.Source)
+	}
+}
+
+// staticSource is a local source with fixed records.
+type staticSource map[string][]dns.RR
+
+func (s staticSource) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	if rrs, ok := s[q.Name]; ok {
+		return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+	}
+	return pipeline.Result{Status: pipeline.NotMine}
+}
+func (staticSource) Kind() string   { return "static" }
+func (staticSource) TTL() uint32    { return 60 }
+func (staticSource) Serial() uint32 { return 1 }
+
+func mustRR(t *testing.T, s string) dns.RR {
+	t.Helper()
+	rr, err := dns.NewRR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rr
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
