@@ -386,9 +386,9 @@ func loopProbe(name string) *upstream {
 }
 
 // CheckLoop probes every upstream once for a forwarding loop through zone
-// (once per pool and zone; no-op afterwards). It runs in the background
-// and retries a probe that got no answer twice, a second apart (at start
-// dnsd may not listen yet).
+// (once per pool and zone; no-op afterwards). It runs in the background,
+// starts 100 ms late and retries a probe that got no answer, SERVFAIL or
+// REFUSED twice, a second apart (at start dnsd may not listen yet).
 func (p *Pool) CheckLoop(zone string) {
 	p.loopMu.Lock()
 	defer p.loopMu.Unlock()
@@ -412,6 +412,12 @@ func (p *Pool) CheckLoop(zone string) {
 		probes = append(probes, probe{u, name})
 	}
 	p.spawn(func() {
+		// At start dnsd binds its listeners just after the first swap.
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 		for _, pr := range probes {
 			k := Key{Name: pr.name, Type: dns.TypeHINFO, Class: dns.ClassINET}
 			wire, err := packQuery(k, p.opts.UDPSize)
@@ -426,7 +432,9 @@ func (p *Pool) CheckLoop(zone string) {
 					case <-time.After(time.Second):
 					}
 				}
-				if _, err := pr.u.attempt(p.ctx, wire, k); err == nil {
+				// SERVFAIL/REFUSED may be a relay that could not reach dnsd
+				// yet: ask again.
+				if m, err := pr.u.attempt(p.ctx, wire, k); err == nil && m.Rcode != dns.RcodeServerFailure && m.Rcode != dns.RcodeRefused {
 					break
 				}
 			}

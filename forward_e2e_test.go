@@ -1,0 +1,228 @@
+package main
+
+// End-to-end tests of the forward source and the response cache through
+// the built binary: real in-process upstream servers on loopback, a
+// dnsd.yaml forwarding the root zone to them, dig-like queries.
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// e2eUpstream is a miekg/dns server on UDP and TCP of one loopback port
+// answering A queries with 192.0.2.1; names starting with "short." get
+// TTL 1, others 300.
+type e2eUpstream struct {
+	addr    string
+	n       atomic.Int64
+	servers []*dns.Server
+	handler dns.HandlerFunc
+}
+
+func startE2EUpstream(t *testing.T, h dns.HandlerFunc) *e2eUpstream {
+	t.Helper()
+	u := &e2eUpstream{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	if h == nil {
+		h = func(w dns.ResponseWriter, r *dns.Msg) {
+			q := r.Question[0]
+			if !strings.HasPrefix(q.Name, "dnsd-loop-") && q.Name != "." {
+				u.n.Add(1)
+			}
+			m := new(dns.Msg)
+			m.SetReply(r)
+			m.RecursionAvailable = true
+			if q.Qtype == dns.TypeA {
+				ttl := uint32(300)
+				if strings.HasPrefix(q.Name, "short.") {
+					ttl = 1
+				}
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.ParseIP("192.0.2.1")})
+			}
+			_ = w.WriteMsg(m)
+		}
+	}
+	for _, netw := range []string{"udp", "tcp"} {
+		s := &dns.Server{Addr: u.addr, Net: netw, Handler: h}
+		started := make(chan struct{})
+		s.NotifyStartedFunc = func() { close(started) }
+		go func() { _ = s.ListenAndServe() }()
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("upstream %s/%s did not start", netw, u.addr)
+		}
+		u.servers = append(u.servers, s)
+	}
+	t.Cleanup(u.stop)
+	return u
+}
+
+func (u *e2eUpstream) stop() {
+	for _, s := range u.servers {
+		_ = s.Shutdown()
+	}
+}
+
+// TestForwardCachingResolver: dnsd in front of an upstream answers like a
+// caching resolver: forwarded answers, cache hits that never reach the
+// upstream (across a reload too), local names untouched, and stale answers
+// once the upstream is gone.
+func TestForwardCachingResolver(t *testing.T) {
+	up := startE2EUpstream(t, nil)
+	dir := t.TempDir()
+	port, hport := freePort(t), freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
+http: "127.0.0.1:%d"
+cache: {serve_stale: 1h}
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.10 db"]}
+  .:
+    - forward:
+        upstreams: ["%s"]
+        timeout: 300ms
+        health_check: 100ms
+`, addr, hport, up.addr))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+
+	r, err := query(t, "udp", addr, "www.example.com", dns.TypeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rdata(r); got != "NOERROR:192.0.2.1" || !r.RecursionAvailable || r.Authoritative {
+		t.Fatalf("forwarded answer %q ra=%v aa=%v", got, r.RecursionAvailable, r.Authoritative)
+	}
+	for _, netw := range []string{"udp", "tcp"} {
+		r, err := query(t, netw, addr, "WWW.Example.COM", dns.TypeA)
+		if err != nil || rdata(r) != "NOERROR:192.0.2.1" || r.Question[0].Name != "WWW.Example.COM." {
+			t.Fatalf("%s cached answer: %v %v", netw, r, err)
+		}
+		if ttl := r.Answer[0].Header().Ttl; ttl > 300 || ttl < 290 {
+			t.Fatalf("cached TTL %d", ttl)
+		}
+	}
+	if n := up.n.Load(); n != 1 {
+		t.Fatalf("3 queries for one name reached the upstream %d times; want 1", n)
+	}
+	r, err = query(t, "udp", addr, "db.example.internal", dns.TypeA)
+	if err != nil || rdata(r) != "NOERROR:10.0.0.10" || !r.Authoritative {
+		t.Fatalf("local name: %v %v", r, err)
+	}
+
+	// A reload keeps the cache.
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 1)
+	if r, err := query(t, "udp", addr, "www.example.com", dns.TypeA); err != nil || rdata(r) != "NOERROR:192.0.2.1" {
+		t.Fatalf("after reload: %v %v", r, err)
+	}
+	if n := up.n.Load(); n != 1 {
+		t.Fatalf("the cache did not survive a reload: upstream asked %d times", n)
+	}
+
+	// The upstream dies: an expired entry is served stale (TTL 30), a name
+	// never seen gets SERVFAIL.
+	if r, err := query(t, "udp", addr, "short.example.com", dns.TypeA); err != nil || rdata(r) != "NOERROR:192.0.2.1" {
+		t.Fatalf("short: %v %v", r, err)
+	}
+	up.stop()
+	time.Sleep(1100 * time.Millisecond)
+	r, err = query(t, "udp", addr, "short.example.com", dns.TypeA)
+	if err != nil || rdata(r) != "NOERROR:192.0.2.1" || r.Answer[0].Header().Ttl != 30 {
+		t.Fatalf("stale answer: %v %v", r, err)
+	}
+	r, err = query(t, "udp", addr, "never.example.com", dns.TypeA)
+	if err != nil || r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("uncached name with the upstream dead: %v %v", r, err)
+	}
+
+	_, metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", hport))
+	for _, want := range []string{
+		"dnsd_cache_hits_total 3",
+		"dnsd_cache_misses_total 4",
+		"dnsd_cache_entries ",
+		"dnsd_cache_stale_total 1",
+		fmt.Sprintf(`dnsd_forward_requests_total{rcode="NOERROR",upstream="udp://%s"}`, up.addr),
+		fmt.Sprintf(`dnsd_forward_upstream_up{upstream="udp://%s"} 0`, up.addr),
+		"dnsd_forward_request_duration_seconds_bucket",
+		`dnsd_responses_total{rcode="NOERROR",source="forward",zone="."}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, grep(metrics, "dnsd_cache"))
+		}
+	}
+}
+
+// TestForwardDeadUpstream: with one of two upstreams dead, every client
+// query is answered (the dead one is tried, fails over, then marked down
+// and skipped).
+func TestForwardDeadUpstream(t *testing.T) {
+	good := startE2EUpstream(t, nil)
+	dead := startE2EUpstream(t, nil)
+	dead.stop()
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
+zones:
+  .:
+    - forward:
+        upstreams: ["%s", "%s"]
+        policy: round_robin
+        timeout: 300ms
+        max_fails: 2
+`, addr, dead.addr, good.addr))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	var slow int
+	for i := 0; i < 40; i++ {
+		start := time.Now()
+		r, err := query(t, "udp", addr, fmt.Sprintf("n%d.example.com", i), dns.TypeA)
+		if err != nil || rdata(r) != "NOERROR:192.0.2.1" {
+			t.Fatalf("query %d: %v %v", i, r, err)
+		}
+		if time.Since(start) > 250*time.Millisecond {
+			slow++
+		}
+	}
+	if slow > 2 {
+		t.Errorf("%d of 40 queries were slow: the dead upstream is not skipped", slow)
+	}
+	p.waitLog("forward upstream is down", 1)
+}
+
+// TestForwardLoopDetected: the upstream forwards back to dnsd. dnsd's loop
+// probe comes back, the upstream is refused, and queries fail at once
+// instead of circling.
+func TestForwardLoopDetected(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	relay := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		c := &dns.Client{Timeout: time.Second}
+		resp, _, err := c.Exchange(r, addr)
+		if err != nil {
+			resp = new(dns.Msg).SetRcode(r, dns.RcodeServerFailure)
+		}
+		_ = w.WriteMsg(resp)
+	})
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"%s\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 500ms}\n", addr, relay.addr))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	p.waitLog("forwarding loop detected", 1)
+	start := time.Now()
+	r, err := query(t, "udp", addr, "www.example.com", dns.TypeA)
+	if err != nil || r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("query through a loop: %v %v", r, err)
+	}
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Errorf("a query through a detected loop took %v", took)
+	}
+}
