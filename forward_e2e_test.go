@@ -135,7 +135,7 @@ zones:
 		t.Fatalf("short: %v %v", r, err)
 	}
 	up.stop()
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	r, err = query(t, "udp", addr, "short.example.com", dns.TypeA)
 	if err != nil || rdata(r) != "NOERROR:192.0.2.1" || r.Answer[0].Header().Ttl != 30 {
 		t.Fatalf("stale answer: %v %v", r, err)

@@ -72,7 +72,7 @@ type Cache struct {
 	seed maphash.Seed
 	n    atomic.Int64 // entries
 	mu   sync.Mutex   // serialises Configure and Retain
-	now  func() time.Time
+	now  func() int64 // unix nanos; coarseNow except in tests
 }
 
 type table struct {
@@ -116,10 +116,33 @@ type snapshot struct {
 
 // NewCache returns an empty cache configured with cfg.
 func NewCache(cfg CacheConfig) *Cache {
-	c := &Cache{seed: maphash.MakeSeed(), now: time.Now}
+	c := &Cache{seed: maphash.MakeSeed(), now: coarseNow}
 	c.cfg.Store(&cfg)
 	c.tab.Store(newTable(cfg.Size))
 	return c
+}
+
+// clockTick is the resolution of the cache's clock. Reading the time
+// costs 50 ns per query on a VM and serialises the cores; TTLs are whole
+// seconds, so the cache reads a clock that a goroutine refreshes.
+const clockTick = 50 * time.Millisecond
+
+var coarse struct {
+	once sync.Once
+	now  atomic.Int64
+}
+
+// coarseNow is the wall clock in unix nanos, at most clockTick behind.
+func coarseNow() int64 {
+	coarse.once.Do(func() {
+		coarse.now.Store(time.Now().UnixNano())
+		go func() {
+			for t := range time.Tick(clockTick) {
+				coarse.now.Store(t.UnixNano())
+			}
+		}()
+	})
+	return coarse.now.Load()
 }
 
 func newTable(size int) *table {
@@ -160,7 +183,7 @@ func (c *Cache) Configure(cfg CacheConfig) {
 		ot := c.tab.Load()
 		nt := newTable(cfg.Size)
 		c.tab.Store(nt)
-		now := c.now().UnixNano()
+		now := c.now()
 		for i := range ot.shards {
 			sh := &ot.shards[i]
 			sh.mu.Lock()
@@ -194,7 +217,7 @@ func (c *Cache) Configure(cfg CacheConfig) {
 func (c *Cache) Retain(keep func(Key) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now().UnixNano()
+	now := c.now()
 	stale := int64(c.cfg.Load().ServeStale)
 	c.each(func(e *entry) bool { return now < e.expires()+stale && keep(e.key) })
 }
@@ -254,7 +277,7 @@ func (c *Cache) get(k Key, now int64) *entry {
 // Get returns the response cached for k if it is fresh, with TTLs
 // decremented by its age (tests and callers outside a Source).
 func (c *Cache) Get(k Key) (*dns.Msg, bool) {
-	now := c.now().UnixNano()
+	now := c.now()
 	e := c.get(k, now)
 	if e == nil || now >= e.expires() {
 		return nil, false
@@ -317,7 +340,7 @@ func (c *Cache) Insert(k Key, m *dns.Msg) *dns.Msg {
 			}
 		}
 	}
-	now := c.now().UnixNano()
+	now := c.now()
 	e := &entry{key: k, msg: m, stored: now, negative: negative}
 	e.life.Store(int64(life))
 	c.put(c.tab.Load(), e, now, true)

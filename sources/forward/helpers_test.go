@@ -28,7 +28,7 @@ import (
 // upstreamServer is a real miekg/dns server on loopback (UDP and TCP on
 // one port, or DNS over TLS) whose behaviour a test changes at will.
 type upstreamServer struct {
-	t    *testing.T
+	t    testing.TB
 	Addr string
 
 	mu     sync.Mutex
@@ -137,12 +137,12 @@ func (l countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-func newUpstreamServer(t *testing.T) *upstreamServer {
+func newUpstreamServer(t testing.TB) *upstreamServer {
 	return &upstreamServer{t: t, ttl: 300, ip: "192.0.2.1", soaMin: 60}
 }
 
 // startUpstream serves UDP and TCP on one loopback port.
-func startUpstream(t *testing.T) *upstreamServer {
+func startUpstream(t testing.TB) *upstreamServer {
 	t.Helper()
 	u := newUpstreamServer(t)
 	var tl net.Listener
@@ -336,7 +336,7 @@ func newTestSource(t *testing.T, o PoolOptions, cc CacheConfig, except ...string
 	t.Cleanup(func() { _ = p.Close() })
 	clock := newFakeClock()
 	c := NewCache(cc)
-	c.now = clock.now
+	c.now = func() int64 { return clock.now().UnixNano() }
 	return &testSource{Source: NewSource(p, c, met, except, ".", 60*time.Second), pool: p, cache: c, clock: clock, met: met}
 }
 

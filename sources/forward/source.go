@@ -91,7 +91,7 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 		return pipeline.Result{Status: pipeline.Failed, Err: errDryRun}
 	}
 	k := Key{Name: q.Name, Type: q.Type, Class: dns.ClassINET, DO: q.DO, CD: q.CD}
-	now := s.cache.now().UnixNano()
+	now := s.cache.now()
 	e := s.cache.get(k, now)
 	if e != nil && now < e.expires() {
 		s.met.hits.Inc()
@@ -156,7 +156,7 @@ func (s *Source) fetch(k Key) (any, error) {
 	defer s.pool.release()
 	m, err := s.pool.Exchange(s.pool.ctx, k)
 	if err != nil {
-		s.cache.failed(k, s.cache.now().UnixNano())
+		s.cache.failed(k, s.cache.now())
 		return nil, err
 	}
 	return s.cache.Insert(k, m), nil
