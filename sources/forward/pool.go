@@ -92,8 +92,7 @@ type Pool struct {
 	wg     sync.WaitGroup
 
 	loopMu    sync.Mutex
-	loopZones map[string]bool
-	probes    []string
+	loopZones map[string]bool // zones with a loop check running
 }
 
 // LoadCA reads a PEM bundle into a certificate pool.
@@ -195,12 +194,6 @@ func (p *Pool) Close() error {
 	for _, u := range p.ups {
 		u.closeIdle(true)
 	}
-	p.loopMu.Lock()
-	for _, name := range p.probes {
-		unregisterProbe(name)
-	}
-	p.probes = nil
-	p.loopMu.Unlock()
 	p.met.removePool(p)
 	return nil
 }
@@ -353,17 +346,27 @@ func (p *Pool) janitor() {
 // name under the zone (dnsd-loop-<hex>.<zone>); a forward source that is
 // asked that very name (Source.Lookup) knows the query came back to this
 // process, so that upstream forwards to dnsd: it is marked looping and no
-// longer used.
+// longer used, until a later check finds the loop gone.
 
 const loopPrefix = "dnsd-loop-"
 
+// loopGrace: how long a probe name stays known after its check ended (a
+// looping query may come back late).
+const loopGrace = time.Second
+
+// probeState is one loop probe in flight.
+type probeState struct {
+	u    *upstream
+	back atomic.Bool // the probe came back to dnsd
+}
+
 var (
-	loopProbes     sync.Map // name -> *upstream
+	loopProbes     sync.Map // name -> *probeState
 	loopProbeCount atomic.Int64
 )
 
-func registerProbe(name string, u *upstream) {
-	loopProbes.Store(name, u)
+func registerProbe(name string, ps *probeState) {
+	loopProbes.Store(name, ps)
 	loopProbeCount.Add(1)
 }
 
@@ -373,71 +376,87 @@ func unregisterProbe(name string) {
 	}
 }
 
-// loopProbe returns the upstream a loop probe named name was sent to, or
-// nil when name is not one of ours.
-func loopProbe(name string) *upstream {
+// loopProbe returns the probe named name, or nil when name is not one of
+// ours.
+func loopProbe(name string) *probeState {
 	if loopProbeCount.Load() == 0 || !strings.HasPrefix(name, loopPrefix) {
 		return nil
 	}
 	if v, ok := loopProbes.Load(name); ok {
-		return v.(*upstream)
+		return v.(*probeState)
 	}
 	return nil
 }
 
-// CheckLoop probes every upstream once for a forwarding loop through zone
-// (once per pool and zone; no-op afterwards). It runs in the background,
-// starts 100 ms late and retries a probe that got no answer, SERVFAIL or
-// REFUSED twice, a second apart (at start dnsd may not listen yet).
+// CheckLoop probes every upstream for a forwarding loop through zone; dnsd
+// calls it after every start and reload (a check of the zone still
+// running makes it a no-op). It runs in the background, starts 100 ms
+// late and retries a probe that got no answer, SERVFAIL or REFUSED twice,
+// a second apart (at start dnsd may not listen yet; a relay in front of
+// it may answer SERVFAIL). An upstream marked looping whose new probe is
+// answered (NOERROR, NXDOMAIN) without coming back is used again.
 func (p *Pool) CheckLoop(zone string) {
 	p.loopMu.Lock()
-	defer p.loopMu.Unlock()
 	if p.loopZones[zone] || p.ctx.Err() != nil {
+		p.loopMu.Unlock()
 		return
 	}
 	p.loopZones[zone] = true
-	type probe struct {
-		u    *upstream
-		name string
-	}
-	var probes []probe
+	p.loopMu.Unlock()
 	suffix := zone
 	if zone == "." {
 		suffix = ""
 	}
-	for _, u := range p.ups {
-		name := loopPrefix + strconv.FormatUint(rand.Uint64(), 16) + "." + suffix
-		registerProbe(name, u)
-		p.probes = append(p.probes, name)
-		probes = append(probes, probe{u, name})
+	names := make([]string, len(p.ups))
+	probes := make([]*probeState, len(p.ups))
+	for i, u := range p.ups {
+		names[i] = loopPrefix + strconv.FormatUint(rand.Uint64(), 16) + "." + suffix
+		probes[i] = &probeState{u: u}
+		registerProbe(names[i], probes[i])
 	}
-	p.spawn(func() {
-		// At start dnsd binds its listeners just after the first swap.
+	done := func() {
+		for _, name := range names {
+			unregisterProbe(name)
+		}
+		p.loopMu.Lock()
+		delete(p.loopZones, zone)
+		p.loopMu.Unlock()
+	}
+	wait := func(d time.Duration) bool {
 		select {
 		case <-p.ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
+			return false
+		case <-time.After(d):
+			return true
 		}
-		for _, pr := range probes {
-			k := Key{Name: pr.name, Type: dns.TypeHINFO, Class: dns.ClassINET}
+	}
+	ok := p.spawn(func() {
+		defer done()
+		if !wait(100 * time.Millisecond) {
+			return
+		}
+		for i, pr := range probes {
+			k := Key{Name: names[i], Type: dns.TypeHINFO, Class: dns.ClassINET}
 			wire, err := packQuery(k, p.opts.UDPSize)
 			if err != nil {
 				continue
 			}
-			for try := 0; try < 3 && !pr.u.looping.Load(); try++ {
-				if try > 0 {
-					select {
-					case <-p.ctx.Done():
-						return
-					case <-time.After(time.Second):
-					}
+			for try := 0; try < 3 && !pr.back.Load(); try++ {
+				if try > 0 && !wait(time.Second) {
+					return
 				}
-				// SERVFAIL/REFUSED may be a relay that could not reach dnsd
-				// yet: ask again.
-				if m, err := pr.u.attempt(p.ctx, wire, k); err == nil && m.Rcode != dns.RcodeServerFailure && m.Rcode != dns.RcodeRefused {
+				m, err := pr.u.attempt(p.ctx, wire, k)
+				if err == nil && m.Rcode != dns.RcodeServerFailure && m.Rcode != dns.RcodeRefused {
+					if !pr.back.Load() && pr.u.looping.CompareAndSwap(true, false) {
+						p.log.Warn("no forwarding loop through this upstream any more; using it again", "upstream", pr.u.label)
+					}
 					break
 				}
 			}
 		}
+		wait(loopGrace)
 	})
+	if !ok {
+		done()
+	}
 }

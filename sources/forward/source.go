@@ -70,8 +70,8 @@ func (s *Source) Excepted(name string) bool {
 	return false
 }
 
-// CheckLoop starts the pool's loop probes under this source's zone (once
-// per pool and zone).
+// CheckLoop starts the pool's loop probes under this source's zone (see
+// Pool.CheckLoop).
 func (s *Source) CheckLoop() {
 	if s.pool != nil && !s.Excepted(s.zone) {
 		s.pool.CheckLoop(s.zone)
@@ -101,8 +101,9 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 		return answered(e.response(now))
 	}
 	s.met.misses.Inc()
-	if u := loopProbe(q.Name); u != nil {
-		u.markLoop(q.Name)
+	if pr := loopProbe(q.Name); pr != nil {
+		pr.back.Store(true)
+		pr.u.markLoop(q.Name)
 		return answered(refused)
 	}
 	return s.resolve(ctx, k, e, now)

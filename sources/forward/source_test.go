@@ -406,7 +406,7 @@ func TestLoopProbeComesBack(t *testing.T) {
 	p.CheckLoop("example.")
 	var probe string
 	loopProbes.Range(func(k, v any) bool {
-		if v.(*upstream).pool == p {
+		if v.(*probeState).u.pool == p {
 			probe = k.(string)
 		}
 		return true
@@ -440,9 +440,15 @@ func TestLoopProbeComesBack(t *testing.T) {
 			}
 		}
 	}
+	// The loop is fixed: the next check (at a reload) uses the upstream
+	// again.
+	waitFor(t, "the upstream used again", func() bool {
+		p.CheckLoop("example.")
+		return p.Up()[0]
+	})
 	p.Close()
-	if loopProbe(probe) != nil {
-		t.Fatal("probe still registered after Close")
+	if loopProbeCount.Load() != 0 {
+		t.Fatal("probes still registered after Close")
 	}
 }
 
