@@ -66,7 +66,6 @@ var (
 var (
 	errTooMany   = errors.New("max_concurrent forwards in flight")
 	errLoop      = errors.New("every upstream is a forwarding loop")
-	errClosed    = errors.New("forward pool closed")
 	errMalformed = errors.New("malformed response")
 )
 

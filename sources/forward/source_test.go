@@ -517,3 +517,40 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// Pipeline.Forwards, which the cache uses after a reload: a name reaches a
+// forward source when every source before it falls through and the forward
+// source takes it.
+func TestPipelineForwards(t *testing.T) {
+	fwd := NewSource(nil, nil, nil, []string{"skip.example."}, ".", time.Minute)
+	local := staticSource{}
+	p, err := pipeline.New([]pipeline.ZoneSpec{
+		{Names: []string{"open.test."}, Sources: []pipeline.SourceEntry{{Source: local, Fallthrough: true}, {Source: fwd}}},
+		{Names: []string{"closed.test."}, Sources: []pipeline.SourceEntry{{Source: local, Fallthrough: false}, {Source: fwd}}},
+		{Names: []string{"local.test."}, Sources: []pipeline.SourceEntry{{Source: local}}},
+		{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: fwd, Fallthrough: true}}},
+	}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	takes := func(name string) func(pipeline.Source) bool {
+		return func(s pipeline.Source) bool { return !s.(*Source).Excepted(name) }
+	}
+	for name, want := range map[string]bool{
+		"a.open.test.":     true,
+		"a.closed.test.":   false,
+		"a.local.test.":    false,
+		"www.example.":     true,
+		"a.skip.example.":  false,
+		"skip.example.":    false,
+		"xskip.example.":   true,
+		"a.b.c.open.test.": true,
+	} {
+		if got := p.Forwards(name, takes(name)); got != want {
+			t.Errorf("Forwards(%s) = %v, want %v", name, got, want)
+		}
+	}
+	if !p.Forwards("a.skip.example.", nil) {
+		t.Error("Forwards with takes nil must accept any forward source")
+	}
+}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dnsd/dnsd/metrics"
 )
 
 // upstream is one upstream of a pool with its health and idle connections.
@@ -92,28 +94,12 @@ func (u *upstream) observe(start time.Time, m *dns.Msg, err error) {
 	rcode := "error"
 	switch {
 	case err == nil:
-		rcode = dns.RcodeToString[m.Rcode]
-		if rcode == "" {
-			rcode = "RCODE" + itoa(m.Rcode)
-		}
+		rcode = metrics.RcodeString(m.Rcode)
 		u.latency.Observe(time.Since(start).Seconds())
 	case isTimeout(err):
 		rcode = "timeout"
 	}
 	u.requests.WithLabelValues(rcode).Inc()
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }
 
 func isTimeout(err error) bool {
@@ -309,24 +295,26 @@ func (u *upstream) succeeded() {
 	}
 }
 
+// failed counts a failed query and starts the health probes.
 func (u *upstream) failed(err error) {
+	u.countFailure(err)
+	if u.probing.CompareAndSwap(false, true) && !u.pool.spawn(u.probeLoop) {
+		u.probing.Store(false)
+	}
+}
+
+// countFailure counts one failure, marking the upstream down at max_fails.
+func (u *upstream) countFailure(err error) {
 	n := u.fails.Add(1)
 	if int(n) >= u.pool.opts.MaxFails && u.down.CompareAndSwap(false, true) {
 		u.pool.log.Warn("forward upstream is down", "upstream", u.label, "consecutive_failures", n, "err", err)
-	}
-	if u.probing.CompareAndSwap(false, true) && !u.pool.spawn(u.probeLoop) {
-		u.probing.Store(false)
 	}
 }
 
 var healthQuery = Key{Name: ".", Type: dns.TypeNS, Class: dns.ClassINET}
 
 func (u *upstream) probeLoop() {
-	wire, err := packQuery(healthQuery, u.pool.opts.UDPSize)
-	if err != nil {
-		u.probing.Store(false)
-		return
-	}
+	wire, _ := packQuery(healthQuery, u.pool.opts.UDPSize) // ". NS" always packs
 	t := time.NewTicker(u.pool.opts.HealthCheck)
 	defer t.Stop()
 	for {
@@ -336,19 +324,13 @@ func (u *upstream) probeLoop() {
 			return
 		case <-t.C:
 		}
-		if u.fails.Load() == 0 && !u.down.Load() {
-			// a query succeeded meanwhile
-		} else if _, err := u.attempt(u.pool.ctx, wire, healthQuery); err != nil {
-			if u.pool.ctx.Err() != nil {
-				u.probing.Store(false)
-				return
+		if u.fails.Load() != 0 || u.down.Load() { // else a query succeeded meanwhile
+			if _, err := u.attempt(u.pool.ctx, wire, healthQuery); err != nil {
+				if u.pool.ctx.Err() == nil {
+					u.countFailure(err)
+				}
+				continue
 			}
-			n := u.fails.Add(1)
-			if int(n) >= u.pool.opts.MaxFails && u.down.CompareAndSwap(false, true) {
-				u.pool.log.Warn("forward upstream is down", "upstream", u.label, "consecutive_failures", n, "err", err)
-			}
-			continue
-		} else {
 			u.succeeded()
 		}
 		u.probing.Store(false)
