@@ -259,6 +259,9 @@ func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
 		stripOPT(m)
 		return m, nil
 	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	return nil, fmt.Errorf("every upstream failed: %w", errors.Join(errs...))
 }
 

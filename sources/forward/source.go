@@ -114,50 +114,77 @@ func answered(m *dns.Msg) pipeline.Result { return pipeline.Result{Status: pipel
 // resolve asks upstream for k; stale is the expired entry still inside the
 // serve-stale window, or nil.
 func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pipeline.Result {
-	if stale != nil && now-stale.failedAt.Load() < int64(FailureRecheck) {
+	if stale == nil {
+		return s.resolveNow(ctx, k)
+	}
+	if now-stale.failedAt.Load() < int64(FailureRecheck) {
 		// A refresh failed moments ago: do not make the client wait for
 		// the upstreams again (RFC 8767 §5, failure recheck timer).
 		s.met.stale.Inc()
 		return answered(stale.staleResponse())
 	}
-	ch := s.pool.group.DoChan(k.String(), func() (any, error) { return s.fetch(k) })
-	var late <-chan time.Time
-	if stale != nil {
-		t := time.NewTimer(StaleAnswerAfter)
-		defer t.Stop()
-		late = t.C
-	}
+	// The refresh must not end with this client, who leaves after
+	// StaleAnswerAfter: it runs on its own goroutine and context.
+	ch := s.pool.group.DoChan(k.String(), func() (any, error) { return s.fetch(context.Background(), k) })
+	t := time.NewTimer(StaleAnswerAfter)
+	defer t.Stop()
 	select {
 	case r := <-ch:
-		switch {
-		case r.Err == nil:
-			return answered(r.Val.(*dns.Msg))
-		case errors.Is(r.Err, errTooMany):
-			return answered(refused)
-		case stale != nil:
-			s.met.stale.Inc()
-			return answered(stale.staleResponse())
+		if r.Err == nil || errors.Is(r.Err, errTooMany) {
+			return result(r.Val, r.Err)
 		}
-		return pipeline.Result{Status: pipeline.Failed, Err: r.Err}
-	case <-late:
-		// The refresh goes on and updates the cache when it succeeds.
-		s.met.stale.Inc()
-		return answered(stale.staleResponse())
+	case <-t.C: // the refresh goes on and updates the cache when it succeeds
 	case <-ctx.Done():
 		return pipeline.Result{Status: pipeline.Failed, Err: ctx.Err()}
 	}
+	s.met.stale.Inc()
+	return answered(stale.staleResponse())
 }
 
-// fetch is the one upstream exchange of coalesced identical queries. It
-// runs on the pool's context, not a client's, since several wait for it.
-func (s *Source) fetch(k Key) (any, error) {
+// resolveNow asks upstream for k on the calling goroutine (a goroutine of
+// its own would cost a stack growth per miss), joining an identical query
+// in flight. The exchange ends with ctx: a client that joined a query
+// whose first client's ctx ended asks again.
+func (s *Source) resolveNow(ctx context.Context, k Key) pipeline.Result {
+	key := k.String()
+	for {
+		if err := ctx.Err(); err != nil {
+			return pipeline.Result{Status: pipeline.Failed, Err: err}
+		}
+		v, err, _ := s.pool.group.Do(key, func() (any, error) { return s.fetch(ctx, k) })
+		if err != nil && ctx.Err() == nil && s.pool.ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			continue
+		}
+		return result(v, err)
+	}
+}
+
+// result maps fetch's outcome to the source's result.
+func result(v any, err error) pipeline.Result {
+	switch {
+	case err == nil:
+		return answered(v.(*dns.Msg))
+	case errors.Is(err, errTooMany):
+		return answered(refused)
+	}
+	return pipeline.Result{Status: pipeline.Failed, Err: err}
+}
+
+// fetch is the one upstream exchange of coalesced identical queries; it
+// ends with ctx or when the pool closes.
+func (s *Source) fetch(ctx context.Context, k Key) (any, error) {
 	if !s.pool.acquire() {
 		return nil, errTooMany
 	}
 	defer s.pool.release()
-	m, err := s.pool.Exchange(s.pool.ctx, k)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.pool.ctx, cancel)()
+	m, err := s.pool.Exchange(ctx, k)
 	if err != nil {
-		s.cache.failed(k, s.cache.now())
+		if ctx.Err() == nil {
+			s.cache.failed(k, s.cache.now())
+		}
 		return nil, err
 	}
 	return s.cache.Insert(k, m), nil
@@ -183,7 +210,7 @@ func (s *Source) prefetch(k Key, e *entry) {
 	ok := s.pool.spawn(func() {
 		defer e.refreshing.Store(false)
 		s.met.prefetches.Inc()
-		_, _, _ = s.pool.group.Do(k.String(), func() (any, error) { return s.fetch(k) })
+		_, _, _ = s.pool.group.Do(k.String(), func() (any, error) { return s.fetch(context.Background(), k) })
 	})
 	if !ok {
 		e.refreshing.Store(false)

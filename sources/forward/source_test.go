@@ -264,6 +264,36 @@ func TestCoalescing(t *testing.T) {
 	}
 }
 
+// The client whose query leads a coalesced exchange goes away (its ctx
+// ends): it fails at once, the others still get the answer.
+func TestCoalescedLeaderCanceled(t *testing.T) {
+	u := startUpstream(t)
+	u.set(func(u *upstreamServer) { u.delay = 200 * time.Millisecond })
+	o := poolOpts(u.Addr)
+	o.Timeout = 2 * time.Second
+	s := newTestSource(t, o, defaultCacheConfig())
+	ctx, cancel := context.WithCancel(context.Background())
+	leader := make(chan pipeline.Result)
+	go func() {
+		leader <- s.Lookup(ctx, &pipeline.Question{Name: "c.example.", Type: dns.TypeA})
+	}()
+	time.Sleep(30 * time.Millisecond)
+	follower := make(chan string)
+	go func() { follower <- answerA(s.lookup(t, "c.example.", dns.TypeA)) }()
+	time.Sleep(30 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	if r := <-leader; r.Status != pipeline.Failed || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("canceled client: %v after %v", r, time.Since(start))
+	}
+	if got := <-follower; got != "NOERROR:192.0.2.1/300" {
+		t.Fatalf("the other client: %s", got)
+	}
+	if !s.pool.Up()[0] {
+		t.Fatal("a canceled exchange counted as an upstream failure")
+	}
+}
+
 // Coalescing works without a cache too (size 0), and nothing is kept.
 func TestNoCache(t *testing.T) {
 	u := startUpstream(t)

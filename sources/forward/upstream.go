@@ -151,6 +151,7 @@ func (u *upstream) exchangeUDP(ctx context.Context, wire []byte, k Key, dl time.
 	}
 	defer c.Close()
 	_ = c.SetDeadline(dl)
+	defer context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })()
 	id := setID(wire)
 	if _, err := c.Write(wire); err != nil {
 		return nil, err
@@ -181,13 +182,17 @@ func (u *upstream) exchangeStream(ctx context.Context, wire []byte, k Key, dl ti
 				return nil, err
 			}
 		}
+		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 		m, err := roundTrip(c, wire, k, dl)
+		if !stop() && err == nil { // ctx ended: the deadline may be set
+			err = ctx.Err()
+		}
 		if err == nil {
 			u.putIdle(c)
 			return m, nil
 		}
 		_ = c.Close()
-		if !reused || isTimeout(err) || time.Now().After(dl) {
+		if !reused || isTimeout(err) || ctx.Err() != nil || time.Now().After(dl) {
 			return nil, err
 		}
 	}
