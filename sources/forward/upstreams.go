@@ -66,7 +66,7 @@ func Expand(ups []config.Upstream, opts ExpandOptions) (out []Upstream, dropped 
 	for _, cu := range ups {
 		if !cu.ResolvConf {
 			if own.is(cu.Addr) {
-				return nil, nil, fmt.Errorf("upstream %q is dnsd's own listen address: that is a forwarding loop", cu.Raw)
+				return nil, nil, fmt.Errorf("upstream %q (%s) is dnsd's own listen address: that is a forwarding loop", cu.Raw, cu.Pos)
 			}
 			add(Upstream{Proto: cu.Proto, Addr: cu.Addr, ServerName: cu.ServerName})
 			continue
