@@ -46,6 +46,11 @@ func startE2EUpstream(t *testing.T, h dns.HandlerFunc) *e2eUpstream {
 				}
 				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.ParseIP("192.0.2.1")})
 			}
+			if q.Qtype == dns.TypeTXT { // larger than 512 bytes
+				for i := 0; i < 20; i++ {
+					m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 300}, Txt: []string{strings.Repeat("x", 50)}})
+				}
+			}
 			_ = w.WriteMsg(m)
 		}
 	}
@@ -119,13 +124,27 @@ zones:
 		t.Fatalf("local name: %v %v", r, err)
 	}
 
+	// An answer larger than the client's UDP size: TC=1, then the full
+	// answer over TCP (from the cache).
+	r, err = query(t, "udp", addr, "big.example.com", dns.TypeTXT)
+	if err != nil || !r.Truncated || len(r.Answer) >= 20 {
+		t.Fatalf("big answer over UDP without EDNS: %v %v", r, err)
+	}
+	r, err = query(t, "tcp", addr, "big.example.com", dns.TypeTXT)
+	if err != nil || r.Truncated || len(r.Answer) != 20 {
+		t.Fatalf("big answer over TCP: %v %v", r, err)
+	}
+	if n := up.n.Load(); n != 2 {
+		t.Fatalf("upstream asked %d times; want 2", n)
+	}
+
 	// A reload keeps the cache.
 	p.signal(syscall.SIGHUP)
 	p.waitLog("reloaded", 1)
 	if r, err := query(t, "udp", addr, "www.example.com", dns.TypeA); err != nil || rdata(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("after reload: %v %v", r, err)
 	}
-	if n := up.n.Load(); n != 1 {
+	if n := up.n.Load(); n != 2 {
 		t.Fatalf("the cache did not survive a reload: upstream asked %d times", n)
 	}
 
@@ -147,8 +166,8 @@ zones:
 
 	_, metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", hport))
 	for _, want := range []string{
-		"dnsd_cache_hits_total 3",
-		"dnsd_cache_misses_total 4",
+		"dnsd_cache_hits_total 4",
+		"dnsd_cache_misses_total 5",
 		"dnsd_cache_entries ",
 		"dnsd_cache_stale_total 1",
 		fmt.Sprintf(`dnsd_forward_requests_total{rcode="NOERROR",upstream="udp://%s"}`, up.addr),
