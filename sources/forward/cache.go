@@ -82,11 +82,12 @@ type table struct {
 }
 
 type shard struct {
-	mu   sync.RWMutex
-	m    map[Key]*entry
-	ring []*entry // CLOCK order; entry.slot is its index
-	hand int
-	_    [40]byte // keep shards on separate cache lines
+	mu      sync.RWMutex
+	m       map[Key]*entry
+	ring    []*entry // CLOCK order; entry.slot is its index
+	hand    int
+	retired bool     // its table was replaced (resize): inserts go to the new one
+	_       [32]byte // keep shards on separate cache lines
 }
 
 // entry is one cached response. msg and stored never change; a new answer
@@ -188,7 +189,7 @@ func (c *Cache) Configure(cfg CacheConfig) {
 			sh := &ot.shards[i]
 			sh.mu.Lock()
 			ring := sh.ring
-			sh.ring, sh.m = nil, make(map[Key]*entry)
+			sh.ring, sh.m, sh.retired = nil, make(map[Key]*entry), true
 			sh.mu.Unlock()
 			c.n.Add(-int64(len(ring)))
 			for _, e := range ring {
@@ -350,13 +351,20 @@ func (c *Cache) Insert(k Key, m *dns.Msg) *dns.Msg {
 // put adds e to t, replacing the entry of the same key (or, without
 // replace, keeping it) or evicting one.
 func (c *Cache) put(t *table, e *entry, now int64, replace bool) {
-	if t.per == 0 {
-		return
+	for t.per > 0 {
+		sh := t.shard(c, e.key)
+		sh.mu.Lock()
+		if !sh.retired {
+			c.putLocked(sh, t.per, e, now, replace)
+			sh.mu.Unlock()
+			return
+		}
+		sh.mu.Unlock()
+		t = c.tab.Load() // resized meanwhile
 	}
-	sh := t.shard(c, e.key)
-	stale := int64(c.cfg.Load().ServeStale)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+}
+
+func (c *Cache) putLocked(sh *shard, per int, e *entry, now int64, replace bool) {
 	if old := sh.m[e.key]; old != nil {
 		if !replace {
 			return
@@ -367,7 +375,7 @@ func (c *Cache) put(t *table, e *entry, now int64, replace bool) {
 		sh.m[e.key] = e
 		return
 	}
-	if len(sh.ring) < t.per {
+	if len(sh.ring) < per {
 		e.slot = len(sh.ring)
 		sh.ring = append(sh.ring, e)
 		sh.m[e.key] = e
@@ -376,6 +384,7 @@ func (c *Cache) put(t *table, e *entry, now int64, replace bool) {
 	}
 	// CLOCK: a victim is an entry expired beyond serve-stale or one whose
 	// reference count is down to 0; others lose one reference.
+	stale := int64(c.cfg.Load().ServeStale)
 	for {
 		if sh.hand >= len(sh.ring) {
 			sh.hand = 0
