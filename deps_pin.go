@@ -6,8 +6,6 @@
 package main
 
 import (
-	_ "go.etcd.io/etcd/client/v3"
-	_ "go.etcd.io/etcd/server/v3/embed"
 	_ "golang.org/x/sync/singleflight"
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/api/discovery/v1"

@@ -122,7 +122,7 @@ func TestUnavailableKind(t *testing.T) {
 	cfg := load(t, dir, `zones:
   one.test:
     - hosts: {files: [a.hosts]}
-    - etcd: {}
+    - kubernetes: {}
 `)
 	reg := NewRegistry(Options{})
 	defer reg.Close()

@@ -1,0 +1,475 @@
+// Package etcd is dnsd's etcd source (SPEC §3, §4 "etcd records"): it
+// serves SkyDNS-format records from one etcd prefix, kept in memory by a
+// single prefix watch, so a query never reads etcd.
+//
+// A Backend is one etcd client and one watch: it lists the prefix at a
+// revision R, then watches from R+1 (no gap, no duplicate), applying each
+// event to an in-memory index in O(records of the touched name). A
+// compacted watch re-lists; a lost connection is retried with backoff by
+// the client, and the watch resumes where it stopped; meanwhile the last
+// data keeps being served. Until the first list has been applied the
+// Backend is not synced and its Sources answer Failed (SERVFAIL). A
+// Backend is shared by every Source with the same settings (zones,
+// reloads); a Source is one zone's view of it.
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Name identifies the backend in logs and metrics: endpoints and
+	// prefix, never credentials.
+	Name      string
+	Endpoints []string // http:// or https:// URLs
+	Prefix    string   // e.g. "/skydns"; "/" for the whole keyspace
+	TLS       *tls.Config
+	Username  string
+	Password  string // never logged
+	// TTL is the TTL of records whose value has no "ttl".
+	TTL     time.Duration
+	Logger  *slog.Logger
+	Metrics *Metrics // nil: a private, unregistered set
+
+	// Tuning, mostly for tests; zero values mean the defaults.
+	DialTimeout time.Duration // per connection attempt (default 5s)
+	RetryMin    time.Duration // first backoff (default 200ms)
+	RetryMax    time.Duration // longest backoff (default 10s)
+	PageSize    int64         // keys per read of the initial list (default 5000)
+
+	// beforeWatch, when set (tests), runs before each watch starts.
+	beforeWatch func()
+}
+
+// Backend is one etcd client and one prefix watch feeding an index.
+type Backend struct {
+	opts   Options
+	log    *slog.Logger
+	m      *Metrics
+	ix     *index
+	rangeK string // first key of the watched range: prefix + "/"
+
+	synced   atomic.Bool
+	syncedCh chan struct{}
+	serial   atomic.Uint32
+	up       atomic.Bool
+	records  atomic.Int64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+var (
+	errNotSynced = errors.New("etcd: not synced yet (first read of the prefix not done)")
+	errCompacted = errors.New("etcd: watch revision compacted")
+)
+
+// Open checks opts and starts the backend's goroutine, which connects,
+// lists the prefix and watches it. It never waits for etcd: see Synced
+// and WaitSynced. Close stops it.
+func Open(opts Options) (*Backend, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, errors.New("etcd: no endpoints")
+	}
+	if !strings.HasPrefix(opts.Prefix, "/") {
+		return nil, fmt.Errorf("etcd: prefix %q must start with /", opts.Prefix)
+	}
+	if opts.Prefix != "/" {
+		opts.Prefix = strings.TrimRight(opts.Prefix, "/")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	if opts.Name == "" {
+		opts.Name = strings.Join(opts.Endpoints, ",") + " " + opts.Prefix
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 5 * time.Second
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = 200 * time.Millisecond
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(10*time.Second, opts.RetryMin)
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 5000
+	}
+	ttl := opts.TTL / time.Second
+	ttl = max(0, min(ttl, 1<<31-1))
+	b := &Backend{
+		opts:     opts,
+		log:      opts.Logger.With("source", "etcd", "backend", opts.Name),
+		m:        opts.Metrics,
+		ix:       newIndex(opts.Prefix, uint32(ttl)),
+		rangeK:   strings.TrimSuffix(opts.Prefix, "/") + "/",
+		syncedCh: make(chan struct{}),
+	}
+	b.serial.Store(uint32(time.Now().Unix()))
+	b.m.hold(opts.Name)
+	b.m.up.WithLabelValues(opts.Name).Set(0)
+	b.m.records.WithLabelValues(opts.Name).Set(0)
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.wg.Add(1)
+	go b.run()
+	return b, nil
+}
+
+// Close stops the watch and closes the client, waiting for the backend's
+// goroutines. The data stays readable. Idempotent.
+func (b *Backend) Close() error {
+	b.once.Do(func() {
+		b.cancel()
+		b.wg.Wait()
+		b.m.forget(b.opts.Name)
+	})
+	return nil
+}
+
+// Synced reports whether the first list of the prefix has been applied.
+func (b *Backend) Synced() bool { return b.synced.Load() }
+
+// WaitSynced blocks until the backend has synced or ctx ends.
+func (b *Backend) WaitSynced(ctx context.Context) error {
+	select {
+	case <-b.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("etcd %s: %w", b.opts.Name, ctx.Err())
+	}
+}
+
+// Serial increases whenever the data changes and never goes backwards.
+func (b *Backend) Serial() uint32 { return b.serial.Load() }
+
+// TTL is the default TTL of the backend's records, in seconds.
+func (b *Backend) TTL() uint32 { return b.ix.ttl }
+
+// Records is the number of DNS records held.
+func (b *Backend) Records() int { return int(b.records.Load()) }
+
+// Up reports whether the connection to etcd is up.
+func (b *Backend) Up() bool { return b.up.Load() }
+
+// run owns the client: it connects, lists, watches, and re-lists or
+// retries with backoff, until Close.
+func (b *Backend) run() {
+	defer b.wg.Done()
+	retry := backoff{min: b.opts.RetryMin, max: b.opts.RetryMax}
+	var cli *clientv3.Client
+	for {
+		var err error
+		cli, err = b.connect()
+		if err == nil {
+			break
+		}
+		b.failed("connect", err, &retry)
+		if !retry.wait(b.ctx) {
+			return
+		}
+	}
+	defer cli.Close()
+	b.wg.Add(1)
+	go b.monitor(cli.ActiveConnection())
+
+	var rev int64 // last revision applied; 0: a list is needed
+	reason := "start"
+	for b.ctx.Err() == nil {
+		if rev == 0 {
+			r, err := b.list(cli, reason)
+			if err != nil {
+				b.failed("list", err, &retry)
+				if !retry.wait(b.ctx) {
+					return
+				}
+				continue
+			}
+			rev = r
+			retry.reset()
+		}
+		err := b.watch(cli, &rev, &retry)
+		switch {
+		case b.ctx.Err() != nil:
+			return
+		case errors.Is(err, errCompacted):
+			b.log.Warn("etcd watch fell behind a compaction; re-reading the prefix", "revision", rev)
+			rev, reason = 0, "compacted"
+		default:
+			b.failed("watch", err, &retry)
+			if !retry.wait(b.ctx) {
+				return
+			}
+		}
+	}
+}
+
+// connect creates the client. With credentials, New authenticates, which
+// waits for etcd (bounded by DialTimeout and Close).
+func (b *Backend) connect() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   b.opts.Endpoints,
+		TLS:         b.opts.TLS,
+		Username:    b.opts.Username,
+		Password:    b.opts.Password,
+		DialTimeout: b.opts.DialTimeout,
+		Context:     b.ctx,
+		Logger:      zap.NewNop(),
+		// Keepalives notice a dead server without waiting for TCP.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		PermitWithoutStream:  true,
+		// gRPC's default reconnect backoff grows to 2 minutes: after an
+		// outage etcd would be noticed late. Keep it within RetryMax.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay:  b.opts.RetryMin,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   min(b.opts.RetryMax, 5*time.Second),
+			},
+			MinConnectTimeout: b.opts.DialTimeout,
+		})},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(b.opts.Endpoints, ","), err)
+	}
+	return cli, nil
+}
+
+// failed logs a failure: the first of a series at warn level, repeats at
+// debug, so an outage does not flood the log.
+func (b *Backend) failed(op string, err error, retry *backoff) {
+	lvl := slog.LevelDebug
+	if retry.n == 0 {
+		lvl = slog.LevelWarn
+	}
+	msg := "etcd " + op + " failed; retrying"
+	if b.synced.Load() {
+		msg += "; serving the last data"
+	} else {
+		msg += "; names answer SERVFAIL until the first sync"
+	}
+	b.log.Log(b.ctx, lvl, msg, "err", err, "retry_in", retry.next().Round(time.Millisecond))
+}
+
+// list reads the whole prefix at one revision, page by page, and brings
+// the index to exactly that state. It returns the revision.
+func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
+	start := time.Now()
+	end := clientv3.GetPrefixRangeEnd(b.rangeK)
+	seen := make(map[string]struct{}, len(b.ix.keys))
+	var rev int64
+	from := b.rangeK
+	changed, malformed := 0, 0
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(b.opts.PageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		resp, err := cli.Get(ctx, from, opts...)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("etcd get %s: %w", b.rangeK, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			k := string(kv.Key)
+			seen[k] = struct{}{}
+			ch, err := b.ix.put(k, kv.Value, kv.ModRevision)
+			if ch {
+				changed++
+			}
+			if err != nil {
+				malformed++
+				b.malformed(k, kv.ModRevision, err)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	for k := range b.ix.keys {
+		if _, ok := seen[k]; !ok {
+			b.ix.del(k)
+			changed++
+		}
+	}
+	b.m.relists.WithLabelValues(b.opts.Name, reason).Inc()
+	if changed > 0 || !b.synced.Load() {
+		b.changed()
+	}
+	b.log.Info("etcd prefix read", "prefix", b.opts.Prefix, "revision", rev, "keys", len(b.ix.keys),
+		"records", b.ix.records, "changed", changed, "malformed", malformed, "reason", reason,
+		"took", time.Since(start).Round(time.Millisecond))
+	if !b.synced.Load() {
+		b.synced.Store(true)
+		close(b.syncedCh)
+	}
+	return rev, nil
+}
+
+// watch follows the prefix from *rev+1, applying events and advancing
+// *rev, until the watch ends.
+func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error {
+	if b.opts.beforeWatch != nil {
+		b.opts.beforeWatch()
+	}
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
+	defer cancel()
+	ch := cli.Watch(ctx, b.rangeK, clientv3.WithPrefix(), clientv3.WithRev(*rev+1), clientv3.WithProgressNotify())
+	for resp := range ch {
+		if resp.CompactRevision != 0 {
+			return errCompacted
+		}
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("etcd watch %s: %w", b.rangeK, err)
+		}
+		retry.reset()
+		if resp.IsProgressNotify() {
+			*rev = max(*rev, resp.Header.Revision)
+			continue
+		}
+		changed := false
+		for _, ev := range resp.Events {
+			k := string(ev.Kv.Key)
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				ch, err := b.ix.put(k, ev.Kv.Value, ev.Kv.ModRevision)
+				changed = changed || ch
+				if err != nil {
+					b.malformed(k, ev.Kv.ModRevision, err)
+				}
+				b.m.events.WithLabelValues(b.opts.Name, "put").Inc()
+			case clientv3.EventTypeDelete:
+				changed = b.ix.del(k) || changed
+				b.m.events.WithLabelValues(b.opts.Name, "delete").Inc()
+			}
+			*rev = max(*rev, ev.Kv.ModRevision)
+		}
+		if changed {
+			b.changed()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("etcd watch channel closed")
+}
+
+// changed publishes the new serial and record count.
+func (b *Backend) changed() {
+	s := uint32(time.Now().Unix())
+	if prev := b.serial.Load(); s <= prev {
+		s = prev + 1
+	}
+	b.serial.Store(s)
+	b.records.Store(int64(b.ix.records))
+	b.m.records.WithLabelValues(b.opts.Name).Set(float64(b.ix.records))
+}
+
+// malformed logs and counts a key or value that gives no record; the
+// index calls it once per key revision.
+func (b *Backend) malformed(key string, rev int64, err error) {
+	b.m.malformed.WithLabelValues(b.opts.Name).Inc()
+	b.log.Warn("etcd value skipped", "key", key, "revision", rev, "err", err)
+}
+
+// monitor follows the client connection's state: dnsd_etcd_up, and a log
+// line when etcd becomes unreachable or reachable again after the first
+// sync.
+func (b *Backend) monitor(conn *grpc.ClientConn) {
+	defer b.wg.Done()
+	st := conn.GetState()
+	for {
+		up := st == connectivity.Ready
+		if was := b.up.Swap(up); was != up {
+			v := 0.0
+			if up {
+				v = 1
+			}
+			b.m.up.WithLabelValues(b.opts.Name).Set(v)
+			switch {
+			case !up && b.synced.Load():
+				b.log.Warn("etcd unreachable; serving the last data", "records", b.records.Load(), "state", st.String())
+			case up && b.synced.Load():
+				b.log.Info("etcd reachable again; the watch resumes where it stopped")
+			}
+		}
+		if !conn.WaitForStateChange(b.ctx, st) {
+			return
+		}
+		st = conn.GetState()
+	}
+}
+
+// lookup is the index lookup behind a Source.
+func (b *Backend) lookup(name, zone string) (rrs []dns.RR, ok bool) {
+	if hasStarLabel(name) {
+		return b.ix.expand(name)
+	}
+	if n := b.ix.lookup(name); n != nil {
+		return n.records(), true
+	}
+	if w := b.ix.wildcard(name, zone); w != nil {
+		return w.records(), true
+	}
+	return nil, false
+}
+
+// backoff is an exponential backoff with jitter.
+type backoff struct {
+	min, max time.Duration
+	n        int
+}
+
+func (r *backoff) next() time.Duration {
+	d := r.min << min(r.n, 20)
+	if d > r.max || d <= 0 {
+		d = r.max
+	}
+	return d
+}
+
+func (r *backoff) reset() { r.n = 0 }
+
+// wait sleeps for the next backoff (with ±20% jitter); false when ctx
+// ended.
+func (r *backoff) wait(ctx context.Context) bool {
+	d := r.next()
+	d += time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
+	r.n++
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,339 @@
+// Package etcdtest runs a real single-member etcd server inside a test
+// process (go.etcd.io/etcd/server/v3/embed) on loopback ports and a
+// temporary data directory, for the etcd source's tests and the
+// end-to-end tests. It is imported by tests only.
+package etcdtest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Options configure a Server.
+type Options struct {
+	// TLS serves the client URL over https with a generated CA and server
+	// certificate; clients must present a certificate signed by the CA.
+	TLS bool
+	// Auth enables etcd authentication with user Username / Password
+	// (role root) after start.
+	Auth     bool
+	Username string
+	Password string
+	// ClientPort is the client URL's port on 127.0.0.1; 0 picks a free one.
+	ClientPort int
+}
+
+// Server is a running (or stopped) embedded etcd.
+type Server struct {
+	t       testing.TB
+	opts    Options
+	dir     string
+	client  url.URL
+	peer    url.URL
+	etcd    *embed.Etcd
+	Certs   *Certs // set with Options.TLS
+	running bool
+	c       *clientv3.Client
+}
+
+// Certs are the PEM files generated for a TLS server, in the test's
+// temporary directory.
+type Certs struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+	ServerName                                       string
+}
+
+// Start starts an etcd server on free loopback ports; it is stopped when
+// the test ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: opts, dir: t.TempDir()}
+	scheme := "http"
+	if opts.TLS {
+		scheme = "https"
+		s.Certs = writeCerts(t, s.dir)
+	}
+	port := opts.ClientPort
+	if port == 0 {
+		port = FreePort(t)
+	}
+	s.client = url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", port)}
+	s.peer = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	if opts.Auth {
+		s.enableAuth()
+	}
+	return s
+}
+
+// Endpoint is the client URL, e.g. http://127.0.0.1:40123.
+func (s *Server) Endpoint() string { return s.client.String() }
+
+// Stop stops the server; its data stays for Restart. Idempotent.
+func (s *Server) Stop() {
+	if !s.running {
+		return
+	}
+	s.etcd.Close()
+	<-s.etcd.Server.StopNotify()
+	s.running = false
+}
+
+// Restart starts the server again (or for the first time) on the same
+// ports and data directory.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.running {
+		return
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = "dnsd-test"
+	cfg.Dir = filepath.Join(s.dir, "data")
+	cfg.ListenClientUrls = []url.URL{s.client}
+	cfg.AdvertiseClientUrls = []url.URL{s.client}
+	cfg.ListenPeerUrls = []url.URL{s.peer}
+	cfg.AdvertisePeerUrls = []url.URL{s.peer}
+	cfg.InitialCluster = cfg.Name + "=" + s.peer.String()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.LogLevel = "error"
+	cfg.EnableGRPCGateway = false
+	cfg.BcryptCost = 4 // bcrypt.MinCost: auth in tests need not be slow
+	cfg.TickMs = 10
+	cfg.ElectionMs = 50
+	if s.Certs != nil {
+		cfg.ClientTLSInfo.CertFile = s.Certs.ServerCert
+		cfg.ClientTLSInfo.KeyFile = s.Certs.ServerKey
+		cfg.ClientTLSInfo.TrustedCAFile = s.Certs.CA
+		cfg.ClientTLSInfo.ClientCertAuth = true
+	}
+	var err error
+	for try := 0; ; try++ {
+		s.etcd, err = embed.StartEtcd(cfg)
+		if err == nil || try == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the old listener may not be released yet
+	}
+	if err != nil {
+		s.t.Fatalf("etcdtest: start: %v", err)
+	}
+	select {
+	case <-s.etcd.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		s.etcd.Close()
+		s.t.Fatal("etcdtest: server not ready after 30s")
+	}
+	s.running = true
+}
+
+// Client returns a client for the server (as the root user when auth is
+// on); it is closed when the test ends.
+func (s *Server) Client() *clientv3.Client {
+	s.t.Helper()
+	cfg := clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if s.Certs != nil {
+		cfg.TLS = s.Certs.ClientTLS(s.t)
+	}
+	if s.opts.Auth {
+		cfg.Username, cfg.Password = s.opts.Username, s.opts.Password
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		s.t.Fatalf("etcdtest: client: %v", err)
+	}
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Put writes key=value, failing the test on error.
+func (s *Server) Put(key, value string) int64 {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := s.cli().Put(ctx, key, value)
+	if err != nil {
+		s.t.Fatalf("etcdtest: put %s: %v", key, err)
+	}
+	return r.Header.Revision
+}
+
+// Delete deletes key, failing the test on error.
+func (s *Server) Delete(key string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.cli().Delete(ctx, key); err != nil {
+		s.t.Fatalf("etcdtest: delete %s: %v", key, err)
+	}
+}
+
+// Compact compacts the history up to the current revision.
+func (s *Server) Compact() int64 {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := s.cli().Get(ctx, "compact-probe")
+	if err != nil {
+		s.t.Fatalf("etcdtest: get: %v", err)
+	}
+	if _, err := s.cli().Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		s.t.Fatalf("etcdtest: compact: %v", err)
+	}
+	return r.Header.Revision
+}
+
+// cli is the server's own client, created once; it reconnects after a
+// restart.
+func (s *Server) cli() *clientv3.Client {
+	if s.c == nil {
+		s.c = s.Client()
+	}
+	return s.c
+}
+
+func (s *Server) enableAuth() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opts := s.opts
+	s.opts.Auth = false // the first client works without credentials
+	c := s.Client()
+	s.opts = opts
+	if _, err := c.RoleAdd(ctx, "root"); err != nil {
+		s.t.Fatalf("etcdtest: role add: %v", err)
+	}
+	users := []string{"root"}
+	if opts.Username != "root" {
+		users = append(users, opts.Username)
+	}
+	for _, u := range users {
+		if _, err := c.UserAdd(ctx, u, opts.Password); err != nil {
+			s.t.Fatalf("etcdtest: user add: %v", err)
+		}
+		if _, err := c.UserGrantRole(ctx, u, "root"); err != nil {
+			s.t.Fatalf("etcdtest: grant: %v", err)
+		}
+	}
+	if _, err := c.AuthEnable(ctx); err != nil {
+		s.t.Fatalf("etcdtest: auth enable: %v", err)
+	}
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ClientTLS is a client TLS configuration trusting the CA and presenting
+// the client certificate.
+func (c *Certs) ClientTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	ca, err := os.ReadFile(c.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	pair, err := tls.LoadX509KeyPair(c.ClientCert, c.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+}
+
+// writeCerts generates a CA, a server certificate for 127.0.0.1 and the
+// name etcd.test, and a client certificate, as PEM files in dir.
+func writeCerts(t testing.TB, dir string) *Certs {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "dnsd test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Certs{
+		CA:         filepath.Join(dir, "ca.crt"),
+		ServerCert: filepath.Join(dir, "server.crt"),
+		ServerKey:  filepath.Join(dir, "server.key"),
+		ClientCert: filepath.Join(dir, "client.crt"),
+		ClientKey:  filepath.Join(dir, "client.key"),
+		ServerName: "etcd.test",
+	}
+	writePEM(t, c.CA, "CERTIFICATE", caDER)
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certPath, keyPath string) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: cn},
+			NotBefore:    time.Now().Add(-time.Hour),
+			NotAfter:     time.Now().Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			DNSNames:     []string{c.ServerName},
+			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, certPath, "CERTIFICATE", der)
+		writePEM(t, keyPath, "EC PRIVATE KEY", kb)
+	}
+	leaf(2, c.ServerName, x509.ExtKeyUsageServerAuth, c.ServerCert, c.ServerKey)
+	leaf(3, "dnsd", x509.ExtKeyUsageClientAuth, c.ClientCert, c.ClientKey)
+	return c
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

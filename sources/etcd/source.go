@@ -1,0 +1,126 @@
+package etcd
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Source is one zone's view of a shared Backend. It implements
+// pipeline.Source and pipeline.Syncer.
+type Source struct {
+	b     *Backend // nil: a placeholder that is never asked (dnsd check)
+	ttl   uint32
+	apex  map[string]apexNames
+	fixed uint32 // serial of a placeholder
+}
+
+// apexNames are the SkyDNS names that hold a zone apex's records.
+type apexNames struct {
+	apex string // apex.dns.<zone>: records of the apex itself
+	ns   string // ns.dns.<zone>: name servers
+}
+
+var (
+	_ pipeline.Source = (*Source)(nil)
+	_ pipeline.Syncer = (*Source)(nil)
+)
+
+// NewSource returns zone names' view of b. ttl is the TTL of negative
+// answers (the source's configured ttl). The Source does not own b.
+func NewSource(b *Backend, zones []string, ttl time.Duration) *Source {
+	s := &Source{b: b, ttl: ttlSeconds(ttl), apex: make(map[string]apexNames, len(zones)), fixed: uint32(time.Now().Unix())}
+	for _, z := range zones {
+		z = strings.ToLower(dns.Fqdn(z))
+		if z == "." {
+			s.apex[z] = apexNames{apex: "apex.dns.", ns: "ns.dns."}
+			continue
+		}
+		s.apex[z] = apexNames{apex: "apex.dns." + z, ns: "ns.dns." + z}
+	}
+	return s
+}
+
+func ttlSeconds(d time.Duration) uint32 {
+	s := d / time.Second
+	return uint32(max(0, min(s, 1<<31-1)))
+}
+
+// Kind is "etcd".
+func (s *Source) Kind() string { return "etcd" }
+
+// TTL is the source's TTL in seconds.
+func (s *Source) TTL() uint32 { return s.ttl }
+
+// Serial is the backend's serial.
+func (s *Source) Serial() uint32 {
+	if s.b == nil {
+		return s.fixed
+	}
+	return s.b.Serial()
+}
+
+// Synced reports whether the backend has finished its first sync.
+func (s *Source) Synced() bool { return s.b != nil && s.b.Synced() }
+
+// WaitSynced blocks until the backend has synced or ctx ends.
+func (s *Source) WaitSynced(ctx context.Context) error {
+	if s.b == nil {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.b.WaitSynced(ctx)
+}
+
+// Lookup answers from the backend's index: Failed until the first sync;
+// then Found with every record at q.Name (Found with none for an empty
+// non-terminal), or NotMine. A hit on a name without children records
+// does not allocate.
+func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	if s.b == nil || !s.b.Synced() {
+		return pipeline.Result{Status: pipeline.Failed, Err: errNotSynced}
+	}
+	if q.Name == q.Zone {
+		return s.apexLookup(q.Name)
+	}
+	rrs, ok := s.b.lookup(q.Name, q.Zone)
+	if !ok {
+		return pipeline.Result{Status: pipeline.NotMine}
+	}
+	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+}
+
+// apexLookup answers a zone apex: the records of keys naming the apex
+// itself, those at apex.dns.<zone> (CoreDNS's convention for several apex
+// records), and NS records for the names below ns.dns.<zone> that have an
+// address. Children of the apex do not count (they are the zone's names,
+// not records of the apex).
+func (s *Source) apexLookup(zone string) pipeline.Result {
+	an, known := s.apex[zone]
+	if !known {
+		an = apexNames{apex: "apex.dns." + zone, ns: "ns.dns." + zone}
+	}
+	ix := s.b.ix
+	n := ix.lookup(zone)
+	if n == nil {
+		return pipeline.Result{Status: pipeline.NotMine}
+	}
+	own := n.ownRecords()
+	var extra []dns.RR
+	if a := ix.lookup(an.apex); a != nil {
+		extra = append(extra, a.records()...)
+	}
+	if ns := ix.lookup(an.ns); ns != nil {
+		extra = append(extra, nameServers(zone, ns)...)
+	}
+	if len(extra) == 0 {
+		return pipeline.Result{Status: pipeline.Found, RRs: own}
+	}
+	rrs := make([]dns.RR, 0, len(own)+len(extra))
+	rrs = append(append(rrs, own...), extra...)
+	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+}

@@ -1,0 +1,323 @@
+package etcd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// maxNameLen is the longest name in presentation format with its final dot.
+const maxNameLen = 254
+
+// keyName maps an etcd key below prefix to the lower-case FQDN it names:
+// the key's path segments after the prefix, in reverse order, joined with
+// dots (/skydns/internal/example/b/a under /skydns: a.b.example.internal.).
+// Empty segments (a trailing "/", "//") are ignored; the prefix itself
+// names the root ".". A segment must be a DNS label of letters, digits,
+// '-' and '_' (upper case folds to lower), or exactly "*".
+func keyName(prefix, key string) (string, error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok || (prefix != "/" && rest != "" && rest[0] != '/') {
+		return "", fmt.Errorf("key is not below the prefix %s", prefix)
+	}
+	n := 0 // name length with dots
+	labels := 0
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" {
+			continue
+		}
+		if err := checkLabel(seg); err != nil {
+			return "", err
+		}
+		n += len(seg) + 1
+		labels++
+	}
+	if labels == 0 {
+		return ".", nil
+	}
+	if n > maxNameLen {
+		return "", fmt.Errorf("name longer than %d characters", maxNameLen-1)
+	}
+	b := make([]byte, n)
+	end := n
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" {
+			continue
+		}
+		end--
+		b[end] = '.'
+		end -= len(seg)
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b[end+i] = c
+		}
+	}
+	return string(b), nil
+}
+
+// checkLabel reports whether s is a label a key segment may hold.
+func checkLabel(s string) error {
+	if len(s) > 63 {
+		return fmt.Errorf("label %.20q... longer than 63 characters", s)
+	}
+	if s == "*" {
+		return nil
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("label %q: character %q not allowed (letters, digits, '-', '_', or a whole-label '*')", s, c)
+		}
+	}
+	return nil
+}
+
+// value is one SkyDNS service value (the JSON stored at a key).
+type value struct {
+	Host        string  `json:"host"`
+	Port        jsonInt `json:"port"`
+	Priority    jsonInt `json:"priority"`
+	Weight      jsonInt `json:"weight"`
+	Text        string  `json:"text"`
+	Mail        bool    `json:"mail"`
+	TTL         jsonInt `json:"ttl"`
+	TargetStrip jsonInt `json:"targetstrip"`
+	Group       string  `json:"group"`
+}
+
+// jsonInt is an integer written as a JSON number or as a string holding
+// a decimal integer ("ttl": "60" appears in CoreDNS's examples).
+type jsonInt int64
+
+func (j *jsonInt) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	s := string(b)
+	if len(b) >= 2 && b[0] == '"' {
+		var err error
+		if s, err = strconv.Unquote(s); err != nil {
+			return err
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s is not an integer", b)
+	}
+	*j = jsonInt(n)
+	return nil
+}
+
+// Defaults SkyDNS applies (CoreDNS's msg package does the same).
+const (
+	defaultPriority = 10
+	defaultWeight   = 100
+)
+
+// parsed is what one key contributes: its records and its group.
+type parsed struct {
+	rrs   []dns.RR
+	group string
+}
+
+// parseValue decodes a SkyDNS value stored at name (the key's own name)
+// into records, all owned by name. ttl is used for values without "ttl".
+// Any problem (bad JSON, unknown field, bad IP, out-of-range number, a
+// value that gives no record) is an error and the value gives nothing.
+func parseValue(name string, data []byte, ttl uint32) (parsed, error) {
+	var v value
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return parsed{}, fmt.Errorf("bad JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return parsed{}, errors.New("bad JSON: data after the object")
+	}
+	if err := v.check(); err != nil {
+		return parsed{}, err
+	}
+	if v.TTL > 0 {
+		ttl = uint32(v.TTL)
+	}
+	hdr := func(t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
+	}
+	var rrs []dns.RR
+	var addr netip.Addr
+	var target string // SRV/MX target, CNAME/PTR target
+	if v.Host != "" {
+		var err error
+		addr, target, err = parseHost(v.Host)
+		if err != nil {
+			return parsed{}, err
+		}
+	}
+	switch {
+	case addr.Is4():
+		a4 := addr.As4()
+		rrs = append(rrs, &dns.A{Hdr: hdr(dns.TypeA), A: net.IP(a4[:])})
+	case addr.Is6():
+		a16 := addr.As16()
+		rrs = append(rrs, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: net.IP(a16[:])})
+	case target != "" && isReverse(name):
+		rrs = append(rrs, &dns.PTR{Hdr: hdr(dns.TypePTR), Ptr: target})
+	case target != "" && v.Port == 0 && !v.Mail:
+		rrs = append(rrs, &dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: target})
+	}
+	if v.Port > 0 || v.Mail {
+		// An address host gets a target name synthesized from the key:
+		// its own name, which holds the A/AAAA record above.
+		t := target
+		if addr.IsValid() {
+			t = name
+		}
+		t = stripLabels(t, int(v.TargetStrip))
+		prio := uint16(v.Priority)
+		if v.Priority == 0 {
+			prio = defaultPriority
+		}
+		if v.Port > 0 {
+			w := uint16(v.Weight)
+			if v.Weight == 0 {
+				w = defaultWeight
+			}
+			rrs = append(rrs, &dns.SRV{Hdr: hdr(dns.TypeSRV), Priority: prio, Weight: w, Port: uint16(v.Port), Target: t})
+		}
+		if v.Mail {
+			rrs = append(rrs, &dns.MX{Hdr: hdr(dns.TypeMX), Preference: prio, Mx: t})
+		}
+	}
+	if v.Text != "" {
+		rrs = append(rrs, &dns.TXT{Hdr: hdr(dns.TypeTXT), Txt: txtStrings(v.Text)})
+	}
+	return parsed{rrs: rrs, group: v.Group}, nil
+}
+
+// check validates the numbers and the fields' combination.
+func (v *value) check() error {
+	for _, f := range []struct {
+		name string
+		n    jsonInt
+		max  int64
+	}{
+		{"port", v.Port, math.MaxUint16},
+		{"priority", v.Priority, math.MaxUint16},
+		{"weight", v.Weight, math.MaxUint16},
+		{"ttl", v.TTL, math.MaxInt32},
+		{"targetstrip", v.TargetStrip, 127},
+	} {
+		if f.n < 0 || int64(f.n) > f.max {
+			return fmt.Errorf("%s %d out of range 0..%d", f.name, f.n, f.max)
+		}
+	}
+	switch {
+	case v.Host == "" && v.Text == "":
+		return errors.New("neither host nor text: the value gives no record")
+	case v.Host == "" && v.Port > 0:
+		return errors.New("port without host")
+	case v.Host == "" && v.Mail:
+		return errors.New("mail without host")
+	}
+	return nil
+}
+
+// parseHost classifies a host: an IP address (IPv4-mapped IPv6 is
+// IPv4), else a lower-case FQDN. Something that looks like an address
+// but is not one (digits and dots, or a colon) is an error, as is a name
+// with characters other than letters, digits, '-', '_' and '.'.
+func parseHost(h string) (netip.Addr, string, error) {
+	looksIP := strings.IndexByte(h, ':') >= 0
+	if !looksIP {
+		looksIP = strings.Trim(h, "0123456789.") == ""
+	}
+	if looksIP {
+		a, err := netip.ParseAddr(h)
+		if err != nil || a.Zone() != "" {
+			return netip.Addr{}, "", fmt.Errorf("bad IP address %q", h)
+		}
+		return a.Unmap(), "", nil
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '*') {
+			return netip.Addr{}, "", fmt.Errorf("host %q: character %q not allowed in a name", h, c)
+		}
+	}
+	name := strings.ToLower(dns.Fqdn(h))
+	if _, ok := dns.IsDomainName(name); !ok || name == "." || strings.Contains(name, "..") || len(name) > maxNameLen {
+		return netip.Addr{}, "", fmt.Errorf("host %q is neither an IP address nor a domain name", h)
+	}
+	return netip.Addr{}, name, nil
+}
+
+// stripLabels removes n labels from the left of name; when that would
+// leave nothing, name is kept whole (SkyDNS's targetstrip).
+func stripLabels(name string, n int) string {
+	off := 0
+	for range n {
+		i := strings.IndexByte(name[off:], '.')
+		if i < 0 || off+i+1 >= len(name) {
+			return name
+		}
+		off += i + 1
+	}
+	return name[off:]
+}
+
+// isReverse reports whether name is in in-addr.arpa. or ip6.arpa., where
+// a host name gives a PTR record.
+func isReverse(name string) bool {
+	return strings.HasSuffix(name, ".in-addr.arpa.") || strings.HasSuffix(name, ".ip6.arpa.") ||
+		name == "in-addr.arpa." || name == "ip6.arpa."
+}
+
+// txtStrings splits text into character-strings of at most 255 bytes, in
+// the escaped form miekg/dns expects in TXT.Txt.
+func txtStrings(text string) []string {
+	var out []string
+	for len(text) > 0 {
+		n := min(len(text), 255)
+		out = append(out, escapeTXT(text[:n]))
+		text = text[n:]
+	}
+	return out
+}
+
+func escapeTXT(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < ' ' || c > '~' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < ' ' || c > '~':
+			fmt.Fprintf(&b, "\\%03d", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,126 @@
+package sources
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
+)
+
+// Zones with the same etcd settings share one backend (one client, one
+// watch), across zones and reloads; a changed password makes a new one;
+// the password never appears in the registry's keys or logs. The etcd
+// server wants TLS with a client certificate (verified against the CA
+// and server_name of dnsd.yaml) and a password.
+func TestEtcdBackendSharing(t *testing.T) {
+	const password = "first-Secret-pw"
+	srv := etcdtest.Start(t, etcdtest.Options{TLS: true, Auth: true, Username: "dnsd", Password: password})
+	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
+	srv.Put("/skydns/test/two/y", `{"host":"10.0.0.2"}`)
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "etcd.password")
+	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf(`zones:
+  one.test:
+    - etcd: {endpoints: ["%[1]s"], username: dnsd, password_file: etcd.password, ttl: 30s, tls: %[2]s}
+  two.test:
+    - etcd: {endpoints: ["%[1]s"], username: dnsd, password_file: etcd.password, ttl: 30s, tls: %[2]s}
+`, srv.Endpoint(), fmt.Sprintf("{ca: %s, cert: %s, key: %s, server_name: %s}", srv.Certs.CA, srv.Certs.ClientCert, srv.Certs.ClientKey, srv.Certs.ServerName))
+	cfg := load(t, dir, yaml)
+	var logs bytes.Buffer
+	reg := NewRegistry(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer reg.Close()
+	p1, set1, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Len() != 1 || len(set1.Fresh) != 1 {
+		t.Fatalf("two zones, same etcd settings: %d backends, %d fresh; want 1, 1", reg.Len(), len(set1.Fresh))
+	}
+	waitSources(t, p1)
+	if got := resolveA(t, p1, "x.one.test."); got != "10.0.0.1" {
+		t.Fatalf("x.one.test = %s", got)
+	}
+	if got := resolveA(t, p1, "y.two.test."); got != "10.0.0.2" {
+		t.Fatalf("y.two.test = %s", got)
+	}
+
+	// A reload with the same settings reuses the backend.
+	p2, set2, err := reg.Build(context.Background(), load(t, dir, yaml), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Len() != 1 || len(set2.Fresh) != 0 {
+		t.Fatalf("same settings: %d backends, %d fresh; want 1, 0", reg.Len(), len(set2.Fresh))
+	}
+	set1.Release()
+	if got := resolveA(t, p2, "x.one.test."); got != "10.0.0.1" {
+		t.Fatalf("after the reload: x.one.test = %s", got)
+	}
+
+	// The password file changes (same path): a new backend.
+	if err := os.WriteFile(pwFile, []byte("another-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, set3, err := reg.Build(context.Background(), load(t, dir, yaml), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set3.Fresh) != 1 || reg.Len() != 2 {
+		t.Fatalf("changed password: %d fresh, %d running; want 1, 2", len(set3.Fresh), reg.Len())
+	}
+	set2.Release()
+	set3.Release()
+	if reg.Len() != 0 {
+		t.Fatalf("%d backends left after releasing every set", reg.Len())
+	}
+	var keys []string
+	reg.Synced(func(name string, _ bool) { keys = append(keys, name) })
+	for _, s := range append(keys, logs.String(), set3.Fresh[0]) {
+		if strings.Contains(s, password) || strings.Contains(s, "another-pw") {
+			t.Fatalf("a password leaked: %s", s)
+		}
+	}
+}
+
+// dnsd check (DryRun) reads the local files but connects to nothing.
+func TestEtcdDryRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := load(t, dir, `zones:
+  one.test:
+    - etcd: {endpoints: ["http://127.0.0.1:1"]}
+`)
+	reg := NewRegistry(Options{DryRun: true})
+	defer reg.Close()
+	_, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Release()
+	if reg.Len() != 0 {
+		t.Fatalf("dry run started %d backends", reg.Len())
+	}
+}
+
+func waitSources(t *testing.T, p *pipeline.Pipeline) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, s := range p.Sources() {
+		if sy, ok := s.(pipeline.Syncer); ok {
+			if err := sy.WaitSynced(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
