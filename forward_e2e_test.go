@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
 // e2eUpstream is a miekg/dns server on UDP and TCP of one loopback port
@@ -243,5 +245,33 @@ func TestForwardLoopDetected(t *testing.T) {
 	}
 	if took := time.Since(start); took > 200*time.Millisecond {
 		t.Errorf("a query through a detected loop took %v", took)
+	}
+}
+
+// TestForwardCNAMEFromLocalSource: a CNAME held by a local source (etcd)
+// to an external name is completed through the forward source, in one
+// answer.
+func TestForwardCNAMEFromLocalSource(t *testing.T) {
+	up := startE2EUpstream(t, nil)
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	srv.Put("/skydns/internal/example/alias", `{"host":"www.example.com"}`)
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
+zones:
+  example.internal:
+    - etcd: {endpoints: ["%s"], ttl: 60s, sync_timeout: 10s}
+  .:
+    - forward: {upstreams: ["%s"]}
+`, addr, srv.Endpoint(), up.addr))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	waitAnswer(t, addr, "alias.example.internal", dns.TypeA, "NOERROR:www.example.com.,192.0.2.1")
+	r, err := query(t, "udp", addr, "alias.example.internal", dns.TypeA)
+	if err != nil || len(r.Answer) != 2 || r.Answer[1].Header().Name != "www.example.com." {
+		t.Fatalf("CNAME chain: %v %v", r, err)
+	}
+	if n := up.n.Load(); n != 1 {
+		t.Fatalf("upstream asked %d times; want 1 (www.example.com, then cached)", n)
 	}
 }
