@@ -6,7 +6,6 @@
 package main
 
 import (
-	_ "golang.org/x/sync/singleflight"
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/api/discovery/v1"
 	_ "k8s.io/client-go/informers"
