@@ -9,4 +9,15 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+
+# The kubernetes tests run a real kube-apiserver, built from the Go module
+# proxy once and cached outside the repository (minutes the first time).
+if tools=$(scripts/k8s-tools.sh); then
+	eval "$tools"
+elif [ "${CI:-}" = true ]; then
+	echo "scripts/k8s-tools.sh failed" >&2
+	exit 1
+else
+	echo "warning: no kube-apiserver: the kubernetes integration tests will be skipped" >&2
+fi
 go test -race -count=1 -timeout 30m "$@" ./...

@@ -112,29 +112,6 @@ func TestBackendKeyIncludesTTL(t *testing.T) {
 	s2.Release()
 }
 
-// Source kinds not built yet fail with their position, and nothing stays
-// acquired.
-func TestUnavailableKind(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := load(t, dir, `zones:
-  one.test:
-    - hosts: {files: [a.hosts]}
-    - kubernetes: {}
-`)
-	reg := NewRegistry(Options{})
-	defer reg.Close()
-	_, _, err := reg.Build(context.Background(), cfg, pipeline.Options{})
-	if err == nil || !strings.Contains(err.Error(), "dnsd.yaml:4:7") || !strings.Contains(err.Error(), "not available yet") {
-		t.Fatalf("want a positioned 'not available yet' error, got %v", err)
-	}
-	if reg.Len() != 0 {
-		t.Fatalf("a failed build left %d backends running", reg.Len())
-	}
-}
-
 // Names of a hosts file outside the zone are logged once, when the backend
 // is loaded.
 func TestOutsideNamesLogged(t *testing.T) {

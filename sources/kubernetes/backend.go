@@ -1,0 +1,358 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// Client QPS and burst: informers only list and watch, so these matter
+// when many informers relist at once after an outage; high enough not to
+// slow a big cluster's relist, low enough to be a polite client.
+const (
+	clientQPS   = 50
+	clientBurst = 100
+)
+
+// byServiceIndex indexes endpoint slices by "<namespace>/<service>".
+const byServiceIndex = "service"
+
+// ClientConfig says how to reach a cluster.
+type ClientConfig struct {
+	// Kubeconfig is a kubeconfig file; "" means in-cluster config, then
+	// $KUBECONFIG, then ~/.kube/config.
+	Kubeconfig string
+	Context    string
+	UserAgent  string
+	// Logger, when set, hears when the API server becomes unreachable and
+	// reachable again (once per transition, not per retry).
+	Logger *slog.Logger
+}
+
+// RESTConfig builds the client configuration without contacting the API
+// server (it reads files only). Errors do not name the source kind: the
+// caller's context does.
+func RESTConfig(c ClientConfig) (*rest.Config, error) {
+	var cfg *rest.Config
+	if c.Kubeconfig == "" {
+		ic, err := rest.InClusterConfig()
+		switch {
+		case err == nil:
+			cfg = ic
+		case errors.Is(err, rest.ErrNotInCluster):
+		default:
+			return nil, fmt.Errorf("in-cluster config: %w", err)
+		}
+	}
+	if cfg == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if c.Kubeconfig != "" {
+			rules.ExplicitPath = c.Kubeconfig
+		} else if !anyFile(rules.Precedence) {
+			return nil, errors.New("no cluster configuration: not running in a pod, $KUBECONFIG unset and no ~/.kube/config (set kubeconfig)")
+		}
+		overrides := &clientcmd.ConfigOverrides{CurrentContext: c.Context}
+		kc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		cfg = kc
+	}
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.UserAgent = c.UserAgent
+	cfg.WarningHandler = rest.NoWarnings{}
+	if c.Logger != nil {
+		cw := &connWatch{logger: c.Logger, host: cfg.Host}
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			cw.rt = rt
+			return cw
+		})
+	}
+	return cfg, nil
+}
+
+// connWatch logs the API server's reachability transitions: the
+// informers retry with backoff through an outage, and an operator wants
+// one line when it starts and one when it ends.
+type connWatch struct {
+	rt     http.RoundTripper
+	logger *slog.Logger
+	host   string
+
+	mu    sync.Mutex
+	down  bool
+	since time.Time
+}
+
+func (c *connWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil && req.Context().Err() != nil {
+		return resp, err // cancelled by us (shutdown, watch end)
+	}
+	c.mu.Lock()
+	switch {
+	case err != nil && !c.down:
+		c.down, c.since = true, time.Now()
+		c.mu.Unlock()
+		c.logger.Warn("kubernetes API server unreachable; serving the last known state and retrying", "host", c.host, "err", err)
+		return resp, err
+	case err == nil && c.down:
+		c.down = false
+		took := time.Since(c.since).Round(time.Millisecond)
+		c.mu.Unlock()
+		c.logger.Info("kubernetes API server reachable again", "host", c.host, "after", took)
+		return resp, err
+	}
+	c.mu.Unlock()
+	return resp, err
+}
+
+func anyFile(paths []string) bool {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Clean(p)); err == nil && !st.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// Backend is one connection to a cluster: a clientset and shared
+// informers on Services, EndpointSlices, Namespaces and (when asked)
+// Pods. Any number of Sources register their handlers on it. Opening
+// never waits for the API server: the informers list and watch in the
+// background, and client-go retries with backoff through outages while
+// the stores keep their last contents.
+type Backend struct {
+	logger  *slog.Logger
+	metrics *Metrics
+	factory informers.SharedInformerFactory
+
+	services cache.SharedIndexInformer
+	slices   cache.SharedIndexInformer
+	ns       cache.SharedIndexInformer
+	pods     cache.SharedIndexInformer // nil unless pods are watched
+	podNames bool
+	// yes and no are what stripped endpoints' ready conditions point to,
+	// instead of one allocation each.
+	yes, no bool
+	// serial is the SOA serial of every source over this backend: it
+	// starts at the Unix time and advances with each change applied.
+	serial    atomic.Uint32
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+}
+
+// BackendOptions configure a Backend.
+type BackendOptions struct {
+	// Pods adds a Pod informer (pods: verified).
+	Pods bool
+	// PodNames keeps endpoints' pod names (endpoint_pod_names); without
+	// it they are stripped to save memory.
+	PodNames bool
+	Logger   *slog.Logger
+	Metrics  *Metrics // nil: not recorded
+}
+
+// NewBackend starts informers over client. Close stops them.
+func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := opts.Metrics
+	if m == nil {
+		m = NewMetrics()
+	}
+	b := &Backend{logger: logger, metrics: m, yes: true}
+	b.serial.Store(uint32(time.Now().Unix()))
+	b.podNames = opts.PodNames
+	b.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(b.strip))
+	b.services = b.factory.Core().V1().Services().Informer()
+	b.slices = b.factory.Discovery().V1().EndpointSlices().Informer()
+	b.ns = b.factory.Core().V1().Namespaces().Informer()
+	if opts.Pods {
+		b.pods = b.factory.Core().V1().Pods().Informer()
+	}
+	_ = b.slices.AddIndexers(cache.Indexers{byServiceIndex: sliceServiceIndex})
+	b.count(b.services, "service")
+	b.count(b.slices, "endpointslice")
+	b.count(b.ns, "namespace")
+	if b.pods != nil {
+		b.count(b.pods, "pod")
+	}
+	for _, inf := range b.informers() {
+		b.watchErrors(inf)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
+	b.factory.StartWithContext(ctx)
+	return b
+}
+
+func (b *Backend) informers() []cache.SharedIndexInformer {
+	l := []cache.SharedIndexInformer{b.services, b.slices, b.ns}
+	if b.pods != nil {
+		l = append(l, b.pods)
+	}
+	return l
+}
+
+// count records every event of inf in the event counter.
+func (b *Backend) count(inf cache.SharedIndexInformer, resource string) {
+	add := b.metrics.events.WithLabelValues(resource, "add")
+	upd := b.metrics.events.WithLabelValues(resource, "update")
+	del := b.metrics.events.WithLabelValues(resource, "delete")
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { add.Inc() },
+		UpdateFunc: func(any, any) { upd.Inc() },
+		DeleteFunc: func(any) { del.Inc() },
+	})
+}
+
+// watchErrors logs list/watch failures the API server answers (e.g. a
+// missing RBAC permission), at most once a minute per informer; the
+// informer keeps retrying. Connection failures are logged by the
+// transport (RESTConfig).
+func (b *Backend) watchErrors(inf cache.SharedIndexInformer) {
+	var mu sync.Mutex
+	var last time.Time
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		mu.Lock()
+		now := time.Now()
+		quiet := now.Sub(last) < time.Minute
+		if !quiet {
+			last = now
+		}
+		mu.Unlock()
+		if !quiet && !errors.Is(err, context.Canceled) {
+			b.logger.Warn("kubernetes API list/watch failed; serving the last known state and retrying", "resource", r.TypeDescription(), "err", err)
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+}
+
+// Synced reports whether every informer has listed once.
+func (b *Backend) Synced() bool {
+	for _, inf := range b.informers() {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Close stops the informers and waits for them. Idempotent.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		b.cancel()
+		b.factory.Shutdown()
+	})
+	return nil
+}
+
+func sliceServiceIndex(obj any) ([]string, error) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	svc := sl.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{sl.Namespace + "/" + svc}, nil
+}
+
+// strip keeps only what DNS needs of an object before it enters an
+// informer's store (SPEC §7 memory): no managed fields, annotations,
+// labels (but the endpoint slice's service name), pod specs, selectors.
+// It is idempotent.
+func (b *Backend) strip(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		out := &corev1.Service{ObjectMeta: meta(&o.ObjectMeta)}
+		if v, ok := o.Annotations[tolerateUnreadyAnnotation]; ok {
+			out.Annotations = map[string]string{tolerateUnreadyAnnotation: v}
+		}
+		out.Spec.Type = o.Spec.Type
+		out.Spec.ClusterIP = o.Spec.ClusterIP
+		out.Spec.ClusterIPs = o.Spec.ClusterIPs
+		out.Spec.ExternalName = o.Spec.ExternalName
+		out.Spec.ExternalIPs = o.Spec.ExternalIPs
+		out.Spec.PublishNotReadyAddresses = o.Spec.PublishNotReadyAddresses
+		if len(o.Spec.Ports) > 0 {
+			out.Spec.Ports = make([]corev1.ServicePort, len(o.Spec.Ports))
+			for i, p := range o.Spec.Ports {
+				out.Spec.Ports[i] = corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port}
+			}
+		}
+		if len(o.Status.LoadBalancer.Ingress) > 0 {
+			out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, len(o.Status.LoadBalancer.Ingress))
+			for i, in := range o.Status.LoadBalancer.Ingress {
+				out.Status.LoadBalancer.Ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, Hostname: in.Hostname}
+			}
+		}
+		return out, nil
+	case *discoveryv1.EndpointSlice:
+		out := &discoveryv1.EndpointSlice{ObjectMeta: meta(&o.ObjectMeta), AddressType: o.AddressType, Ports: o.Ports}
+		if svc, ok := o.Labels[discoveryv1.LabelServiceName]; ok {
+			out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+		}
+		if len(o.Endpoints) > 0 {
+			out.Endpoints = make([]discoveryv1.Endpoint, len(o.Endpoints))
+			for i := range o.Endpoints {
+				e := &o.Endpoints[i]
+				n := discoveryv1.Endpoint{Addresses: e.Addresses, Hostname: e.Hostname}
+				if r := e.Conditions.Ready; r != nil {
+					if *r {
+						n.Conditions.Ready = &b.yes
+					} else {
+						n.Conditions.Ready = &b.no
+					}
+				}
+				if b.podNames && e.Hostname == nil && e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
+					n.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: e.TargetRef.Name}
+				}
+				out.Endpoints[i] = n
+			}
+		}
+		return out, nil
+	case *corev1.Namespace:
+		return &corev1.Namespace{ObjectMeta: meta(&o.ObjectMeta)}, nil
+	case *corev1.Pod:
+		out := &corev1.Pod{ObjectMeta: meta(&o.ObjectMeta)}
+		out.DeletionTimestamp = o.DeletionTimestamp
+		out.Status.Phase = o.Status.Phase
+		out.Status.PodIP = o.Status.PodIP
+		out.Status.PodIPs = o.Status.PodIPs
+		return out, nil
+	}
+	return obj, nil
+}
+
+func meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}
+}

@@ -1,0 +1,74 @@
+package kubernetes
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	k8s "k8s.io/client-go/kubernetes"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// An unreachable API server: opening does not block, the source stays
+// unsynced (SERVFAIL), and the outage is logged once, not per retry.
+func TestUnreachableAPIServer(t *testing.T) {
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(strings.ReplaceAll(twoContexts, "10.0.0.1:6443", "127.0.0.1:1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := RESTConfig(ClientConfig{Kubeconfig: kc, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	b := NewBackend(cs, BackendOptions{Logger: logger})
+	defer b.Close()
+	src, err := NewSource(b, Options{Zones: []string{zones}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("opening took %s", d)
+	}
+	waitFor(t, 10*time.Second, func() string {
+		if !strings.Contains(logs.String(), "kubernetes API server unreachable") {
+			return "the outage is not logged:\n" + logs.String()
+		}
+		return ""
+	})
+	time.Sleep(2 * time.Second) // retries: still one line
+	if src.Synced() {
+		t.Fatal("synced without an API server")
+	}
+	if n := strings.Count(logs.String(), "unreachable"); n != 1 {
+		t.Errorf("%d outage lines, want 1:\n%s", n, logs.String())
+	}
+}

@@ -1,0 +1,468 @@
+// Package kubernetes is dnsd's kubernetes source: the Kubernetes DNS-Based
+// Service Discovery specification (schema 1.1.0) served from client-go
+// informers, for machines inside or outside the cluster (SPEC §4
+// "Kubernetes records").
+//
+// A Backend is one connection to a cluster (a clientset and shared
+// informers on Services, EndpointSlices, Namespaces and, for pods:
+// verified, Pods). A Source is one zone key's view of it: it registers
+// handlers on the backend's informers, and a worker goroutine turns each
+// changed object into that object's records (a service's records merge
+// all its EndpointSlices) in an index readers consult without locks.
+// Queries never call the API and never wait for event handling.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// ErrNotSynced is a Source's failure until its first sync is done.
+var ErrNotSynced = errors.New("kubernetes: not synced with the API server yet")
+
+// Options configure a Source.
+type Options struct {
+	// Zones are the zone key's names (lower-case FQDNs). Reverse zones
+	// (in-addr.arpa., ip6.arpa.) get PTR records; records of the other
+	// zones are built under each of them.
+	Zones            []string
+	TTL              time.Duration
+	Pods             string // PodsDisabled (default), PodsInsecure, PodsVerified
+	Namespaces       []string
+	EndpointPodNames bool
+	External         bool // expose: external
+	Logger           *slog.Logger
+}
+
+// Source is one zone key's kubernetes records. It implements
+// pipeline.Source and pipeline.Syncer.
+type Source struct {
+	b      *Backend
+	s      settings
+	ix     *index
+	logger *slog.Logger
+
+	regs []registration
+
+	mu    sync.Mutex
+	dirty map[objKey]time.Time
+	wake  chan struct{}
+
+	informersSynced atomic.Bool
+	synced          atomic.Bool
+	syncedCh        chan struct{}
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var (
+	_ pipeline.Source = (*Source)(nil)
+	_ pipeline.Syncer = (*Source)(nil)
+)
+
+type registration struct {
+	inf cache.SharedIndexInformer
+	reg cache.ResourceEventHandlerRegistration
+}
+
+type objKind uint8
+
+const (
+	kindService objKind = iota
+	kindNamespace
+	kindPod
+)
+
+// objKey names an object to recompute: its store key ("ns/name", or
+// "name" for a namespace).
+type objKey struct {
+	kind objKind
+	key  string
+}
+
+// NewSource starts a view of b. Close it before closing b.
+func NewSource(b *Backend, opts Options) (*Source, error) {
+	s := settings{
+		ttl:      ttlSeconds(opts.TTL),
+		podNames: opts.EndpointPodNames,
+		external: opts.External,
+		pods:     opts.Pods,
+	}
+	if s.pods == "" {
+		s.pods = PodsDisabled
+	}
+	switch s.pods {
+	case PodsDisabled, PodsInsecure:
+	case PodsVerified:
+		if b.pods == nil && !opts.External {
+			return nil, errors.New("kubernetes: pods: verified needs a backend that watches pods")
+		}
+	default:
+		return nil, fmt.Errorf("kubernetes: unknown pods mode %q", s.pods)
+	}
+	if opts.EndpointPodNames && !b.podNames {
+		return nil, errors.New("kubernetes: endpoint_pod_names needs a backend that keeps pod names")
+	}
+	if s.external && s.pods != PodsDisabled {
+		s.pods = PodsDisabled // pod records are cluster-internal
+	}
+	if len(opts.Namespaces) > 0 {
+		s.namespaces = make(map[string]bool, len(opts.Namespaces))
+		for _, ns := range opts.Namespaces {
+			s.namespaces[strings.ToLower(ns)] = true
+		}
+	}
+	var roots []string
+	for _, z := range opts.Zones {
+		z = strings.ToLower(dns.Fqdn(z))
+		roots = append(roots, z)
+		if isReverseZone(z) {
+			s.reverse = append(s.reverse, z)
+		} else {
+			s.zones = append(s.zones, z)
+		}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	src := &Source{
+		b:        b,
+		s:        s,
+		ix:       newIndex(roots, &b.serial),
+		logger:   logger,
+		dirty:    make(map[objKey]time.Time),
+		wake:     make(chan struct{}, 1),
+		syncedCh: make(chan struct{}),
+		stop:     make(chan struct{}),
+	}
+	src.ix.set("static", staticRecords(&src.s))
+	src.ix.bump() // a new view (a reload) is new data
+	if err := src.register(b.services, func(obj any) { src.enqueueMeta(kindService, obj) }, nil); err != nil {
+		return nil, err
+	}
+	if err := src.register(b.slices, src.enqueueSlice, func(old, cur any) {
+		src.enqueueSlice(old)
+		src.enqueueSlice(cur)
+	}); err != nil {
+		src.Close()
+		return nil, err
+	}
+	if err := src.register(b.ns, func(obj any) { src.enqueueMeta(kindNamespace, obj) }, nil); err != nil {
+		src.Close()
+		return nil, err
+	}
+	if s.pods == PodsVerified {
+		if err := src.register(b.pods, func(obj any) { src.enqueueMeta(kindPod, obj) }, nil); err != nil {
+			src.Close()
+			return nil, err
+		}
+	}
+	src.wg.Add(2)
+	go src.run()
+	go src.waitInformers()
+	return src, nil
+}
+
+func isReverseZone(z string) bool {
+	return dns.IsSubDomain("in-addr.arpa.", z) || dns.IsSubDomain("ip6.arpa.", z)
+}
+
+func ttlSeconds(d time.Duration) uint32 {
+	s := d / time.Second
+	if s < 0 {
+		return 0
+	}
+	if s > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(s)
+}
+
+// register adds handlers to inf; update defaults to on(new).
+func (src *Source) register(inf cache.SharedIndexInformer, on func(any), update func(old, cur any)) error {
+	if update == nil {
+		update = func(_, cur any) { on(cur) }
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: update,
+		DeleteFunc: on,
+	})
+	if err != nil {
+		return fmt.Errorf("kubernetes: informer handler: %w", err)
+	}
+	src.regs = append(src.regs, registration{inf, reg})
+	return nil
+}
+
+func (src *Source) enqueueMeta(kind objKind, obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil || key == "" {
+		return
+	}
+	if kind != kindNamespace {
+		ns, _, _ := strings.Cut(key, "/")
+		if !src.s.exposed(ns) {
+			return
+		}
+	} else if !src.s.exposed(key) {
+		return
+	}
+	src.enqueue(objKey{kind, key})
+}
+
+func (src *Source) enqueueSlice(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || !src.s.exposed(sl.Namespace) {
+		return
+	}
+	svc := sl.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return
+	}
+	src.enqueue(objKey{kindService, sl.Namespace + "/" + svc})
+}
+
+func (src *Source) enqueue(k objKey) {
+	src.mu.Lock()
+	if _, ok := src.dirty[k]; !ok {
+		src.dirty[k] = time.Now()
+	}
+	src.mu.Unlock()
+	select {
+	case src.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the worker: it recomputes the objects marked dirty, in batches
+// (events on one object in a burst are applied once).
+func (src *Source) run() {
+	defer src.wg.Done()
+	for {
+		select {
+		case <-src.stop:
+			return
+		case <-src.wake:
+		}
+		for {
+			src.mu.Lock()
+			batch := src.dirty
+			if len(batch) == 0 {
+				src.mu.Unlock()
+				break
+			}
+			src.dirty = make(map[objKey]time.Time)
+			src.mu.Unlock()
+			for k := range batch {
+				src.apply(k)
+			}
+			src.ix.bump()
+			if src.synced.Load() {
+				now := time.Now()
+				for _, t := range batch {
+					src.b.metrics.latency.Observe(now.Sub(t).Seconds())
+				}
+			}
+		}
+		src.checkSynced()
+	}
+}
+
+// checkSynced declares the source synced once its handlers have seen
+// every object of the informers' first lists and the worker has applied
+// them.
+func (src *Source) checkSynced() {
+	if src.synced.Load() || !src.informersSynced.Load() {
+		return
+	}
+	src.mu.Lock()
+	empty := len(src.dirty) == 0
+	src.mu.Unlock()
+	if !empty {
+		return
+	}
+	src.synced.Store(true)
+	close(src.syncedCh)
+	src.logger.Info("kubernetes source synced", "zones", src.zoneNames(), "names", src.ix.count.Load())
+}
+
+func (src *Source) zoneNames() string {
+	return strings.Join(append(append([]string(nil), src.s.zones...), src.s.reverse...), " ")
+}
+
+// waitInformers waits for every handler registration to have received
+// its initial objects, then lets the worker declare the sync.
+func (src *Source) waitInformers() {
+	defer src.wg.Done()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		done := true
+		for _, r := range src.regs {
+			if !r.reg.HasSynced() {
+				done = false
+				break
+			}
+		}
+		if done {
+			src.informersSynced.Store(true)
+			select {
+			case src.wake <- struct{}{}:
+			default:
+			}
+			return
+		}
+		select {
+		case <-src.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// apply recomputes one object's records from the informers' stores.
+func (src *Source) apply(k objKey) {
+	switch k.kind {
+	case kindService:
+		var svc *corev1.Service
+		var slices []*discoveryv1.EndpointSlice
+		if obj, ok, _ := src.b.services.GetIndexer().GetByKey(k.key); ok {
+			svc, _ = obj.(*corev1.Service)
+		}
+		if svc != nil {
+			objs, _ := src.b.slices.GetIndexer().ByIndex(byServiceIndex, k.key)
+			slices = make([]*discoveryv1.EndpointSlice, 0, len(objs))
+			for _, o := range objs {
+				if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
+					slices = append(slices, sl)
+				}
+			}
+		}
+		src.ix.set("s/"+k.key, serviceRecords(&src.s, svc, slices))
+	case kindNamespace:
+		var ns *corev1.Namespace
+		if obj, ok, _ := src.b.ns.GetIndexer().GetByKey(k.key); ok {
+			ns, _ = obj.(*corev1.Namespace)
+		}
+		src.ix.set("n/"+k.key, namespaceRecords(&src.s, ns))
+	case kindPod:
+		var p *corev1.Pod
+		if obj, ok, _ := src.b.pods.GetIndexer().GetByKey(k.key); ok {
+			p, _ = obj.(*corev1.Pod)
+		}
+		src.ix.set("p/"+k.key, podRecords(&src.s, p))
+	}
+}
+
+// Kind is "kubernetes".
+func (src *Source) Kind() string { return "kubernetes" }
+
+// TTL is the records' TTL in seconds.
+func (src *Source) TTL() uint32 { return src.s.ttl }
+
+// Serial increases with every applied batch of changes. It is the
+// backend's, so a source rebuilt by a reload over the same connection
+// never goes back.
+func (src *Source) Serial() uint32 { return src.ix.serial.Load() }
+
+// Synced reports whether the first full sync is done.
+func (src *Source) Synced() bool { return src.synced.Load() }
+
+// WaitSynced blocks until the first sync is done or ctx ends.
+func (src *Source) WaitSynced(ctx context.Context) error {
+	select {
+	case <-src.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Lookup returns the records at q.Name: Failed until the first sync,
+// then Found (records, or none for a name that exists without records)
+// or NotMine. A hit does not allocate, except for pods: insecure names,
+// which are synthesized.
+func (src *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	if !src.synced.Load() {
+		return pipeline.Result{Status: pipeline.Failed, Err: ErrNotSynced}
+	}
+	if rrs, ok := src.ix.lookup(q.Name); ok {
+		return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+	}
+	if src.s.pods == PodsInsecure {
+		if rr := src.insecurePod(q.Name, q.Zone); rr != nil {
+			return pipeline.Result{Status: pipeline.Found, RRs: []dns.RR{rr}}
+		}
+	}
+	return pipeline.Result{Status: pipeline.NotMine}
+}
+
+// insecurePod answers a-b-c-d.<ns>.pod.<zone> (pods: insecure) with the
+// address the name spells, for an existing, exposed namespace.
+func (src *Source) insecurePod(name, zone string) dns.RR {
+	a, ok := podName(name, zone)
+	if !ok {
+		return nil
+	}
+	dot := strings.IndexByte(name, '.')
+	if _, exists := src.ix.lookup(name[dot+1:]); !exists { // <ns>.pod.<zone>
+		return nil
+	}
+	hdr := dns.RR_Header{Name: name, Class: dns.ClassINET, Ttl: src.s.ttl}
+	if a.Is4() {
+		hdr.Rrtype = dns.TypeA
+		v := a.As4()
+		return &dns.A{Hdr: hdr, A: v[:]}
+	}
+	hdr.Rrtype = dns.TypeAAAA
+	v := a.As16()
+	return &dns.AAAA{Hdr: hdr, AAAA: v[:]}
+}
+
+// podName parses "<dashed-ip>.<ns>.pod.<zone>".
+func podName(name, zone string) (netip.Addr, bool) {
+	if zone == "" || !strings.HasSuffix(name, ".pod."+zone) {
+		return netip.Addr{}, false
+	}
+	rel := name[:len(name)-len(".pod."+zone)] // <dashed-ip>.<ns>
+	label, ns, ok := strings.Cut(rel, ".")
+	if !ok || ns == "" || strings.IndexByte(ns, '.') >= 0 {
+		return netip.Addr{}, false
+	}
+	return undash(label)
+}
+
+// Close unregisters the source's handlers and stops its worker. The
+// backend keeps running. Idempotent.
+func (src *Source) Close() error {
+	src.closeOnce.Do(func() {
+		for _, r := range src.regs {
+			_ = r.inf.RemoveEventHandler(r.reg)
+		}
+		close(src.stop)
+		src.wg.Wait()
+	})
+	return nil
+}
