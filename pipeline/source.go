@@ -7,6 +7,8 @@ package pipeline
 
 import (
 	"context"
+	"math"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -104,4 +106,10 @@ type Response struct {
 // it, and so does the reload switch that holds the current pipeline.
 type Resolver interface {
 	Resolve(ctx context.Context, req *Request) Response
+}
+
+// TTLSeconds converts a configured TTL to the whole seconds of a DNS TTL,
+// clamped to 0..2^31-1 (RFC 2181 §8). Every source uses it for its TTL().
+func TTLSeconds(d time.Duration) uint32 {
+	return uint32(max(0, min(d/time.Second, math.MaxInt32)))
 }

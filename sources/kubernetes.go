@@ -141,7 +141,7 @@ func (r *Registry) kubernetesSource(ctx context.Context, cfg *config.Config, z c
 		if _, err := kubernetes.RESTConfig(cc); err != nil {
 			return nil, err
 		}
-		return kubeDryRunSource{kind: config.KindKubernetes, ttl: uint32(c.TTL.Seconds())}, nil
+		return kubeDryRunSource{kind: config.KindKubernetes, ttl: pipeline.TTLSeconds(c.TTL)}, nil
 	}
 	withPods := c.Pods == kubernetes.PodsVerified && c.Expose != "external"
 	podNames := c.EndpointPodNames && c.Expose != "external"

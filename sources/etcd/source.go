@@ -33,7 +33,7 @@ var (
 // NewSource returns zone names' view of b. ttl is the TTL of negative
 // answers (the source's configured ttl). The Source does not own b.
 func NewSource(b *Backend, zones []string, ttl time.Duration) *Source {
-	s := &Source{b: b, ttl: ttlSeconds(ttl), apex: make(map[string]apexNames, len(zones)), fixed: uint32(time.Now().Unix())}
+	s := &Source{b: b, ttl: pipeline.TTLSeconds(ttl), apex: make(map[string]apexNames, len(zones)), fixed: uint32(time.Now().Unix())}
 	for _, z := range zones {
 		z = strings.ToLower(dns.Fqdn(z))
 		if z == "." {
@@ -43,11 +43,6 @@ func NewSource(b *Backend, zones []string, ttl time.Duration) *Source {
 		s.apex[z] = apexNames{apex: "apex.dns." + z, ns: "ns.dns." + z}
 	}
 	return s
-}
-
-func ttlSeconds(d time.Duration) uint32 {
-	s := d / time.Second
-	return uint32(max(0, min(s, 1<<31-1)))
 }
 
 // Kind is "etcd".

@@ -47,7 +47,7 @@ func NewSource(pool *Pool, cache *Cache, met *Metrics, except []string, zone str
 	if met == nil {
 		met = NewMetrics(nil, nil)
 	}
-	return &Source{pool: pool, cache: cache, met: met, except: except, zone: zone, ttl: uint32(negTTL / time.Second)}
+	return &Source{pool: pool, cache: cache, met: met, except: except, zone: zone, ttl: pipeline.TTLSeconds(negTTL)}
 }
 
 // Kind is "forward".

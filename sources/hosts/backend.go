@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
-	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // debounce is how long the watcher collects events before it re-reads the
@@ -89,7 +90,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger) (*Backe
 	}
 	b := &Backend{
 		logger: logger.With("source", "hosts"),
-		ttl:    ttlSeconds(ttl),
+		ttl:    pipeline.TTLSeconds(ttl),
 		seed:   maphash.MakeSeed(),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -131,18 +132,6 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger) (*Backe
 	b.watcher = w
 	go b.run()
 	return b, nil
-}
-
-// ttlSeconds converts a TTL to whole seconds, clamped to uint32.
-func ttlSeconds(d time.Duration) uint32 {
-	s := d / time.Second
-	if s < 0 {
-		return 0
-	}
-	if s > math.MaxUint32 {
-		return math.MaxUint32
-	}
-	return uint32(s)
 }
 
 // Close stops watching and waits for the watch goroutine to end. The data

@@ -30,7 +30,7 @@ var _ pipeline.Source = (*Source)(nil)
 func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool) *Source {
 	s := &Source{
 		backend: b,
-		ttl:     ttlSeconds(ttl),
+		ttl:     pipeline.TTLSeconds(ttl),
 		reverse: reverse,
 		serial:  uint32(time.Now().Unix()),
 	}

@@ -148,6 +148,21 @@ func (b *builder) addr(name string, a netip.Addr) {
 	}
 }
 
+// portSRVs adds the SRV records of a service's ports with name as the
+// target: _<port>._<proto>.<name> for named ports, and <name> itself.
+func (b *builder) portSRVs(name string, ports []corev1.ServicePort) {
+	for _, p := range ports {
+		if p.Port <= 0 || p.Port > 65535 {
+			continue
+		}
+		proto := p.Protocol
+		if p.Name != "" {
+			b.srv(b.srvName(p.Name, &proto, name), uint16(p.Port), name)
+		}
+		b.srv(name, uint16(p.Port), name)
+	}
+}
+
 func (b *builder) srv(name string, port uint16, target string) {
 	b.add(name, &dns.SRV{Hdr: b.hdr(name, dns.TypeSRV), Priority: 0, Weight: 100, Port: port, Target: target})
 }
@@ -479,16 +494,7 @@ func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.Endp
 					b.ptr(ip, name)
 				}
 			}
-			for _, p := range svc.Spec.Ports {
-				if p.Port <= 0 || p.Port > 65535 {
-					continue
-				}
-				proto := p.Protocol
-				if p.Name != "" {
-					b.srv(b.srvName(p.Name, &proto, name), uint16(p.Port), name)
-				}
-				b.srv(name, uint16(p.Port), name)
-			}
+			b.portSRVs(name, svc.Spec.Ports)
 		}
 		for i, ep := range eps {
 			b.addr(hosts[i], ep.addr)
@@ -546,16 +552,7 @@ func externalRecords(b *builder, svc *corev1.Service, zones []string) {
 				b.ptr(ip, name)
 			}
 		}
-		for _, p := range svc.Spec.Ports {
-			if p.Port <= 0 || p.Port > 65535 {
-				continue
-			}
-			proto := p.Protocol
-			if p.Name != "" {
-				b.srv(b.srvName(p.Name, &proto, name), uint16(p.Port), name)
-			}
-			b.srv(name, uint16(p.Port), name)
-		}
+		b.portSRVs(name, svc.Spec.Ports)
 	}
 }
 

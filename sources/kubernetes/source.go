@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/netip"
 	"strings"
 	"sync"
@@ -100,7 +99,7 @@ type objKey struct {
 // NewSource starts a view of b. Close it before closing b.
 func NewSource(b *Backend, opts Options) (*Source, error) {
 	s := settings{
-		ttl:      ttlSeconds(opts.TTL),
+		ttl:      pipeline.TTLSeconds(opts.TTL),
 		podNames: opts.EndpointPodNames,
 		external: opts.External,
 		pods:     opts.Pods,
@@ -183,17 +182,6 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 
 func isReverseZone(z string) bool {
 	return dns.IsSubDomain("in-addr.arpa.", z) || dns.IsSubDomain("ip6.arpa.", z)
-}
-
-func ttlSeconds(d time.Duration) uint32 {
-	s := d / time.Second
-	if s < 0 {
-		return 0
-	}
-	if s > math.MaxUint32 {
-		return math.MaxUint32
-	}
-	return uint32(s)
 }
 
 // register adds handlers to inf; update defaults to on(new).
