@@ -2,18 +2,14 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dnsd/dnsd/internal/testpki"
 
 	"github.com/miekg/dns"
 
@@ -181,32 +177,9 @@ func rawUDP(t *testing.T, addr string, b []byte) []byte {
 // selfSigned returns a server TLS config and a client config trusting it.
 func selfSigned(t *testing.T) (server, client *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "dns.test"},
-		DNSNames:     []string{"dns.test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
-	client = &tls.Config{RootCAs: pool, ServerName: "dns.test", MinVersion: tls.VersionTLS12}
+	ca, leaf := testpki.Server(t, "dns.test", "127.0.0.1")
+	server = &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, MinVersion: tls.VersionTLS12}
+	client = &tls.Config{RootCAs: ca.Pool(), ServerName: "dns.test", MinVersion: tls.VersionTLS12}
 	return server, client
 }
 

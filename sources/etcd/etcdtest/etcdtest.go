@@ -6,21 +6,17 @@ package etcdtest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dnsd/dnsd/internal/testpki"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -270,27 +266,6 @@ func (c *Certs) ClientTLS(t testing.TB) *tls.Config {
 // name etcd.test, and a client certificate, as PEM files in dir.
 func writeCerts(t testing.TB, dir string) *Certs {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "dnsd test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &Certs{
 		CA:         filepath.Join(dir, "ca.crt"),
 		ServerCert: filepath.Join(dir, "server.crt"),
@@ -299,41 +274,13 @@ func writeCerts(t testing.TB, dir string) *Certs {
 		ClientKey:  filepath.Join(dir, "client.key"),
 		ServerName: "etcd.test",
 	}
-	writePEM(t, c.CA, "CERTIFICATE", caDER)
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certPath, keyPath string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			DNSNames:     []string{c.ServerName},
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writePEM(t, certPath, "CERTIFICATE", der)
-		writePEM(t, keyPath, "EC PRIVATE KEY", kb)
-	}
-	leaf(2, c.ServerName, x509.ExtKeyUsageServerAuth, c.ServerCert, c.ServerKey)
-	leaf(3, "dnsd", x509.ExtKeyUsageClientAuth, c.ClientCert, c.ClientKey)
+	ca := testpki.NewCA(t, "dnsd test CA")
+	server := ca.Issue(t, c.ServerName, x509.ExtKeyUsageServerAuth, c.ServerName, "127.0.0.1")
+	client := ca.Issue(t, "dnsd", x509.ExtKeyUsageClientAuth)
+	testpki.WriteFile(t, c.CA, ca.CertPEM)
+	testpki.WriteFile(t, c.ServerCert, server.CertPEM)
+	testpki.WriteFile(t, c.ServerKey, server.KeyPEM)
+	testpki.WriteFile(t, c.ClientCert, client.CertPEM)
+	testpki.WriteFile(t, c.ClientKey, client.KeyPEM)
 	return c
-}
-
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
