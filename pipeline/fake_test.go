@@ -120,7 +120,7 @@ func (f *fakeForward) Lookup(_ context.Context, q *Question) Result {
 	m.Response, m.RecursionAvailable = true, true
 	if rrs, ok := f.rrs[q.Name]; ok {
 		for _, rr := range rrs {
-			if rr.Header().Rrtype == q.Type || rr.Header().Rrtype == dns.TypeCNAME {
+			if q.Type == dns.TypeANY || rr.Header().Rrtype == q.Type || rr.Header().Rrtype == dns.TypeCNAME {
 				m.Answer = append(m.Answer, dns.Copy(rr))
 			}
 		}

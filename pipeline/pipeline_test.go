@@ -371,6 +371,40 @@ func TestAnsweredPassthrough(t *testing.T) {
 	}
 }
 
+// An upstream's answer to ANY is trimmed to one RRset (RFC 8482), on a
+// copy: the upstream's message (which may be a cache entry) is untouched.
+func TestForwardedANYIsMinimal(t *testing.T) {
+	fwd := newForward(t, "multi.remote.test. 60 IN A 192.0.2.1", "multi.remote.test. 60 IN A 192.0.2.2",
+		"multi.remote.test. 60 IN AAAA 2001:db8::1", "multi.remote.test. 60 IN TXT \"x\"")
+	p, err := New([]ZoneSpec{{Names: []string{"."}, Sources: []SourceEntry{{Source: fwd}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := query(p, "multi.remote.test.", dns.TypeANY)
+	if len(resp.Msg.Answer) != 2 {
+		t.Fatalf("ANY answer has %d records, want the 2 of the first RRset: %v", len(resp.Msg.Answer), resp.Msg.Answer)
+	}
+	for _, rr := range resp.Msg.Answer {
+		if rr.Header().Rrtype != dns.TypeA {
+			t.Errorf("ANY answer holds %s", rr)
+		}
+	}
+	fwd.mu.Lock()
+	left := len(fwd.last.Answer)
+	fwd.mu.Unlock()
+	if left != 4 {
+		t.Errorf("the upstream's message was modified: %d records left", left)
+	}
+	// A single RRset is returned as it is.
+	resp = query(p, "multi.remote.test.", dns.TypeA)
+	fwd.mu.Lock()
+	last := fwd.last
+	fwd.mu.Unlock()
+	if resp.Msg != last {
+		t.Errorf("an A answer was copied")
+	}
+}
+
 func TestAdditionalsNeverForwarded(t *testing.T) {
 	f := newFixture(t)
 	query(f.p, "_http._tcp.example.", dns.TypeSRV)

@@ -130,6 +130,9 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 		case Answered:
 			if nseen == 1 {
 				resp.Msg = o.msg
+				if qt == dns.TypeANY {
+					resp.Msg = minimalANY(o.msg)
+				}
 				return resp
 			}
 			// End of a chain that left the local zones: complete it with
@@ -345,4 +348,27 @@ func containsName(names []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// minimalANY keeps an upstream's ANY answer minimal (RFC 8482, SPEC §4.1):
+// only the first RRset of the answer section. m is shared (it may be a
+// cache entry) and is never modified: a trimmed copy is returned when
+// there is anything to trim.
+func minimalANY(m *dns.Msg) *dns.Msg {
+	if len(m.Answer) < 2 {
+		return m
+	}
+	h := m.Answer[0].Header()
+	keep := make([]dns.RR, 0, len(m.Answer))
+	for _, rr := range m.Answer {
+		if rh := rr.Header(); rh.Rrtype == h.Rrtype && strings.EqualFold(rh.Name, h.Name) {
+			keep = append(keep, rr)
+		}
+	}
+	if len(keep) == len(m.Answer) {
+		return m
+	}
+	c := *m
+	c.Answer = keep
+	return &c
 }
