@@ -159,9 +159,12 @@ func (d *Daemon) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// New backends sync before the swap; kept ones already have.
+	// New backends sync before the swap (up to their sync_timeout); kept
+	// ones are not waited for, synced or not.
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout(cfg))
-	d.waitSynced(syncCtx, p, 0)
+	for _, name := range set.WaitFresh(syncCtx) {
+		d.logger.Warn("new backend not synced within its sync_timeout; its names answer SERVFAIL until it is", "backend", name)
+	}
 	cancel()
 
 	var newHTTP *httpServer

@@ -90,6 +90,29 @@ func (s *Set) Release() {
 	s.once.Do(func() { s.reg.release(s.keys) })
 }
 
+// WaitFresh waits until every backend this Set started and that syncs
+// asynchronously (pipeline.Syncer) has synced, or ctx ends; it returns the
+// names of those still not synced. Backends kept from earlier builds are
+// not waited for (SPEC §5: a reload waits for the new backends only).
+func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
+	s.reg.mu.Lock()
+	var wait []*backend
+	for _, k := range s.Fresh {
+		if b := s.reg.backends[k]; b != nil {
+			wait = append(wait, b)
+		}
+	}
+	s.reg.mu.Unlock()
+	for _, b := range wait {
+		if sy, ok := b.value.(pipeline.Syncer); ok && !sy.Synced() {
+			if err := sy.WaitSynced(ctx); err != nil {
+				unsynced = append(unsynced, b.key)
+			}
+		}
+	}
+	return unsynced
+}
+
 // Build compiles cfg into a pipeline, opening or reusing backends. On
 // error nothing stays acquired. Errors name the source's FILE:LINE:COL.
 func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.Pipeline, *Set, error) {

@@ -3,10 +3,12 @@ package sources
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -141,5 +143,42 @@ func TestOutsideNamesLogged(t *testing.T) {
 	defer set2.Release()
 	if n := strings.Count(logs.String(), "outside the zone"); n != 1 {
 		t.Fatalf("logged %d times, want once (at load, not at every reload)", n)
+	}
+}
+
+// A reload waits for the backends it starts, not for kept ones: WaitFresh
+// reports a new etcd backend that cannot sync, and a rebuild with the same
+// settings has nothing to wait for.
+func TestWaitFreshOnlyWaitsForNewBackends(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now
+	dir := t.TempDir()
+	cfg := load(t, dir, "zones:\n  one.test:\n    - etcd: {endpoints: [\"http://"+dead+"\"]}\n")
+	reg := NewRegistry(Options{})
+	defer reg.Close()
+	_, set1, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set1.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if got := set1.WaitFresh(ctx); len(got) != 1 {
+		t.Fatalf("WaitFresh on a new unreachable etcd backend = %v, want it named", got)
+	}
+	_, set2, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set2.Release()
+	start := time.Now()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if got := set2.WaitFresh(ctx2); len(got) != 0 || time.Since(start) > 2*time.Second {
+		t.Fatalf("WaitFresh on a rebuild = %v after %v, want nothing at once (the backend is kept)", got, time.Since(start))
 	}
 }
