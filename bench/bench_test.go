@@ -30,12 +30,12 @@ func hostsPipeline(b *testing.B, n int) *pipeline.Pipeline {
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
-	be, err := hosts.OpenBackend([]string{path}, time.Hour, slog.New(slog.DiscardHandler))
+	be, err := hosts.OpenBackend([]string{path}, time.Hour, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = be.Close() })
-	src := hosts.NewSource(be, nil, time.Hour, true)
+	src := hosts.NewSource(be, nil, time.Hour, true, nil)
 	var zones []pipeline.ZoneSpec
 	for i := 0; i < 9; i++ {
 		zones = append(zones, pipeline.ZoneSpec{Names: []string{fmt.Sprintf("zone%d.internal.", i)}, Sources: []pipeline.SourceEntry{{Source: src, Fallthrough: true}}})

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -662,5 +663,25 @@ func TestConcurrentResolve(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+func TestSerialClock(t *testing.T) {
+	var c SerialClock
+	now := uint32(time.Now().Unix())
+	prev := c.Next()
+	if prev < now {
+		t.Fatalf("Next = %d, before the Unix time %d", prev, now)
+	}
+	for range 100 {
+		s := c.Next()
+		if s <= prev {
+			t.Fatalf("Next = %d after %d", s, prev)
+		}
+		prev = s
+	}
+	var none *SerialClock
+	if s := none.Next(); s < now {
+		t.Fatalf("nil clock: Next = %d, before the Unix time %d", s, now)
 	}
 }

@@ -8,6 +8,7 @@ package pipeline
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -112,4 +113,29 @@ type Resolver interface {
 // clamped to 0..2^31-1 (RFC 2181 §8). Every source uses it for its TTL().
 func TTLSeconds(d time.Duration) uint32 {
 	return uint32(max(0, min(d/time.Second, math.MaxInt32)))
+}
+
+// SerialClock hands out SOA serials for data changes: the Unix time, but
+// always greater than every serial it handed out before, so the zone's
+// serial (the largest of its sources') increases with every change of any
+// of them, even several in one second. One clock serves the whole process:
+// the source registry owns it and passes it to every backend and source.
+// A nil *SerialClock still works: it returns the Unix time.
+type SerialClock struct {
+	last atomic.Uint32
+}
+
+// Next returns a new serial.
+func (c *SerialClock) Next() uint32 {
+	now := uint32(time.Now().Unix())
+	if c == nil {
+		return now
+	}
+	for {
+		prev := c.last.Load()
+		next := max(now, prev+1)
+		if c.last.CompareAndSwap(prev, next) {
+			return next
+		}
+	}
 }

@@ -68,6 +68,7 @@ func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.
 			r.etcd.metrics = m
 		}
 		b, err := etcd.Open(etcd.Options{
+			Serials:   &r.serials,
 			Name:      name,
 			Endpoints: c.Endpoints,
 			Prefix:    c.Prefix,

@@ -33,6 +33,10 @@ type Registry struct {
 	mu       sync.Mutex
 	backends map[string]*backend
 
+	// serials hands out the SOA serials of every hosts and etcd source,
+	// so a zone's serial rises with any change of any of its sources.
+	serials pipeline.SerialClock
+
 	// Per-kind process-lifetime state (metrics, the forward cache), each
 	// declared and managed in that kind's file.
 	forward forwardState
@@ -117,6 +121,13 @@ func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 // error nothing stays acquired. Errors name the source's FILE:LINE:COL.
 func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.Pipeline, *Set, error) {
 	set := &Set{reg: r}
+	if !r.dryRun {
+		// The cache and its metrics exist from the first build, forward
+		// source or not: SPEC §6 lists dnsd_cache_* among the metrics
+		// /metrics always has, and a reload that adds a forward source
+		// finds the cache ready.
+		r.forwardInit(cfg)
+	}
 	var errs []error
 	zones := make([]pipeline.ZoneSpec, 0, len(cfg.Zones))
 	for _, z := range cfg.Zones {
@@ -164,7 +175,7 @@ func (r *Registry) hostsSource(z config.Zone, h *config.Hosts, set *Set) (pipeli
 	var b *hosts.Backend
 	if len(h.Files) > 0 {
 		v, fresh, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
-			b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger)
+			b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger, &r.serials)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -180,7 +191,7 @@ func (r *Registry) hostsSource(z config.Zone, h *config.Hosts, set *Set) (pipeli
 			}
 		}
 	}
-	return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse), nil
+	return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse, &r.serials), nil
 }
 
 // hostsKey identifies a hosts backend: the same files (in any order) with

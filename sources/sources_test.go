@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
@@ -180,5 +181,33 @@ func TestWaitFreshOnlyWaitsForNewBackends(t *testing.T) {
 	defer cancel2()
 	if got := set2.WaitFresh(ctx2); len(got) != 0 || time.Since(start) > 2*time.Second {
 		t.Fatalf("WaitFresh on a rebuild = %v after %v, want nothing at once (the backend is kept)", got, time.Since(start))
+	}
+}
+
+// SPEC §6 lists the cache metrics among those /metrics always has: they
+// are registered by the first Build, forward source or not.
+func TestCacheMetricsWithoutForward(t *testing.T) {
+	dir := t.TempDir()
+	cfg := load(t, dir, "zones:\n  one.test:\n    - hosts: {entries: [\"10.0.0.1 x\"]}\n")
+	preg := prometheus.NewRegistry()
+	reg := NewRegistry(Options{Registerer: preg})
+	defer reg.Close()
+	_, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	mfs, err := preg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for _, name := range []string{"dnsd_cache_hits_total", "dnsd_cache_misses_total", "dnsd_cache_entries"} {
+		if !have[name] {
+			t.Errorf("%s not registered by a build without forward sources", name)
+		}
 	}
 }

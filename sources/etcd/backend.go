@@ -31,6 +31,8 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // Options configure a Backend.
@@ -47,6 +49,9 @@ type Options struct {
 	TTL     time.Duration
 	Logger  *slog.Logger
 	Metrics *Metrics // nil: a private, unregistered set
+	// Serials hands out SOA serials, shared by every source of the process
+	// (nil: the Unix time, kept increasing per Backend).
+	Serials *pipeline.SerialClock
 
 	// Tuning, mostly for tests; zero values mean the defaults.
 	DialTimeout time.Duration // per connection attempt (default 5s)
@@ -117,17 +122,15 @@ func Open(opts Options) (*Backend, error) {
 	if opts.PageSize <= 0 {
 		opts.PageSize = 5000
 	}
-	ttl := opts.TTL / time.Second
-	ttl = max(0, min(ttl, 1<<31-1))
 	b := &Backend{
 		opts:     opts,
 		log:      opts.Logger.With("source", "etcd", "backend", opts.Name),
 		m:        opts.Metrics,
-		ix:       newIndex(opts.Prefix, uint32(ttl)),
+		ix:       newIndex(opts.Prefix, pipeline.TTLSeconds(opts.TTL)),
 		rangeK:   strings.TrimSuffix(opts.Prefix, "/") + "/",
 		syncedCh: make(chan struct{}),
 	}
-	b.serial.Store(uint32(time.Now().Unix()))
+	b.serial.Store(opts.Serials.Next())
 	b.m.hold(opts.Name)
 	b.m.up.WithLabelValues(opts.Name).Set(0)
 	b.m.records.WithLabelValues(opts.Name).Set(0)
@@ -384,11 +387,7 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 
 // changed publishes the new serial and record count.
 func (b *Backend) changed() {
-	s := uint32(time.Now().Unix())
-	if prev := b.serial.Load(); s <= prev {
-		s = prev + 1
-	}
-	b.serial.Store(s)
+	b.serial.Store(max(b.opts.Serials.Next(), b.serial.Load()+1))
 	b.records.Store(int64(b.ix.records))
 	b.m.records.WithLabelValues(b.opts.Name).Set(float64(b.ix.records))
 }

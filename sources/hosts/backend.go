@@ -41,9 +41,10 @@ type snapshot struct {
 // Backend is a set of hosts files, loaded, indexed and watched once. It can
 // be shared by any number of Sources; readers never lock. Close stops it.
 type Backend struct {
-	logger *slog.Logger
-	ttl    uint32
-	cur    atomic.Pointer[snapshot]
+	logger  *slog.Logger
+	ttl     uint32
+	serials *pipeline.SerialClock
+	cur     atomic.Pointer[snapshot]
 
 	// Owned by the watch goroutine after OpenBackend returns.
 	files []*hostsFile
@@ -83,17 +84,19 @@ type fileEntry struct {
 // OpenBackend reads files, indexes them and starts watching them for
 // changes. ttl is the TTL of the records. A file that cannot be read is an
 // error; bad lines are skipped and logged. The caller must Close the
-// Backend.
-func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger) (*Backend, error) {
+// Backend. Serials come from serials (shared by every source of the
+// process; nil: the Unix time, kept increasing per Backend).
+func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials *pipeline.SerialClock) (*Backend, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{
-		logger: logger.With("source", "hosts"),
-		ttl:    pipeline.TTLSeconds(ttl),
-		seed:   maphash.MakeSeed(),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		logger:  logger.With("source", "hosts"),
+		ttl:     pipeline.TTLSeconds(ttl),
+		serials: serials,
+		seed:    maphash.MakeSeed(),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	seen := make(map[string]bool, len(files))
 	dirs := make(map[string]bool)
@@ -158,12 +161,11 @@ func (b *Backend) Records() int { return b.cur.Load().ix.records }
 
 func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
 
-// publish stores ix with a serial of max(prev+1, now).
+// publish stores ix with a new serial from the serial clock: at least
+// max(prev+1, now), and larger than any serial another source or Source
+// took before from the same clock.
 func (b *Backend) publish(ix *index, prev uint32) {
-	serial := uint32(time.Now().Unix())
-	if serial <= prev {
-		serial = prev + 1
-	}
+	serial := max(b.serials.Next(), prev+1)
 	b.cur.Store(&snapshot{ix: ix, serial: serial})
 }
 

@@ -66,12 +66,12 @@ func benchSource(b *testing.B) *Source {
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	bk, err := OpenBackend([]string{path}, time.Hour, nil)
+	bk, err := OpenBackend([]string{path}, time.Hour, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { bk.Close() })
-	return NewSource(bk, nil, time.Hour, true)
+	return NewSource(bk, nil, time.Hour, true, nil)
 }
 
 func BenchmarkLookupHit(b *testing.B) {
@@ -119,7 +119,7 @@ func BenchmarkLoad1M(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		bk, err := OpenBackend([]string{path}, time.Hour, nil)
+		bk, err := OpenBackend([]string{path}, time.Hour, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

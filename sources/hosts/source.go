@@ -17,7 +17,7 @@ type Source struct {
 	inline  *index // nil without entries
 	ttl     uint32
 	reverse bool
-	serial  uint32 // for a Source without backend
+	serial  uint32 // taken when the Source is made: its inline entries' serial
 }
 
 var _ pipeline.Source = (*Source)(nil)
@@ -27,12 +27,12 @@ var _ pipeline.Source = (*Source)(nil)
 // of the inline records and of negative answers; reverse enables PTR
 // answers. The Source does not own b: closing b is the caller's job, after
 // the Source is no longer used.
-func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool) *Source {
+func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := &Source{
 		backend: b,
 		ttl:     pipeline.TTLSeconds(ttl),
 		reverse: reverse,
-		serial:  uint32(time.Now().Unix()),
+		serial:  serials.Next(),
 	}
 	if len(entries) > 0 {
 		n, n4 := 0, 0
@@ -63,10 +63,14 @@ func (s *Source) Kind() string { return "hosts" }
 // TTL is the source's TTL in seconds.
 func (s *Source) TTL() uint32 { return s.ttl }
 
-// Serial is the backend's serial, or a fixed value for inline entries only.
+// Serial is the larger of the backend's serial and the Source's own,
+// taken when it was made: a reload that changes the inline entries makes a
+// new Source with a larger serial even when the files' backend is kept
+// (SPEC §4.5), and a later change of the files gets a larger one still
+// (both come from the same pipeline.SerialClock).
 func (s *Source) Serial() uint32 {
 	if s.backend != nil {
-		return s.backend.Serial()
+		return max(s.backend.Serial(), s.serial)
 	}
 	return s.serial
 }

@@ -72,7 +72,7 @@ func TestReloadOnEdit(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "hosts")
 			writeFile(t, path, "10.0.0.1 web.example.internal\n")
 			b := openBackend(t, path)
-			s := NewSource(b, nil, time.Hour, true)
+			s := NewSource(b, nil, time.Hour, true, nil)
 			expect(t, s, name, "A 10.0.0.1")
 			serial := b.Serial()
 
@@ -90,12 +90,12 @@ func TestDeletedFileKeepsData(t *testing.T) {
 	path := filepath.Join(dir, "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	logger, logs := testLogger(t)
-	b, err := OpenBackend([]string{path}, time.Hour, logger)
+	b, err := OpenBackend([]string{path}, time.Hour, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	s := NewSource(b, nil, time.Hour, true)
+	s := NewSource(b, nil, time.Hour, true, nil)
 	serial := b.Serial()
 
 	if err := os.Remove(path); err != nil {
@@ -134,7 +134,7 @@ func TestUnreadableFileKeepsData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	b := openBackend(t, path)
-	s := NewSource(b, nil, time.Hour, true)
+	s := NewSource(b, nil, time.Hour, true, nil)
 	if err := os.Chmod(path, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestSymlinkSwap(t *testing.T) {
 	if err := os.Symlink("..data/hosts", path); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSource(openBackend(t, path), nil, time.Hour, true)
+	s := NewSource(openBackend(t, path), nil, time.Hour, true, nil)
 	expect(t, s, name, "A 10.0.0.1")
 
 	if err := os.Symlink("v2", filepath.Join(dir, "..data_tmp")); err != nil {
@@ -187,7 +187,7 @@ func TestUnrelatedFilesIgnored(t *testing.T) {
 	path := filepath.Join(dir, "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	b := openBackend(t, path)
-	s := NewSource(b, nil, time.Hour, true)
+	s := NewSource(b, nil, time.Hour, true, nil)
 	serial := b.Serial()
 	writeFile(t, filepath.Join(dir, "hosts.bak"), "10.0.0.66 web.example.internal\n")
 	writeFile(t, filepath.Join(dir, "other"), "10.0.0.66 web.example.internal\n")
@@ -206,8 +206,9 @@ func TestSerialNeverGoesBackwards(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.0 web.example.internal\n")
 	b := openBackend(t, path)
-	s := NewSource(b, nil, time.Hour, true)
+	s := NewSource(b, nil, time.Hour, true, nil)
 	prev := b.Serial()
+	// About the current Unix time (a nil serial clock: the Unix time).
 	if now := uint32(time.Now().Unix()); prev+5 < now || prev > now+5 {
 		t.Errorf("initial serial %d, want about the current unix time %d", prev, now)
 	}
@@ -226,11 +227,11 @@ func TestSerialNeverGoesBackwards(t *testing.T) {
 func TestCloseStopsWatching(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
-	b, err := OpenBackend([]string{path}, time.Hour, nil)
+	b, err := OpenBackend([]string{path}, time.Hour, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSource(b, nil, time.Hour, true)
+	s := NewSource(b, nil, time.Hour, true, nil)
 
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
