@@ -100,11 +100,17 @@ func startDnsd(t *testing.T, dir string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		p.done <- cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			_ = cmd.Process.Kill()
-			<-p.done
+			<-exited
 		}
 		if t.Failed() {
 			t.Logf("dnsd output:\n%s", p.stderr.String())
