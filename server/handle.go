@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -40,6 +39,7 @@ const packBufSize = 2 + dns.MaxMsgSize + 1
 // being assembled (a shallow copy of the pipeline's, so its sections are
 // never written), its additional section and our OPT record.
 type scratch struct {
+	q     parsedQuery
 	req   pipeline.Request
 	out   dns.Msg
 	extra []dns.RR
@@ -57,6 +57,8 @@ func (s *Server) release(sc *scratch) {
 	sc.extra = sc.extra[:0]
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
+	sc.q.msg = dns.Msg{}
+	sc.q.extra[0] = nil
 }
 
 // serveRaw turns one query's bytes into response bytes; nil means send
@@ -85,12 +87,12 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		}
 	}()
 
-	q := new(dns.Msg)
-	if err := q.Unpack(in); err != nil || q.Response {
+	q, lower, ok := sc.parseQuery(in)
+	if !ok || q.Response {
 		return nil
 	}
 	if len(q.Question) == 1 {
-		obs.Name = strings.ToLower(q.Question[0].Name)
+		obs.Name = lower
 		obs.Qtype = q.Question[0].Qtype
 	}
 	st := s.set.Load()

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"net"
 	"net/netip"
 	"syscall"
 )
@@ -20,3 +21,8 @@ func enablePktinfo(string, syscall.RawConn) error { return nil }
 func parsePktinfo([]byte) (netip.Addr, uint32, bool) { return netip.Addr{}, 0, false }
 
 func srcPktinfo(*oobBuf, netip.Addr, uint32) []byte { return nil }
+
+// readUDP reads one datagram per system call (no recvmmsg here).
+func (s *Server) readUDP(u *unit, conn *net.UDPConn) { s.readUDPEach(u, conn) }
+
+func newBatchAny() any { return nil }

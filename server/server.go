@@ -137,8 +137,9 @@ type Server struct {
 	udpq     chan *udpJob  // hand-off from UDP readers to idle workers
 	tcpConns atomic.Int64
 
-	jobs  sync.Pool // *udpJob
-	packs sync.Pool // *[]byte pack buffers
+	jobs    sync.Pool // *udpJob
+	packs   sync.Pool // *[]byte pack buffers
+	batches sync.Pool // *udpBatch (Linux)
 }
 
 // New returns a Server that is not listening yet. Until the first Apply
@@ -164,6 +165,7 @@ func New(opts Options) *Server {
 		udpq:     make(chan *udpJob),
 	}
 	s.jobs.New = func() any { return new(udpJob) }
+	s.batches.New = newBatchAny
 	s.packs.New = func() any {
 		b := make([]byte, packBufSize)
 		return &b

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -663,5 +665,71 @@ func TestWildcardUDPRepliesFromQueriedAddress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSlowQueriesDoNotBlockUDP: queries stuck in the resolver (a forward
+// waiting on its upstream) hold up neither the socket nor the queries
+// received with them; every query is answered exactly once.
+func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
+	release := make(chan struct{})
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		if strings.HasPrefix(req.Name, "slow") {
+			<-release
+		}
+		return answerA(req, 1)
+	}}
+	ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	c, err := net.Dial("udp", ts.addr(t, "udp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send := func(id uint16, name string) {
+		m := query(name, dns.TypeA)
+		m.Id = id
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[uint16]int{}
+	read := func(want int) {
+		t.Helper()
+		buf := make([]byte, 4096)
+		for range want {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("after %d answers: %v", len(got), err)
+			}
+			r := new(dns.Msg)
+			if err := r.Unpack(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			got[r.Id]++
+		}
+	}
+	id := uint16(0)
+	for round := range 3 {
+		send(1000+uint16(round), fmt.Sprintf("slow%d.test.", round))
+		for range 40 {
+			id++
+			send(id, fmt.Sprintf("fast%d.test.", id))
+		}
+		read(40) // the fast ones, while the slow ones wait
+	}
+	close(release)
+	read(3)
+	for k, n := range got {
+		if n != 1 {
+			t.Errorf("query %d answered %d times", k, n)
+		}
+	}
+	if len(got) != 123 {
+		t.Errorf("%d distinct answers, want 123", len(got))
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// UDP serving: each socket has one reader goroutine. A reader hands each
-// packet to an idle worker, or starts a worker (up to maxUDPWorkers), or
-// when at that bound handles the packet itself (backpressure: the kernel
-// queue absorbs the rest). Workers exit after workerIdle without work, so
+// UDP serving, portable path (Linux batches reads and answers on the
+// reader, see udp_linux.go): each socket has one reader goroutine. A
+// reader hands each packet to an idle worker, or starts a worker (up to
+// maxUDPWorkers), or when at that bound handles the packet itself
+// (backpressure: the kernel queue absorbs the rest). Workers exit after workerIdle without work, so
 // a burst of slow (forwarded) queries does not leave goroutines behind.
 const (
 	udpReadSize   = 4096 // larger queries (MSG_TRUNC) are dropped
@@ -33,7 +34,9 @@ type udpJob struct {
 	buf     [udpReadSize]byte
 }
 
-func (s *Server) readUDP(u *unit, conn *net.UDPConn) {
+// readUDPEach is the portable reader: one recvmsg per datagram, handed to
+// the worker pool.
+func (s *Server) readUDPEach(u *unit, conn *net.UDPConn) {
 	for {
 		j := s.jobs.Get().(*udpJob)
 		var oob []byte
@@ -102,19 +105,25 @@ func (s *Server) udpWorker(j *udpJob) {
 
 func (s *Server) handleUDP(j *udpJob) {
 	defer s.handlers.Done()
-	client := j.from.Addr().Unmap().WithZone("")
-	if out := s.serveRaw(s.ctx, &j.sc, protoUDP, client, j.u.loopback, j.buf[:j.n]); out != nil {
-		var err error
-		if j.dst.IsValid() {
-			_, _, err = j.conn.WriteMsgUDPAddrPort(out, srcPktinfo(&j.oobOut, j.dst, j.ifindex), j.from)
-		} else {
-			_, err = j.conn.WriteToUDPAddrPort(out, j.from)
-		}
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			s.log.Debug("udp write error", "client", j.from.String(), "err", err)
-		}
-	}
-	s.release(&j.sc)
+	s.answerUDP(&j.sc, j.u, j.conn, j.from, j.dst, j.ifindex, &j.oobOut, j.buf[:j.n])
 	j.u, j.conn = nil, nil
 	s.jobs.Put(j)
+}
+
+// answerUDP answers one datagram from `from` (sent to dst on interface
+// ifindex when dst is valid: a wildcard listener) and releases sc.
+func (s *Server) answerUDP(sc *scratch, u *unit, conn *net.UDPConn, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf, in []byte) {
+	client := from.Addr().Unmap().WithZone("")
+	if out := s.serveRaw(s.ctx, sc, protoUDP, client, u.loopback, in); out != nil {
+		var err error
+		if dst.IsValid() {
+			_, _, err = conn.WriteMsgUDPAddrPort(out, srcPktinfo(oobOut, dst, ifindex), from)
+		} else {
+			_, err = conn.WriteToUDPAddrPort(out, from)
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Debug("udp write error", "client", from.String(), "err", err)
+		}
+	}
+	s.release(sc)
 }

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// The fast query parser. Almost every query is a 12-byte header, one
+// question whose name is plain letters, digits and hyphens without
+// compression, and at most one OPT record without options. parseQuery
+// decodes exactly that shape into the scratch's message without
+// allocating (the name strings are reused while the same name repeats);
+// anything else — compression pointers, escaped label bytes, other
+// records, EDNS options, short or odd packets — goes to miekg/dns Unpack,
+// so the result is always what Unpack would have produced.
+// FuzzServeRaw checks the two against each other.
+
+// parsedQuery is the parsed query and its storage, part of a scratch.
+type parsedQuery struct {
+	msg      dns.Msg
+	question [1]dns.Question
+	extra    [1]dns.RR
+	opt      dns.OPT
+
+	// The last name decoded on this scratch, in wire form, as miekg/dns
+	// presents it and in lower case: repeated names cost no allocation.
+	wire  []byte
+	name  string
+	lower string
+}
+
+// parseQuery fills sc.q.msg from in. It reports false when miekg/dns
+// Unpack would fail. lower is the question name in lower case when the
+// message has exactly one question.
+func (sc *scratch) parseQuery(in []byte) (q *dns.Msg, lower string, ok bool) {
+	if q, lower, ok := sc.q.fast(in); ok {
+		return q, lower, true
+	}
+	q = &sc.q.msg
+	*q = dns.Msg{}
+	if err := q.Unpack(in); err != nil {
+		return nil, "", false
+	}
+	if len(q.Question) == 1 {
+		lower = sc.q.lowerOf(q.Question[0].Name)
+	}
+	return q, lower, true
+}
+
+// lowerOf returns name in lower case, reusing the cached string.
+func (p *parsedQuery) lowerOf(name string) string {
+	if name == p.name {
+		return p.lower
+	}
+	return strings.ToLower(name)
+}
+
+// fast decodes the common shape; ok false means "use Unpack", never
+// "invalid".
+func (p *parsedQuery) fast(in []byte) (*dns.Msg, string, bool) {
+	if len(in) < 12+1+4 {
+		return nil, "", false
+	}
+	qd := binary.BigEndian.Uint16(in[4:])
+	an := binary.BigEndian.Uint16(in[6:])
+	ns := binary.BigEndian.Uint16(in[8:])
+	ar := binary.BigEndian.Uint16(in[10:])
+	if qd != 1 || an != 0 || ns != 0 || ar > 1 {
+		return nil, "", false
+	}
+	// The question name: plain labels only, at most 254 wire octets
+	// including the final zero (miekg/dns's limit).
+	off := 12
+	for {
+		if off >= len(in) {
+			return nil, "", false
+		}
+		c := int(in[off])
+		if c == 0 {
+			off++
+			break
+		}
+		if c > 63 || off+1+c > len(in) || off+1+c-12 > 254 {
+			return nil, "", false
+		}
+		for _, b := range in[off+1 : off+1+c] {
+			if !plainLabelByte(b) {
+				return nil, "", false
+			}
+		}
+		off += 1 + c
+	}
+	wire := in[12:off]
+	if len(wire) > 254 || off+4 > len(in) {
+		return nil, "", false
+	}
+	qtype := binary.BigEndian.Uint16(in[off:])
+	qclass := binary.BigEndian.Uint16(in[off+2:])
+	off += 4
+
+	var opt *dns.OPT
+	if ar == 1 {
+		// Root owner, type OPT, no options: 11 bytes.
+		if off+11 > len(in) || in[off] != 0 || binary.BigEndian.Uint16(in[off+1:]) != dns.TypeOPT ||
+			binary.BigEndian.Uint16(in[off+9:]) != 0 {
+			return nil, "", false
+		}
+		opt = &p.opt
+		*opt = dns.OPT{Hdr: dns.RR_Header{
+			Name:   ".",
+			Rrtype: dns.TypeOPT,
+			Class:  binary.BigEndian.Uint16(in[off+3:]),
+			Ttl:    binary.BigEndian.Uint32(in[off+5:]),
+		}}
+	}
+
+	if string(wire) != string(p.wire) || p.name == "" {
+		p.setName(wire)
+	}
+	bits := binary.BigEndian.Uint16(in[2:])
+	m := &p.msg
+	*m = dns.Msg{MsgHdr: dns.MsgHdr{
+		Id:                 binary.BigEndian.Uint16(in[0:]),
+		Response:           bits&(1<<15) != 0,
+		Opcode:             int(bits>>11) & 0xF,
+		Authoritative:      bits&(1<<10) != 0,
+		Truncated:          bits&(1<<9) != 0,
+		RecursionDesired:   bits&(1<<8) != 0,
+		RecursionAvailable: bits&(1<<7) != 0,
+		Zero:               bits&(1<<6) != 0,
+		AuthenticatedData:  bits&(1<<5) != 0,
+		CheckingDisabled:   bits&(1<<4) != 0,
+		Rcode:              int(bits & 0xF),
+	}}
+	p.question[0] = dns.Question{Name: p.name, Qtype: qtype, Qclass: qclass}
+	m.Question = p.question[:]
+	if opt != nil {
+		p.extra[0] = opt
+		m.Extra = p.extra[:]
+		m.Rcode |= opt.ExtendedRcode()
+	}
+	return m, p.lower, true
+}
+
+// setName decodes wire (plain labels, checked) into p's cached strings.
+func (p *parsedQuery) setName(wire []byte) {
+	p.wire = append(p.wire[:0], wire...)
+	if len(wire) == 1 {
+		p.name, p.lower = ".", "."
+		return
+	}
+	var buf [256]byte
+	n := 0
+	upper := false
+	for i := 0; wire[i] != 0; {
+		c := int(wire[i])
+		for _, b := range wire[i+1 : i+1+c] {
+			upper = upper || 'A' <= b && b <= 'Z'
+			buf[n] = b
+			n++
+		}
+		buf[n] = '.'
+		n++
+		i += 1 + c
+	}
+	p.name = string(buf[:n])
+	p.lower = p.name
+	if upper {
+		p.lower = strings.ToLower(p.name)
+	}
+}
+
+// plainLabelByte reports whether miekg/dns presents b as itself.
+func plainLabelByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '_' || b == '*'
+}
