@@ -97,15 +97,7 @@ zones:
 		}
 	}
 
-	p.signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("SIGTERM: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("dnsd did not stop on SIGTERM")
-	}
+	p.stop(syscall.SIGTERM)
 }
 
 // Nothing listens at the etcd endpoint: the zone's names are SERVFAIL

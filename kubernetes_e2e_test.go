@@ -181,15 +181,7 @@ zones:
 		t.Errorf("dnsd_source_synced: %s", grep(metrics, "dnsd_source_synced"))
 	}
 
-	p.signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("SIGTERM: dnsd exited with %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("dnsd did not stop on SIGTERM")
-	}
+	p.stop(syscall.SIGTERM)
 }
 
 // createConformanceObjects builds the cluster of the Kubernetes DNS

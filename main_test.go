@@ -126,6 +126,26 @@ func (p *proc) signal(sig os.Signal) {
 	}
 }
 
+// waitExit waits for dnsd to exit and requires exit status 0.
+func (p *proc) waitExit() {
+	p.t.Helper()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Fatalf("dnsd exited with %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		p.t.Fatal("dnsd did not exit")
+	}
+}
+
+// stop sends sig (SIGTERM, SIGINT) and requires a clean exit.
+func (p *proc) stop(sig os.Signal) {
+	p.t.Helper()
+	p.signal(sig)
+	p.waitExit()
+}
+
 // waitLog waits until dnsd's log contains s n times.
 func (p *proc) waitLog(s string, n int) {
 	p.t.Helper()
@@ -317,15 +337,7 @@ zones:
 		t.Errorf("reload counters wrong:\n%s", grep(metrics, "dnsd_reload_total"))
 	}
 
-	p.signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("SIGTERM: dnsd exited with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("dnsd did not stop on SIGTERM")
-	}
+	p.stop(syscall.SIGTERM)
 }
 
 func grep(s, sub string) string {

@@ -1036,15 +1036,7 @@ zones:
 	}
 
 	// SIGINT: graceful stop, exit 0.
-	s.signal(os.Interrupt)
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Errorf("SIGINT: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit on SIGINT")
-	}
+	s.stop(os.Interrupt)
 }
 
 // /ready is 503 with a reason until an etcd source syncs, then 200.
@@ -1121,14 +1113,7 @@ func TestSpecGracefulStop(t *testing.T) {
 	if g := <-got; g != "NOERROR:192.0.2.7" {
 		t.Errorf("query in flight at SIGTERM: %s", g)
 	}
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit")
-	}
+	s.waitExit()
 }
 
 // rate_per_client: over the rate, UDP gets empty TC=1 answers; TCP is never
