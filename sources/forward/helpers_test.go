@@ -33,6 +33,7 @@ type upstreamServer struct {
 	ip     string // A record data
 	tc     bool   // UDP answers: TC=1, no records
 	silent bool   // read queries, never answer (a black hole)
+	noEDNS bool   // answer queries with an OPT FORMERR (no OPT), like a pre-EDNS server
 	soaMin uint32 // NXDOMAIN answers' SOA minimum
 
 	udpN, tcpN atomic.Int64 // queries answered or swallowed, probes excluded
@@ -85,9 +86,13 @@ func (u *upstreamServer) handle(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	u.lastCD.Store(r.CheckingDisabled)
 	u.mu.Lock()
-	rcode, delay, ttl, ip, tc, silent, soaMin := u.rcode, u.delay, u.ttl, u.ip, u.tc, u.silent, u.soaMin
+	rcode, delay, ttl, ip, tc, silent, soaMin, noEDNS := u.rcode, u.delay, u.ttl, u.ip, u.tc, u.silent, u.soaMin, u.noEDNS
 	u.mu.Unlock()
 	if silent {
+		return
+	}
+	if noEDNS && r.IsEdns0() != nil {
+		_ = w.WriteMsg(new(dns.Msg).SetRcode(r, dns.RcodeFormatError))
 		return
 	}
 	time.Sleep(delay)

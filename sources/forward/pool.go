@@ -243,11 +243,22 @@ func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
 		return nil, errLoop
 	}
 	var errs []error
+	var plain []byte // the query without EDNS0, packed when first needed
 	for _, u := range order {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		m, err := u.exchange(ctx, wire, k)
+		if err == nil && m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil {
+			// An upstream that does not speak EDNS0 answers FORMERR
+			// without an OPT: ask it again without one (RFC 6891 §7).
+			if plain == nil {
+				if plain, err = packQuery(k, 0); err != nil {
+					return nil, err
+				}
+			}
+			m, err = u.exchange(ctx, plain, k)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", u.label, err))
 			continue
@@ -301,8 +312,9 @@ func (p *Pool) order(buf []*upstream) []*upstream {
 }
 
 // packQuery builds the upstream query for k: RD=1, CD as the client's,
-// EDNS0 with our buffer size and the client's DO bit. The ID (first two
-// bytes) is set per attempt.
+// EDNS0 with our buffer size and the client's DO bit (udpSize 0: no EDNS0,
+// for upstreams that reject it). The ID (first two bytes) is set per
+// attempt.
 func packQuery(k Key, udpSize uint16) ([]byte, error) {
 	m := &dns.Msg{MsgHdr: dns.MsgHdr{RecursionDesired: true, CheckingDisabled: k.CD}}
 	class := k.Class
@@ -310,6 +322,9 @@ func packQuery(k Key, udpSize uint16) ([]byte, error) {
 		class = dns.ClassINET
 	}
 	m.Question = []dns.Question{{Name: k.Name, Qtype: k.Type, Qclass: class}}
+	if udpSize == 0 {
+		return m.Pack()
+	}
 	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: udpSize}}
 	if k.DO {
 		opt.SetDo()

@@ -90,6 +90,27 @@ func TestFailoverOnTimeout(t *testing.T) {
 	}
 }
 
+// An upstream that answers FORMERR without an OPT to an EDNS0 query is
+// asked again without EDNS0 (RFC 6891 §7), and its answer is used.
+func TestRetryWithoutEDNSOnFormerr(t *testing.T) {
+	old := startUpstream(t)
+	old.set(func(u *upstreamServer) { u.noEDNS = true })
+	p := newPool(t, poolOpts(old.Addr))
+	m, err := exchangeA(t, p, "x.test.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 {
+		t.Fatalf("answer from a pre-EDNS upstream: %v", m)
+	}
+	if n := old.queries(); n != 2 {
+		t.Fatalf("upstream asked %d times, want 2 (with EDNS0, then without)", n)
+	}
+	if up := p.Up(); !up[0] {
+		t.Errorf("a pre-EDNS upstream was marked down")
+	}
+}
+
 // SERVFAIL and REFUSED move on to the next upstream without marking the
 // upstream down (it answered).
 func TestFailoverOnServfailAndRefused(t *testing.T) {
