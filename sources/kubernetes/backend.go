@@ -321,6 +321,11 @@ func (b *Backend) strip(obj any) (any, error) {
 		if svc, ok := o.Labels[discoveryv1.LabelServiceName]; ok {
 			out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
 		}
+		// When the change behind this slice happened: the start of the
+		// DNS programming latency.
+		if v, ok := o.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
+			out.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: v}
+		}
 		if len(o.Endpoints) > 0 {
 			out.Endpoints = make([]discoveryv1.Endpoint, len(o.Endpoints))
 			for i := range o.Endpoints {

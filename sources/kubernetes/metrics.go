@@ -18,7 +18,7 @@ func NewMetrics() *Metrics {
 		}, []string{"resource", "type"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "dnsd_kubernetes_programming_latency_seconds",
-			Help:    "DNS programming latency: from a watch event's arrival to its records being served.",
+			Help:    "DNS programming latency: from an object's change (an endpoint slice's last-change-trigger-time, else the watch event's arrival) to its records being served.",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 		}),
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -521,4 +522,31 @@ func TestRebuiltSourceSerial(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, expect(p, "later.svc.cluster.local", dns.TypeA, "NOERROR "))
+}
+
+// The programming latency starts at the slice's last-change-trigger-time
+// (the change that caused it), not at the event's arrival.
+func TestProgrammingLatencyFromTriggerTime(t *testing.T) {
+	tcp := []port{{name: "http", port: 80}}
+	src, client := fakeSource(t, Options{Zones: allZones}, namespace("default"), headlessService("default", "db", tcp...))
+	p := newPipeline(t, src, allZones...)
+	sl := endpointSlice("default", "db", "db-1", discoveryv1.AddressTypeIPv4, tcp, ep{ip: "10.1.0.1", ready: true})
+	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Add(-3 * time.Second).Format(time.RFC3339Nano)}
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(context.Background(), sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.1"))
+	var m dto.Metric
+	var sum float64
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := src.b.metrics.latency.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if sum = m.GetHistogram().GetSampleSum(); sum >= 3 {
+			break
+		}
+	}
+	if sum < 3 || sum > 60 {
+		t.Fatalf("programming latency sum %.3fs, want about 3s (from the trigger time)", sum)
+	}
 }

@@ -229,13 +229,34 @@ func (src *Source) enqueueSlice(obj any) {
 	if svc == "" {
 		return
 	}
-	src.enqueue(objKey{kindService, sl.Namespace + "/" + svc})
+	src.enqueueAt(objKey{kindService, sl.Namespace + "/" + svc}, changeTime(sl))
 }
 
-func (src *Source) enqueue(k objKey) {
+// changeTime is when the change behind a slice happened: the endpoint
+// slice controller's last-change-trigger-time annotation when it has a
+// sane one (the pod or service change that caused the update), else now,
+// the event's arrival.
+func changeTime(sl *discoveryv1.EndpointSlice) time.Time {
+	now := time.Now()
+	v, ok := sl.Annotations[corev1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return now
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.After(now) || now.Sub(t) > time.Hour {
+		return now
+	}
+	return t
+}
+
+func (src *Source) enqueue(k objKey) { src.enqueueAt(k, time.Now()) }
+
+// enqueueAt marks k dirty; at is when the change happened, for the
+// programming latency (the earliest pending change of k counts).
+func (src *Source) enqueueAt(k objKey, at time.Time) {
 	src.mu.Lock()
-	if _, ok := src.dirty[k]; !ok {
-		src.dirty[k] = time.Now()
+	if t, ok := src.dirty[k]; !ok || at.Before(t) {
+		src.dirty[k] = at
 	}
 	src.mu.Unlock()
 	select {
