@@ -6,7 +6,9 @@ package main
 // kube-apiserver binary, except under CI=true where it fails.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -23,8 +25,11 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"gopkg.in/yaml.v3"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sclient "k8s.io/client-go/kubernetes"
 
@@ -565,4 +570,202 @@ func procRSS(b *testing.B, pid int) (rss, hwm int) {
 		}
 	}
 	return rss, hwm
+}
+
+// TestKubernetesRBAC proves that the RBAC objects docs/sources/kubernetes.md
+// documents for running dnsd outside the cluster are enough: they are
+// read from the doc's YAML block and created on an API server with RBAC
+// authorization. dnsd, authenticated with a token of the documented
+// ServiceAccount (as `kubectl create token` gives), does not sync without
+// the ClusterRoleBinding, and with it serves services and verified pods.
+func TestKubernetesRBAC(t *testing.T) {
+	bin := kubetest.Require(t)
+	cp, err := kubetest.Start(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	k := cp.Client
+	ctx := context.Background()
+	sa, role, binding := docRBAC(t)
+
+	// The API server creates kube-system shortly after it is ready.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := k.CoreV1().Namespaces().Get(ctx, sa.Namespace, metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s: %v", sa.Namespace, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := k.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr, err := k.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.KubeconfigFor("dnsd", tr.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A service and a running pod with an address, in a namespace of
+	// their own.
+	ns := "rbac"
+	if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := k.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := k.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p1"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.7", PodIPs: []corev1.PodIP{{IP: "10.244.1.7"}}}
+	if _, err := k.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	run := func() (p *proc, addr, base string) {
+		port, hport := freePort(t), freePort(t)
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
+http: "127.0.0.1:%d"
+zones:
+  cluster.local:
+    - kubernetes: {kubeconfig: %s, context: test, pods: verified, ttl: 5s, sync_timeout: 2s}
+`, addr, hport, kubeconfig))
+		p = startDnsd(t, dir, "-config", "dnsd.yaml")
+		p.waitLog("dnsd started", 1)
+		return p, addr, fmt.Sprintf("http://127.0.0.1:%d", hport)
+	}
+
+	// Without the ClusterRoleBinding the API server refuses: no sync,
+	// names are SERVFAIL, /ready is 503.
+	p, addr, base := run()
+	p.waitLog("kubernetes API list/watch failed", 1)
+	waitAnswer(t, addr, "web.rbac.svc.cluster.local", dns.TypeA, "SERVFAIL:")
+	if code, body := httpGet(t, base+"/ready"); code != 503 || !strings.Contains(body, "kubernetes") {
+		t.Fatalf("/ready without the binding: %d %q, want 503 naming kubernetes", code, body)
+	}
+	if !strings.Contains(p.stderr.String(), "forbidden") {
+		t.Errorf("no list/watch was forbidden without the binding:\n%s", p.stderr.String())
+	}
+	p.stop(syscall.SIGTERM)
+
+	// With it, dnsd syncs everything it watches.
+	if _, err := k.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, addr, base = run()
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		code, body := httpGet(t, base+"/ready")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/ready still %d %q 30s after start with the documented RBAC", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitAnswer(t, addr, "web.rbac.svc.cluster.local", dns.TypeA, "NOERROR:"+svc.Spec.ClusterIP)
+	waitAnswer(t, addr, "_http._tcp.web.rbac.svc.cluster.local", dns.TypeSRV, "NOERROR:0 100 80 web.rbac.svc.cluster.local.")
+	waitAnswer(t, addr, "10-244-1-7.rbac.pod.cluster.local", dns.TypeA, "NOERROR:10.244.1.7")
+	waitAnswer(t, addr, "10-244-1-8.rbac.pod.cluster.local", dns.TypeA, "NXDOMAIN:") // no pod has it
+	if out := p.stderr.String(); strings.Contains(out, "list/watch failed") {
+		t.Errorf("a list/watch failed with the documented RBAC:\n%s", out)
+	}
+	p.stop(syscall.SIGTERM)
+}
+
+// docRBAC reads the ServiceAccount, ClusterRole and ClusterRoleBinding of
+// the first YAML block of docs/sources/kubernetes.md's section on running
+// dnsd on a VM.
+func docRBAC(t *testing.T) (*corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
+	t.Helper()
+	const section = "## Running dnsd on a VM against a cluster"
+	b, err := os.ReadFile(filepath.Join("docs", "sources", "kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, section)
+	if i < 0 {
+		t.Fatalf("docs/sources/kubernetes.md has no %q", section)
+	}
+	doc = doc[i:]
+	i = strings.Index(doc, "```yaml\n")
+	if i < 0 {
+		t.Fatal("no YAML block in the doc's section " + section)
+	}
+	doc = doc[i+len("```yaml\n"):]
+	block, _, ok := strings.Cut(doc, "```")
+	if !ok {
+		t.Fatal("unterminated YAML block in the doc's section " + section)
+	}
+	// The block is indented under a list item.
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "   "))
+	}
+	var (
+		sa      *corev1.ServiceAccount
+		role    *rbacv1.ClusterRole
+		binding *rbacv1.ClusterRoleBinding
+	)
+	dec := yaml.NewDecoder(strings.NewReader(strings.Join(lines, "\n")))
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the doc's RBAC YAML: %v", err)
+		}
+		j, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj any
+		switch m["kind"] {
+		case "ServiceAccount":
+			sa = &corev1.ServiceAccount{}
+			obj = sa
+		case "ClusterRole":
+			role = &rbacv1.ClusterRole{}
+			obj = role
+		case "ClusterRoleBinding":
+			binding = &rbacv1.ClusterRoleBinding{}
+			obj = binding
+		default:
+			t.Fatalf("unexpected kind %v in the doc's RBAC YAML", m["kind"])
+		}
+		d := json.NewDecoder(bytes.NewReader(j))
+		d.DisallowUnknownFields()
+		if err := d.Decode(obj); err != nil {
+			t.Fatalf("the doc's %v: %v", m["kind"], err)
+		}
+	}
+	if sa == nil || role == nil || binding == nil {
+		t.Fatal("the doc's RBAC YAML lacks a ServiceAccount, a ClusterRole or a ClusterRoleBinding")
+	}
+	return sa, role, binding
 }

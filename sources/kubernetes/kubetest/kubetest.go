@@ -205,7 +205,10 @@ func (cp *ControlPlane) prepare() error {
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + certDir,
 		"--token-auth-file=" + tokens,
-		"--authorization-mode=AlwaysAllow",
+		// RBAC as in a real cluster: the test token's user is in
+		// system:masters (all rights); other identities get only what
+		// their bindings grant (see KubeconfigFor).
+		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saKey,
 		"--service-account-signing-key-file=" + saKey,
@@ -215,24 +218,8 @@ func (cp *ControlPlane) prepare() error {
 		"--enable-priority-and-fairness=false",
 		"--v=0",
 	}
-	cp.Kubeconfig = filepath.Join(cp.Dir, "kubeconfig")
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: admin
-  user:
-    token: %s
-contexts:
-- name: test
-  context: {cluster: test, user: admin}
-current-context: test
-`, cp.URL, cp.CAFile, cp.Token)
-	if err := os.WriteFile(cp.Kubeconfig, []byte(kc), 0o600); err != nil {
+	cp.Kubeconfig, err = cp.KubeconfigFor("admin", cp.Token)
+	if err != nil {
 		return err
 	}
 	cp.Config = &rest.Config{
@@ -244,6 +231,36 @@ current-context: test
 	}
 	cp.log, err = os.OpenFile(filepath.Join(cp.Dir, "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	return err
+}
+
+// KubeconfigFor writes a kubeconfig file (context "test") that
+// authenticates to the API server with a bearer token, such as a service
+// account's, and returns its path.
+func (cp *ControlPlane) KubeconfigFor(user, token string) (string, error) {
+	path := filepath.Join(cp.Dir, "kubeconfig")
+	if user != "admin" {
+		path += "-" + user
+	}
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: %s
+  user:
+    token: %s
+contexts:
+- name: test
+  context: {cluster: test, user: %[3]s}
+current-context: test
+`, cp.URL, cp.CAFile, user, token)
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // StartAPIServer (re)starts the kube-apiserver on its port and waits
