@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -731,5 +732,68 @@ func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
 	}
 	if len(got) != 123 {
 		t.Errorf("%d distinct answers, want 123", len(got))
+	}
+}
+
+// Several slow queries in one burst (so in one read batch) each hold only
+// their own goroutine: the fast queries between and after them are all
+// answered while every slow one still waits.
+func TestManySlowQueriesInOneBatch(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // a failing test must not leave the server's Shutdown waiting
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		if strings.HasPrefix(req.Name, "slow") {
+			<-release
+		}
+		return answerA(req, 1)
+	}}
+	ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	c, err := net.Dial("udp", ts.addr(t, "udp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fast := map[uint16]bool{}
+	for i := range 12 {
+		name, id := fmt.Sprintf("fast%d.test.", i), uint16(100+i)
+		if i%2 == 0 {
+			name, id = fmt.Sprintf("slow%d.test.", i), uint16(200+i)
+		} else {
+			fast[id] = true
+		}
+		m := query(name, dns.TypeA)
+		m.Id = id
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 4096)
+	for len(fast) > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("%d fast queries unanswered while slow ones wait: %v", len(fast), err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if !fast[r.Id] {
+			t.Fatalf("answer %d arrived before the slow queries were released", r.Id)
+		}
+		delete(fast, r.Id)
+	}
+	free()
+	for range 6 {
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Read(buf); err != nil {
+			t.Fatalf("slow queries after release: %v", err)
+		}
 	}
 }

@@ -21,11 +21,12 @@ import (
 // A query can be slow (forwarded to an upstream, waiting on a cache miss).
 // The reader arms a timer for each batch; when a batch takes longer than
 // slowBatch the timer's goroutine takes over: it starts a new reader for
-// the socket at once and answers the batch's datagrams nobody has begun
-// yet, so neither the socket nor the rest of the batch waits for the slow
-// query. The old reader finishes the query it is on, helps with what is
-// left of its batch and exits. Datagrams are claimed with an atomic
-// index, so each is answered exactly once.
+// the socket at once and answers each of the batch's datagrams nobody has
+// begun yet on a goroutine of its own, so neither the socket nor the rest
+// of the batch waits for a slow query, however many the batch holds. The
+// old reader finishes the query it is on and exits. Datagrams are claimed
+// with an atomic index, so each is answered exactly once; a reference
+// count returns the batch to its pool when the last user is done.
 const (
 	batchSize = 16
 	slowBatch = 500 * time.Microsecond
@@ -149,8 +150,21 @@ func (r *udpReader) takeOver() {
 		next.run()
 	}()
 	close(r.taken)
-	var sc scratch
-	r.answer(b, &sc)
+	// Every datagram not begun yet gets a goroutine of its own: a second
+	// slow query in the batch must not hold up the rest either.
+	for {
+		i := int(b.next.Add(1)) - 1
+		if i >= b.n {
+			break
+		}
+		b.refs.Add(1)
+		go func() {
+			var sc scratch
+			var oobOut oobBuf
+			r.answerOne(b, i, &sc, &oobOut)
+			r.unref(b, 1)
+		}()
+	}
 	r.unref(b, 1)
 }
 
