@@ -669,11 +669,14 @@ func TestWildcardUDPRepliesFromQueriedAddress(t *testing.T) {
 	}
 }
 
-// TestSlowQueriesDoNotBlockUDP: queries stuck in the resolver (a forward
-// waiting on its upstream) hold up neither the socket nor the queries
-// received with them; every query is answered exactly once.
-func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
+// slowUDPServer starts a UDP server whose resolver holds queries for
+// names starting with "slow" until free is called (at the latest when the
+// test ends, before the server shuts down), and dials it.
+func slowUDPServer(t *testing.T) (c net.Conn, free func()) {
+	t.Helper()
 	release := make(chan struct{})
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
 	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
 		if strings.HasPrefix(req.Name, "slow") {
 			<-release
@@ -681,11 +684,20 @@ func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
 		return answerA(req, 1)
 	}}
 	ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	t.Cleanup(free) // cleanups run last-in first-out: before the server's shutdown
 	c, err := net.Dial("udp", ts.addr(t, "udp"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, free
+}
+
+// TestSlowQueriesDoNotBlockUDP: queries stuck in the resolver (a forward
+// waiting on its upstream) hold up neither the socket nor the queries
+// received with them; every query is answered exactly once.
+func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
+	c, free := slowUDPServer(t)
 	send := func(id uint16, name string) {
 		m := query(name, dns.TypeA)
 		m.Id = id
@@ -723,7 +735,7 @@ func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
 		}
 		read(40) // the fast ones, while the slow ones wait
 	}
-	close(release)
+	free()
 	read(3)
 	for k, n := range got {
 		if n != 1 {
@@ -739,22 +751,7 @@ func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
 // their own goroutine: the fast queries between and after them are all
 // answered while every slow one still waits.
 func TestManySlowQueriesInOneBatch(t *testing.T) {
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // a failing test must not leave the server's Shutdown waiting
-	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
-		if strings.HasPrefix(req.Name, "slow") {
-			<-release
-		}
-		return answerA(req, 1)
-	}}
-	ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
-	c, err := net.Dial("udp", ts.addr(t, "udp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, free := slowUDPServer(t)
 	fast := map[uint16]bool{}
 	for i := range 12 {
 		name, id := fmt.Sprintf("fast%d.test.", i), uint16(100+i)
