@@ -149,17 +149,24 @@ func fakeSource(t testing.TB, opts Options, objs ...runtime.Object) (*Source, *f
 	client := fake.NewClientset(objs...)
 	b := NewBackend(client, BackendOptions{Pods: opts.Pods == PodsVerified, PodNames: opts.EndpointPodNames})
 	t.Cleanup(func() { b.Close() })
+	return syncedSource(t, b, opts, 10*time.Second), client
+}
+
+// syncedSource makes a Source over b, closed when the test ends, and waits
+// up to limit for its first sync.
+func syncedSource(t testing.TB, b *Backend, opts Options, limit time.Duration) *Source {
+	t.Helper()
 	src, err := NewSource(b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := src.WaitSynced(ctx); err != nil {
 		t.Fatalf("source never synced: %v", err)
 	}
-	return src, client
+	return src
 }
 
 // newPipeline serves src for its zones, with fallthrough off (the

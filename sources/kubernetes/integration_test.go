@@ -41,16 +41,7 @@ func realBackend(t *testing.T, c *kubetest.ControlPlane, pods bool) *Backend {
 
 func realSource(t *testing.T, b *Backend, opts Options) (*Source, *pipeline.Pipeline) {
 	t.Helper()
-	src, err := NewSource(b, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { src.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := src.WaitSynced(ctx); err != nil {
-		t.Fatalf("not synced: %v", err)
-	}
+	src := syncedSource(t, b, opts, 20*time.Second)
 	return src, newPipeline(t, src, opts.Zones...)
 }
 
