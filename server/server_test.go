@@ -693,22 +693,22 @@ func slowUDPServer(t *testing.T) (c net.Conn, free func()) {
 	return c, free
 }
 
+// sendQuery writes one A query for name with the given ID to c.
+func sendQuery(t *testing.T, c net.Conn, id uint16, name string) {
+	t.Helper()
+	m := query(name, dns.TypeA)
+	m.Id = id
+	if _, err := c.Write(pack(t, m)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSlowQueriesDoNotBlockUDP: queries stuck in the resolver (a forward
 // waiting on its upstream) hold up neither the socket nor the queries
 // received with them; every query is answered exactly once.
 func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
 	c, free := slowUDPServer(t)
-	send := func(id uint16, name string) {
-		m := query(name, dns.TypeA)
-		m.Id = id
-		b, err := m.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(id uint16, name string) { sendQuery(t, c, id, name) }
 	got := map[uint16]int{}
 	read := func(want int) {
 		t.Helper()
@@ -760,15 +760,7 @@ func TestManySlowQueriesInOneBatch(t *testing.T) {
 		} else {
 			fast[id] = true
 		}
-		m := query(name, dns.TypeA)
-		m.Id = id
-		b, err := m.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Write(b); err != nil {
-			t.Fatal(err)
-		}
+		sendQuery(t, c, id, name)
 	}
 	buf := make([]byte, 4096)
 	for len(fast) > 0 {
