@@ -10,6 +10,7 @@ const (
 	DefaultListen            = "127.0.0.1:53"
 	DefaultUDPBuffer         = 1232
 	DefaultMaxTCPConnections = 1000
+	DefaultMaxTCPPerClient   = 64
 	DefaultTCPIdleTimeout    = 10 * time.Second
 
 	DefaultCacheSize   = 100000
@@ -45,6 +46,7 @@ func defaultLimits() Limits {
 	return Limits{
 		UDPBuffer:         DefaultUDPBuffer,
 		MaxTCPConnections: DefaultMaxTCPConnections,
+		MaxTCPPerClient:   DefaultMaxTCPPerClient,
 		TCPIdleTimeout:    DefaultTCPIdleTimeout,
 	}
 }

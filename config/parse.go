@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -16,15 +15,23 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/dnsd/dnsd/internal/fsutil"
 )
+
+// maxConfigSize bounds dnsd.yaml (a config is kilobytes; this only keeps
+// a wrong path from being read into memory whole).
+const maxConfigSize = 64 << 20
 
 // Load reads, parses and validates the config file at path and applies
 // defaults. A file that cannot be read gives an error naming it; an invalid
-// file gives an ErrorList with every problem found.
+// file gives an ErrorList with every problem found. A path that is not a
+// regular file (a FIFO, a device, a directory) is an error found without
+// reading it, so a start or a reload never blocks on it.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, _, err := fsutil.ReadFile(path, maxConfigSize)
 	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
+		return nil, fmt.Errorf("reading config %s: %w", path, unwrapPathErr(err))
 	}
 	return Parse(path, data)
 }
@@ -514,20 +521,7 @@ func (p *parser) readableFile(n *yaml.Node, path, s string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	fi, err := os.Stat(full)
-	if err != nil {
-		p.errorf(n, path, "file %s: %v", full, unwrapPathErr(err))
-		return "", false
-	}
-	if !fi.Mode().IsRegular() {
-		what := "not a regular file"
-		if fi.IsDir() {
-			what = "is a directory"
-		}
-		p.errorf(n, path, "file %s: %s", full, what)
-		return "", false
-	}
-	f, err := os.Open(full)
+	f, _, err := fsutil.Open(full)
 	if err != nil {
 		p.errorf(n, path, "file %s: %v", full, unwrapPathErr(err))
 		return "", false
@@ -539,14 +533,14 @@ func (p *parser) readableFile(n *yaml.Node, path, s string) (string, bool) {
 // checkKeyPair checks that cert and key (readable files) hold a PEM
 // certificate chain and its private key.
 func (p *parser) checkKeyPair(n *yaml.Node, path, cert, key string) {
-	if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+	if _, err := fsutil.LoadKeyPair(cert, key); err != nil {
 		p.errorf(n, path, "cert %s and key %s: %v", cert, key, strings.TrimPrefix(err.Error(), "tls: "))
 	}
 }
 
 // checkCA checks that file (readable) holds at least one PEM certificate.
 func (p *parser) checkCA(n *yaml.Node, path, file string) {
-	data, err := os.ReadFile(file)
+	data, _, err := fsutil.ReadFile(file, maxConfigSize)
 	if err != nil {
 		p.errorf(n, path, "file %s: %v", file, unwrapPathErr(err))
 		return

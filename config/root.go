@@ -248,7 +248,7 @@ func (p *parser) acl(m *mapping, a *ACL) {
 
 func (p *parser) limits(m *mapping, l *Limits) {
 	n, path := m.get("limits")
-	lm := p.mapping(n, path, "udp_buffer", "max_tcp_connections", "tcp_idle_timeout", "rate_per_client", "rate_drop")
+	lm := p.mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "tcp_idle_timeout", "rate_per_client", "rate_drop")
 	if lm == nil {
 		return
 	}
@@ -256,6 +256,7 @@ func (p *parser) limits(m *mapping, l *Limits) {
 	lm.integer("udp_buffer", &buf, 512, 65535)
 	l.UDPBuffer = uint16(buf)
 	lm.integer("max_tcp_connections", &l.MaxTCPConnections, 1, maxInt)
+	lm.integer("max_tcp_per_client", &l.MaxTCPPerClient, 1, maxInt)
 	lm.duration("tcp_idle_timeout", &l.TCPIdleTimeout, positive)
 	lm.integer("rate_per_client", &l.RatePerClient, 0, maxInt)
 	lm.boolean("rate_drop", &l.RateDrop)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/server"
@@ -324,7 +325,7 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 func serverSettings(cfg *config.Config) (server.Settings, error) {
 	s := server.Settings{ACL: cfg.ACL, Limits: cfg.Limits}
 	if cfg.TLS != nil {
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+		cert, err := fsutil.LoadKeyPair(cfg.TLS.Cert, cfg.TLS.Key)
 		if err != nil {
 			return s, fmt.Errorf("%s: tls: %w", cfg.TLS.Pos, err)
 		}
@@ -366,15 +367,21 @@ type observer struct {
 }
 
 func (o *observer) Observe(ob server.Observation) {
-	if ob.Dropped {
-		o.m.Dropped("policy")
-	} else {
+	if ob.Panicked {
+		o.m.Panic()
+	}
+	switch {
+	case !ob.Dropped:
 		o.m.Query(ob.Zone, ob.Proto, ob.Qtype, ob.Rcode, ob.Source, ob.Duration)
+	case ob.DropReason != "":
+		o.m.Dropped(ob.DropReason)
 	}
 	if o.queries.Load() {
 		o.log.Info("query", "client", ob.Client, "proto", ob.Proto, "name", ob.Name,
 			"type", metrics.TypeString(ob.Qtype), "rcode", metrics.RcodeString(ob.Rcode),
-			"zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "tc", ob.Truncated,
+			"zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
 			"duration", ob.Duration)
 	}
 }
+
+func (o *observer) TCPRejected(reason string) { o.m.TCPRejected(reason) }

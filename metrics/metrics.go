@@ -1,5 +1,8 @@
-// Package metrics defines dnsd's Prometheus metrics (SPEC §6) on a registry
-// of its own; nothing is registered globally.
+// Package metrics defines dnsd's Prometheus metrics on a registry of its
+// own; nothing is registered globally. Every label value is bounded by the
+// configuration, never by what clients send: query types outside the set
+// dnsd knows by name are "other", queries that matched no zone are "none",
+// response codes without a name are "other".
 package metrics
 
 import (
@@ -22,7 +25,27 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	reloads   *prometheus.CounterVec
 	dropped   *prometheus.CounterVec
+	panics    prometheus.Counter
+	tcpReject *prometheus.CounterVec
 }
+
+// Label values for queries that matched no zone and for names outside the
+// known sets.
+const (
+	NoZone = "none"
+	Other  = "other"
+)
+
+// Reasons of dnsd_dropped_total and of
+// dnsd_tcp_connections_rejected_total.
+const (
+	DropACL       = "acl"       // refused client, acl.drop set
+	DropRate      = "rate"      // over rate_per_client, limits.rate_drop set
+	DropMalformed = "malformed" // unparseable, or not a query
+
+	RejectTotal  = "total"  // max_tcp_connections reached
+	RejectClient = "client" // max_tcp_per_client reached for the client's network
+)
 
 // New creates the collectors and registers them, with the Go and process
 // collectors, on a new registry.
@@ -48,7 +71,15 @@ func New(version, commit string) *Metrics {
 		}, []string{"result"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_dropped_total",
-			Help: "Queries not answered on purpose, by reason (acl, rate).",
+			Help: "Queries not answered on purpose, by reason: acl (refused client with acl.drop), rate (over rate_per_client with rate_drop), malformed (unparseable, or not a query).",
+		}, []string{"reason"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dnsd_panics_total",
+			Help: "Panics recovered while answering a query (the client got SERVFAIL).",
+		}),
+		tcpReject: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dnsd_tcp_connections_rejected_total",
+			Help: "TCP and TLS connections closed at once, by reason: total (max_tcp_connections reached) or client (max_tcp_per_client reached for the client's /24 or /56).",
 		}, []string{"reason"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -57,24 +88,41 @@ func New(version, commit string) *Metrics {
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
 
-	m.Registry.MustRegister(m.requests, m.responses, m.duration, m.reloads, m.dropped, build,
+	m.Registry.MustRegister(m.requests, m.responses, m.duration, m.reloads, m.dropped, m.panics, m.tcpReject, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start so rate() works from the first reload.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
+	for _, r := range []string{DropACL, DropRate, DropMalformed} {
+		m.dropped.WithLabelValues(r)
+	}
+	m.tcpReject.WithLabelValues(RejectTotal)
+	m.tcpReject.WithLabelValues(RejectClient)
 	return m
 }
 
-// Query records one answered query.
+// Query records one answered query. zone is a configured zone or "" (none
+// matched); proto and source come from dnsd's own fixed sets.
 func (m *Metrics) Query(zone, proto string, qtype uint16, rcode int, source string, d time.Duration) {
-	m.requests.WithLabelValues(zone, proto, TypeString(qtype)).Inc()
-	m.responses.WithLabelValues(zone, RcodeString(rcode), source).Inc()
+	if zone == "" {
+		zone = NoZone
+	}
+	m.requests.WithLabelValues(zone, proto, TypeLabel(qtype)).Inc()
+	m.responses.WithLabelValues(zone, RcodeLabel(rcode), source).Inc()
 	m.duration.WithLabelValues(zone).Observe(d.Seconds())
 }
 
-// Dropped records a query that got no response on purpose.
+// Dropped records a query that got no response on purpose; reason is one
+// of DropACL, DropRate, DropMalformed.
 func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+
+// Panic records a panic recovered while answering a query.
+func (m *Metrics) Panic() { m.panics.Inc() }
+
+// TCPRejected records a connection closed at once; reason is RejectTotal
+// or RejectClient.
+func (m *Metrics) TCPRejected(reason string) { m.tcpReject.WithLabelValues(reason).Inc() }
 
 // Reload records a reload's outcome.
 func (m *Metrics) Reload(ok bool) {
@@ -113,7 +161,26 @@ func (c *syncedCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-// TypeString names a query type without allocating for known types.
+// TypeLabel is a query type's metric label: its name when dnsd knows it
+// (miekg/dns's table, a fixed set), else "other", so that clients cannot
+// create label values.
+func TypeLabel(t uint16) string {
+	if s, ok := dns.TypeToString[t]; ok {
+		return s
+	}
+	return Other
+}
+
+// RcodeLabel is a response code's metric label: its name, else "other".
+func RcodeLabel(rc int) string {
+	if s, ok := dns.RcodeToString[rc]; ok {
+		return s
+	}
+	return Other
+}
+
+// TypeString names a query type without allocating for known types (for
+// logs: unknown types are TYPEn as in zone files).
 func TypeString(t uint16) string {
 	if s, ok := dns.TypeToString[t]; ok {
 		return s
@@ -121,7 +188,8 @@ func TypeString(t uint16) string {
 	return "TYPE" + strconv.Itoa(int(t))
 }
 
-// RcodeString names a response code without allocating for known codes.
+// RcodeString names a response code without allocating for known codes
+// (for logs: unknown codes are RCODEn).
 func RcodeString(rc int) string {
 	if s, ok := dns.RcodeToString[rc]; ok {
 		return s

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/netip"
-	"runtime/debug"
 	"time"
 
 	"github.com/miekg/dns"
@@ -64,19 +63,21 @@ func (s *Server) release(sc *scratch) {
 // serveRaw turns one query's bytes into response bytes; nil means send
 // nothing. The returned slice lives in sc's pack buffer, preceded by two
 // spare bytes (for the TCP length prefix), until s.release(sc). It never
-// panics: a panic in the handler path is recovered, logged at debug level
-// and the packet dropped. An Observation is sent for every call.
+// panics: a panic while answering is recovered and answered SERVFAIL (see
+// recovered). An Observation is sent for every call.
 func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, client netip.Addr, loopbackListener bool, in []byte) (resp []byte) {
 	start := time.Now()
 	obs := Observation{Proto: proto.String(), Client: client, Rcode: -1}
+	// What a SERVFAIL after a panic needs; set as soon as it is known.
+	var (
+		q       *dns.Msg
+		qopt    *dns.OPT
+		st      *settings
+		maxSize int
+	)
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Debug("recovered panic while handling a query", "proto", obs.Proto, "client", client, "panic", r, "stack", string(debug.Stack()))
-			resp = nil
-			if sc.pack != nil {
-				s.packs.Put(sc.pack)
-				sc.pack = nil
-			}
+			resp = s.recovered(sc, &obs, r, q, qopt, st, maxSize)
 		}
 		if s.observer != nil {
 			if resp == nil {
@@ -87,18 +88,19 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		}
 	}()
 
-	q, lower, ok := sc.parseQuery(in)
-	if !ok || q.Response {
+	parsed, lower, ok := sc.parseQuery(in)
+	if !ok || parsed.Response {
+		obs.DropReason = DropMalformed
 		return nil
 	}
+	q = parsed
 	if len(q.Question) == 1 {
 		obs.Name = lower
 		obs.Qtype = q.Question[0].Qtype
 	}
-	st := s.set.Load()
+	st = s.set.Load()
 
 	// EDNS0: the client's OPT and the UDP size we may use for the answer.
-	var qopt *dns.OPT
 	nopt := 0
 	for _, rr := range q.Extra {
 		if o, ok := rr.(*dns.OPT); ok {
@@ -106,7 +108,7 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 			nopt++
 		}
 	}
-	maxSize := dns.MaxMsgSize
+	maxSize = dns.MaxMsgSize
 	if proto == protoUDP {
 		maxSize = dns.MinMsgSize
 		if qopt != nil {
@@ -114,19 +116,24 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		}
 	}
 
-	if !st.acl.allowed(client, loopbackListener) {
-		if proto == protoUDP && st.acl.drop {
-			return nil
-		}
-		return s.finish(sc, &obs, s.reply(sc, q, dns.RcodeRefused), qopt, st, maxSize)
+	// Every UDP answer counts against the client's rate, REFUSED ones
+	// included: a refused answer must not be a free reflector.
+	allowed := st.acl.allowed(client, loopbackListener)
+	if !allowed && proto == protoUDP && st.acl.drop {
+		obs.DropReason = DropACL
+		return nil
 	}
 	if proto == protoUDP && st.rate > 0 && !s.limiter.allow(client, st.rate, start) {
 		if st.rateDrop {
+			obs.DropReason = DropRate
 			return nil
 		}
 		out := s.reply(sc, q, dns.RcodeSuccess)
 		out.Truncated = true
 		return s.finish(sc, &obs, out, qopt, st, maxSize)
+	}
+	if !allowed {
+		return s.finish(sc, &obs, s.reply(sc, q, dns.RcodeRefused), qopt, st, maxSize)
 	}
 
 	var rcode int
@@ -134,6 +141,10 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	case len(q.Question) != 1 || nopt > 1 || (qopt != nil && qopt.Hdr.Name != "."):
 		rcode = dns.RcodeFormatError
 	case q.Opcode != dns.OpcodeQuery:
+		rcode = dns.RcodeNotImplemented
+	case metaType(q.Question[0].Qtype):
+		rcode = dns.RcodeFormatError
+	case q.Question[0].Qtype == dns.TypeMAILA || q.Question[0].Qtype == dns.TypeMAILB:
 		rcode = dns.RcodeNotImplemented
 	case q.Question[0].Qclass != dns.ClassINET:
 		rcode = dns.RcodeRefused
@@ -145,6 +156,12 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		return s.resolve(ctx, sc, &obs, q, qopt, st, maxSize)
 	}
 	return s.finish(sc, &obs, s.reply(sc, q, rcode), qopt, st, maxSize)
+}
+
+// metaType reports the types that may not appear in a question: type 0,
+// OPT (RFC 6891), TKEY and TSIG (they travel in other sections).
+func metaType(t uint16) bool {
+	return t == dns.TypeNone || t == dns.TypeOPT || t == dns.TypeTKEY || t == dns.TypeTSIG
 }
 
 // reply makes sc.out an empty response to q with rcode.
@@ -164,6 +181,7 @@ func (s *Server) reply(sc *scratch, q *dns.Msg, rcode int) *dns.Msg {
 }
 
 func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int) []byte {
+	s.faults.beforeResolve(obs.Name)
 	sc.req = pipeline.Request{
 		Msg:  q,
 		Name: obs.Name,

@@ -55,10 +55,26 @@ func answerA(req *pipeline.Request, n int) pipeline.Response {
 	return pipeline.Response{Msg: m, Zone: "example.test.", Source: "fake"}
 }
 
-// recorder is an Observer that keeps every Observation.
+// recorder is an Observer that keeps every Observation and TCP rejection.
 type recorder struct {
-	mu  sync.Mutex
-	obs []Observation
+	mu       sync.Mutex
+	obs      []Observation
+	rejected map[string]int
+}
+
+func (r *recorder) TCPRejected(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == nil {
+		r.rejected = map[string]int{}
+	}
+	r.rejected[reason]++
+}
+
+func (r *recorder) rejections(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rejected[reason]
 }
 
 func (r *recorder) Observe(o Observation) {

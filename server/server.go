@@ -22,12 +22,23 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 )
 
-// Observer receives one Observation per query (metrics, query log). It is
-// called synchronously on the serving goroutine and must be cheap and safe
-// for concurrent use.
+// Observer receives one Observation per query (metrics, query log) and
+// the server's other events. It is called synchronously on the serving
+// goroutine and must be cheap and safe for concurrent use.
 type Observer interface {
 	Observe(o Observation)
+	// TCPRejected: a TCP or TLS connection was closed at once, because
+	// max_tcp_connections ("total") or max_tcp_per_client ("client") was
+	// reached.
+	TCPRejected(reason string)
 }
+
+// Drop reasons of an Observation.
+const (
+	DropACL       = "acl"       // refused client, acl.drop set
+	DropRate      = "rate"      // over rate_per_client, limits.rate_drop set
+	DropMalformed = "malformed" // unparseable packet, or a message that is not a query
+)
 
 // Observation describes one handled query.
 type Observation struct {
@@ -39,9 +50,13 @@ type Observation struct {
 	Source   string // kind of the answering source, "" when none
 	Rcode    int    // rcode sent; -1 when nothing was sent (Dropped)
 	Duration time.Duration
-	// Dropped: no response was sent (unparseable packet, a message that is
-	// a response, ACL drop, rate-limit drop).
-	Dropped bool
+	// Dropped: no response was sent; DropReason says why (DropACL,
+	// DropRate or DropMalformed).
+	Dropped    bool
+	DropReason string
+	// Panicked: answering the query panicked; the client got SERVFAIL
+	// (or nothing when the query could not be parsed).
+	Panicked bool
 	// Truncated: the response had TC=1 (too large for the client's UDP
 	// size, or the client is over its rate limit).
 	Truncated bool
@@ -66,6 +81,7 @@ type Options struct {
 const (
 	defaultUDPBuffer = 1232
 	defaultMaxTCP    = 1000
+	defaultMaxPer    = 64
 	defaultIdle      = 10 * time.Second
 )
 
@@ -74,6 +90,7 @@ type settings struct {
 	acl       acl
 	udpBuffer int
 	maxTCP    int
+	maxPer    int
 	idle      time.Duration
 	rate      int
 	rateDrop  bool
@@ -85,6 +102,7 @@ func compile(set Settings) *settings {
 		acl:       newACL(set.ACL),
 		udpBuffer: int(set.Limits.UDPBuffer),
 		maxTCP:    set.Limits.MaxTCPConnections,
+		maxPer:    set.Limits.MaxTCPPerClient,
 		idle:      set.Limits.TCPIdleTimeout,
 		rate:      set.Limits.RatePerClient,
 		rateDrop:  set.Limits.RateDrop,
@@ -98,6 +116,9 @@ func compile(set Settings) *settings {
 	}
 	if st.maxTCP <= 0 {
 		st.maxTCP = defaultMaxTCP
+	}
+	if st.maxPer <= 0 {
+		st.maxPer = defaultMaxPer
 	}
 	if st.idle <= 0 {
 		st.idle = defaultIdle
@@ -117,6 +138,9 @@ type Server struct {
 
 	set     atomic.Pointer[settings]
 	limiter *limiter
+	panics  panicLog
+	faults  faults
+	tcpPer  tcpClients
 
 	// ctx is handed to the Resolver; it is cancelled when Shutdown gives
 	// up waiting (or has finished).
@@ -158,6 +182,7 @@ func New(opts Options) *Server {
 		observer: opts.Observer,
 		log:      log,
 		limiter:  newLimiter(),
+		faults:   newFaults(),
 		ctx:      ctx,
 		cancel:   cancel,
 		units:    make(map[unitKey]*unit),

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +119,12 @@ func TestProtocolErrors(t *testing.T) {
 		{"axfr", pack(t, query("example.test.", dns.TypeAXFR)), dns.RcodeRefused},
 		{"ixfr", pack(t, query("example.test.", dns.TypeIXFR)), dns.RcodeRefused},
 		{"edns version 1", pack(t, withOpt(query("example.test.", dns.TypeA), 1)), dns.RcodeBadVers},
+		{"qtype 0", pack(t, query("example.test.", 0)), dns.RcodeFormatError},
+		{"qtype OPT", pack(t, query("example.test.", dns.TypeOPT)), dns.RcodeFormatError},
+		{"qtype TKEY", pack(t, query("example.test.", dns.TypeTKEY)), dns.RcodeFormatError},
+		{"qtype TSIG", pack(t, query("example.test.", dns.TypeTSIG)), dns.RcodeFormatError},
+		{"qtype MAILA", pack(t, query("example.test.", dns.TypeMAILA)), dns.RcodeNotImplemented},
+		{"qtype MAILB", pack(t, query("example.test.", dns.TypeMAILB)), dns.RcodeNotImplemented},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -356,6 +363,7 @@ func TestMaxTCPConnections(t *testing.T) {
 	if _, err := third.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !isReset(err) {
 		t.Fatalf("third connection: read %v, want it closed by the server", err)
 	}
+	waitRejections(t, ts.rec, RejectTotal, 1)
 	// The held connections still work; freeing one admits a new one.
 	exchangeOn(t, conns[0], "still.test.")
 	conns[1].Close()
@@ -784,5 +792,139 @@ func TestManySlowQueriesInOneBatch(t *testing.T) {
 		if _, err := c.Read(buf); err != nil {
 			t.Fatalf("slow queries after release: %v", err)
 		}
+	}
+}
+
+func waitRejections(t *testing.T, rec *recorder, reason string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for rec.rejections(reason) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s rejections = %d, want %d", reason, rec.rejections(reason), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// One client network may hold at most max_tcp_per_client connections;
+// other clients are unaffected.
+func TestMaxTCPPerClient(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{MaxTCPConnections: 10, MaxTCPPerClient: 2}})
+	tcp := ts.addr(t, "tcp")
+	dial := func(from string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for range 2 {
+		exchangeOn(t, &dns.Conn{Conn: dial("127.0.0.1")}, "held.test.")
+	}
+	// A third from the same /24 (another address in it) is closed at once.
+	third := dial("127.0.0.2")
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := third.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("third connection of one client: read %v, want it closed by the server", err)
+	}
+	waitRejections(t, ts.rec, RejectClient, 1)
+	// Another client network still gets in.
+	exchangeOn(t, &dns.Conn{Conn: dial("127.0.1.1")}, "other.test.")
+	if n := ts.rec.rejections(RejectTotal); n != 0 {
+		t.Fatalf("%d total rejections, want 0", n)
+	}
+}
+
+// A panic while answering gives the client SERVFAIL, is observed, and the
+// server goes on answering.
+func TestPanicAnswersServfail(t *testing.T) {
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		if req.Name == "boom.test." {
+			var m map[string]int
+			m["x"]++ // a real runtime panic: assignment to a nil map
+		}
+		return answerA(req, 1)
+	}}
+	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	for _, network := range []string{"udp", "tcp"} {
+		q := query("boom.test.", dns.TypeA)
+		q.SetEdns0(1232, false)
+		r := exchange(t, network, ts.addr(t, network), q, nil)
+		if r.Rcode != dns.RcodeServerFailure || r.Id != q.Id || len(r.Answer) != 0 || r.IsEdns0() == nil {
+			t.Fatalf("%s: reply to a panicking query: %v", network, r)
+		}
+		if o := ts.rec.last(t); !o.Panicked || o.Rcode != dns.RcodeServerFailure || o.Dropped {
+			t.Fatalf("%s: observation %+v", network, o)
+		}
+		if r := exchange(t, network, ts.addr(t, network), query("fine.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+			t.Fatalf("%s: no answer after a panic: %v", network, r)
+		}
+	}
+}
+
+func TestPanicLogIsRateLimitedPerSite(t *testing.T) {
+	var l panicLog
+	now := time.Now()
+	if !l.due(1, now) || l.due(1, now.Add(time.Second)) || !l.due(2, now) {
+		t.Fatal("first panic of a site must log, a repeat within a minute must not, another site must")
+	}
+	if !l.due(1, now.Add(panicLogEvery)) {
+		t.Fatal("a site must log again after a minute")
+	}
+}
+
+// Drops carry their reason; REFUSED answers count against the rate limit
+// like any other answer, so a refused client is not a free reflector.
+func TestDropReasonsAndRefusedRateLimited(t *testing.T) {
+	deny := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true, Deny: deny}, Limits: config.Limits{RatePerClient: 5}})
+	udp := ts.addr(t, "udp")
+	c, err := net.Dial("udp", udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	refused, tc := 0, 0
+	buf := make([]byte, 512)
+	for i := 0; i < 20; i++ {
+		if _, err := c.Write(pack(t, query("x.test.", dns.TypeA))); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Rcode == dns.RcodeRefused:
+			refused++
+		case r.Truncated:
+			tc++
+		}
+	}
+	if refused > 6 || refused+tc != 20 {
+		t.Fatalf("20 queries from a refused client at rate 5/s: %d REFUSED, %d TC; want at most 6 REFUSED, the rest TC", refused, tc)
+	}
+
+	// Garbage is dropped as malformed, never answered.
+	if _, err := c.Write([]byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if o := ts.rec.last(t); o.Dropped && o.DropReason == DropMalformed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last observation %+v, want a malformed drop", ts.rec.last(t))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

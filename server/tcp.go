@@ -8,11 +8,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 )
 
 // acceptTCP accepts connections on a tcp or tls unit until it is stopped.
-// Connections over max_tcp_connections (server-wide) are closed at once.
+// Connections over max_tcp_connections (server-wide) or over
+// max_tcp_per_client (from one client /24 or /56) are closed at once.
 func (s *Server) acceptTCP(u *unit) {
 	var backoff time.Duration
 	for {
@@ -32,16 +34,26 @@ func (s *Server) acceptTCP(u *unit) {
 		if s.tcpConns.Add(1) > int64(st.maxTCP) {
 			s.tcpConns.Add(-1)
 			_ = c.Close()
+			s.rejected(RejectTotal)
 			s.log.Debug("tcp connection limit reached, closing new connection", "client", c.RemoteAddr().String(), "max", st.maxTCP)
 			continue
 		}
+		key := clientKey(tcpClient(c))
+		if !s.tcpPer.add(key, st.maxPer) {
+			s.tcpConns.Add(-1)
+			_ = c.Close()
+			s.rejected(RejectClient)
+			s.log.Debug("tcp per-client limit reached, closing new connection", "client", c.RemoteAddr().String(), "max", st.maxPer)
+			continue
+		}
 		if !u.track(c) {
+			s.tcpPer.remove(key)
 			s.tcpConns.Add(-1)
 			_ = c.Close()
 			return
 		}
 		s.handlers.Add(1)
-		go s.serveConn(u, c)
+		go s.serveConn(u, c, key)
 	}
 }
 
@@ -50,9 +62,10 @@ func (s *Server) acceptTCP(u *unit) {
 // Every message must arrive in full within the idle timeout of the
 // previous answer (or of the connection's start), so neither idle nor
 // trickling clients hold a connection; the same bound applies to writes.
-func (s *Server) serveConn(u *unit, raw net.Conn) {
+func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	defer s.handlers.Done()
 	defer s.tcpConns.Add(-1)
+	defer s.tcpPer.remove(key)
 	defer u.untrack(raw)
 	defer raw.Close()
 
@@ -71,7 +84,7 @@ func (s *Server) serveConn(u *unit, raw net.Conn) {
 		}
 		c = tc
 	}
-	client := raw.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().WithZone("")
+	client := tcpClient(raw)
 
 	br := bufio.NewReaderSize(c, 1024)
 	var (
@@ -120,4 +133,24 @@ func (s *Server) serveConn(u *unit, raw net.Conn) {
 			return
 		}
 	}
+}
+
+// Reasons for Observer.TCPRejected.
+const (
+	RejectTotal  = "total"
+	RejectClient = "client"
+)
+
+func (s *Server) rejected(reason string) {
+	if s.observer != nil {
+		s.observer.TCPRejected(reason)
+	}
+}
+
+// tcpClient is a connection's client address, unmapped and without zone.
+func tcpClient(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap().WithZone("")
+	}
+	return netip.Addr{}
 }

@@ -14,8 +14,12 @@ import (
 // (backpressure: the kernel queue absorbs the rest). Workers exit after workerIdle without work, so
 // a burst of slow (forwarded) queries does not leave goroutines behind.
 const (
-	udpReadSize   = 4096 // larger queries (MSG_TRUNC) are dropped
-	maxUDPWorkers = 10000
+	udpReadSize = 4096 // larger queries (MSG_TRUNC) are dropped
+	// maxUDPWorkers bounds the goroutines answering UDP queries besides
+	// the readers (slow, i.e. forwarded, queries), on every platform.
+	// Forwarded queries are bounded by forward's max_concurrent first; this
+	// is the server's own bound, whatever the pipeline does.
+	maxUDPWorkers = 4096
 	workerIdle    = 10 * time.Second
 )
 

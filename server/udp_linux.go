@@ -27,6 +27,14 @@ import (
 // old reader finishes the query it is on and exits. Datagrams are claimed
 // with an atomic index, so each is answered exactly once; a reference
 // count returns the batch to its pool when the last user is done.
+//
+// Goroutines busy with slow queries are bounded like the portable path's
+// workers (maxUDPWorkers, counted in Server.nworkers): a reader that has
+// been taken over counts as one while it finishes its query, and so does
+// each goroutine started for a datagram. At the bound there is no
+// takeover (the reader answers its whole batch, the kernel queue absorbs
+// the rest) and the timer's goroutine answers what is left of the batch
+// itself instead of starting more.
 const (
 	batchSize = 16
 	slowBatch = 500 * time.Microsecond
@@ -67,8 +75,11 @@ type udpReader struct {
 	rc    syscall.RawConn
 	timer *time.Timer
 	batch atomic.Pointer[udpBatch] // being answered; read by the timer's goroutine
-	taken chan struct{}            // closed when the timer's goroutine has started the next reader
-	sc    scratch
+	taken chan struct{}            // closed when the timer's goroutine has decided (handedOver says what)
+	// handedOver: the timer's goroutine started the next reader; this one
+	// exits after its current query. Written before taken is closed.
+	handedOver bool
+	sc         scratch
 
 	// recvmmsg's arguments and results, kept here so that the function
 	// handed to RawConn.Read is made once.
@@ -130,9 +141,15 @@ func (r *udpReader) run() {
 			continue
 		}
 		// The timer fired: its goroutine has started the next reader (or
-		// is starting it); this one is done once that is registered.
+		// is starting it); this one is done once that is registered. At
+		// the worker bound it declined: this reader goes on.
 		<-r.taken
 		r.unref(b, 1)
+		if !r.handedOver {
+			r.taken = make(chan struct{})
+			continue
+		}
+		s.nworkers.Add(-1) // counted as a worker by takeOver
 		return
 	}
 }
@@ -140,6 +157,14 @@ func (r *udpReader) run() {
 // takeOver runs on the timer's goroutine when a batch is slow.
 func (r *udpReader) takeOver() {
 	s, u, b := r.s, r.u, r.batch.Load()
+	if s.nworkers.Load() >= maxUDPWorkers {
+		close(r.taken) // declined: the reader answers the rest itself
+		r.unref(b, 1)
+		return
+	}
+	// The old reader, busy with its slow query, now counts as a worker.
+	s.nworkers.Add(1)
+	r.handedOver = true
 	// Register the new reader before the old one, still counted, exits.
 	u.loops.Add(1)
 	s.loops.Add(1)
@@ -150,15 +175,24 @@ func (r *udpReader) takeOver() {
 		next.run()
 	}()
 	close(r.taken)
-	// Every datagram not begun yet gets a goroutine of its own: a second
-	// slow query in the batch must not hold up the rest either.
+	// Every datagram not begun yet gets a goroutine of its own (up to the
+	// worker bound): a second slow query in the batch must not hold up
+	// the rest either.
 	for {
+		if s.nworkers.Add(1) > maxUDPWorkers {
+			s.nworkers.Add(-1)
+			var sc scratch
+			r.answer(b, &sc) // at the bound: the rest, one after the other, here
+			break
+		}
 		i := int(b.next.Add(1)) - 1
 		if i >= b.n {
+			s.nworkers.Add(-1)
 			break
 		}
 		b.refs.Add(1)
 		go func() {
+			defer s.nworkers.Add(-1)
 			var sc scratch
 			var oobOut oobBuf
 			r.answerOne(b, i, &sc, &oobOut)

@@ -9,11 +9,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd"
 )
@@ -96,7 +96,7 @@ func readPassword(path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := fsutil.ReadSmall(path)
 	if err != nil {
 		return "", fmt.Errorf("password_file: %w", err)
 	}
@@ -119,7 +119,7 @@ func etcdTLS(c *config.Etcd) (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLS.ServerName}
 	if c.TLS.CA != "" {
-		pem, err := os.ReadFile(c.TLS.CA)
+		pem, err := fsutil.ReadSmall(c.TLS.CA)
 		if err != nil {
 			return nil, fmt.Errorf("tls.ca: %w", err)
 		}
@@ -130,7 +130,7 @@ func etcdTLS(c *config.Etcd) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if c.TLS.Cert != "" || c.TLS.Key != "" {
-		pair, err := tls.LoadX509KeyPair(c.TLS.Cert, c.TLS.Key)
+		pair, err := fsutil.LoadKeyPair(c.TLS.Cert, c.TLS.Key)
 		if err != nil {
 			return nil, fmt.Errorf("tls.cert/tls.key: %w", err)
 		}
@@ -153,7 +153,7 @@ func etcdKey(c *config.Etcd, salt []byte, password string) (string, error) {
 		if f == "" {
 			continue
 		}
-		b, err := os.ReadFile(f)
+		b, err := fsutil.ReadSmall(f)
 		if err != nil {
 			return "", fmt.Errorf("tls: %w", err)
 		}

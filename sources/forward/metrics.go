@@ -16,6 +16,7 @@ type Metrics struct {
 	stale      prometheus.Counter
 	prefetches prometheus.Counter
 	loops      prometheus.Counter
+	busy       prometheus.Counter
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}
@@ -54,6 +55,10 @@ func NewMetrics(reg prometheus.Registerer, cache *Cache) *Metrics {
 			Name: "dnsd_forward_loops_total",
 			Help: "Forwarding loops detected (dnsd's own loop probe came back to it); the upstream concerned is no longer used.",
 		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dnsd_forward_busy_total",
+			Help: "Forwarded queries answered REFUSED at once because max_concurrent clients were already waiting on upstreams.",
+		}),
 		pools: map[*Pool]struct{}{},
 	}
 	if reg != nil {
@@ -68,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer, cache *Cache) *Metrics {
 		})
 		up := &upCollector{m: m, desc: prometheus.NewDesc("dnsd_forward_upstream_up",
 			"1 when an upstream is considered up (not marked down by failures and health checks, not looping), else 0.", []string{"upstream"}, nil)}
-		reg.MustRegister(m.requests, m.latency, m.hits, m.misses, m.stale, m.prefetches, m.loops, entries, up)
+		reg.MustRegister(m.requests, m.latency, m.hits, m.misses, m.stale, m.prefetches, m.loops, m.busy, entries, up)
 	}
 	return m
 }

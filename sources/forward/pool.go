@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/dnsd/dnsd/internal/fsutil"
 )
 
 // Policies: the order in which a query tries the upstreams.
@@ -96,7 +97,7 @@ type Pool struct {
 
 // LoadCA reads a PEM bundle into a certificate pool.
 func LoadCA(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
+	b, err := fsutil.ReadSmall(path)
 	if err != nil {
 		return nil, err
 	}

@@ -123,9 +123,17 @@ func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pi
 		s.met.stale.Inc()
 		return answered(stale.staleResponse())
 	}
+	// The waiting client holds a max_concurrent slot like any other; with
+	// none left it gets the stale answer at once.
+	if !s.pool.acquire() {
+		s.met.stale.Inc()
+		return answered(stale.staleResponse())
+	}
+	defer s.pool.release()
 	// The refresh must not end with this client, who leaves after
-	// StaleAnswerAfter: it runs on its own goroutine and context.
-	ch := s.pool.group.DoChan(k.String(), func() (any, error) { return s.fetch(context.Background(), k) })
+	// StaleAnswerAfter: it runs on its own goroutine and context, and
+	// holds a slot of its own while it runs.
+	ch := s.pool.group.DoChan(k.String(), func() (any, error) { return s.fetch(context.Background(), k, true) })
 	t := time.NewTimer(StaleAnswerAfter)
 	defer t.Stop()
 	select {
@@ -145,13 +153,23 @@ func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pi
 // its own would cost a stack growth per miss), joining an identical query
 // in flight. The exchange ends with ctx: a client that joined a query
 // whose first client's ctx ended asks again.
+//
+// Every client waiting here holds one of max_concurrent slots, whether it
+// leads the exchange or joined one: a flood of one name at a dead upstream
+// is then bounded like a flood of distinct names, and the clients over the
+// bound get REFUSED at once instead of piling up.
 func (s *Source) resolveNow(ctx context.Context, k Key) pipeline.Result {
+	if !s.pool.acquire() {
+		s.met.busy.Inc()
+		return answered(refused)
+	}
+	defer s.pool.release()
 	key := k.String()
 	for {
 		if err := ctx.Err(); err != nil {
 			return pipeline.Result{Status: pipeline.Failed, Err: err}
 		}
-		v, err, _ := s.pool.group.Do(key, func() (any, error) { return s.fetch(ctx, k) })
+		v, err, _ := s.pool.group.Do(key, func() (any, error) { return s.fetch(ctx, k, false) })
 		if err != nil && ctx.Err() == nil && s.pool.ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			continue
 		}
@@ -171,12 +189,16 @@ func result(v any, err error) pipeline.Result {
 }
 
 // fetch is the one upstream exchange of coalesced identical queries; it
-// ends with ctx or when the pool closes.
-func (s *Source) fetch(ctx context.Context, k Key) (any, error) {
-	if !s.pool.acquire() {
-		return nil, errTooMany
+// ends with ctx or when the pool closes. A background fetch (no client
+// waits on it: prefetch, stale refresh) takes a max_concurrent slot of its
+// own; a client's fetch runs on the slot its client holds.
+func (s *Source) fetch(ctx context.Context, k Key, background bool) (any, error) {
+	if background {
+		if !s.pool.acquire() {
+			return nil, errTooMany
+		}
+		defer s.pool.release()
 	}
-	defer s.pool.release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.pool.ctx, cancel)()
@@ -210,7 +232,7 @@ func (s *Source) prefetch(k Key, e *entry) {
 	ok := s.pool.spawn(func() {
 		defer e.refreshing.Store(false)
 		s.met.prefetches.Inc()
-		_, _, _ = s.pool.group.Do(k.String(), func() (any, error) { return s.fetch(context.Background(), k) })
+		_, _, _ = s.pool.group.Do(k.String(), func() (any, error) { return s.fetch(context.Background(), k, true) })
 	})
 	if !ok {
 		e.refreshing.Store(false)

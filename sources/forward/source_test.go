@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,6 +419,43 @@ func TestMaxConcurrent(t *testing.T) {
 		if r := s.lookup(t, "n0.example.", dns.TypeA); r.Msg.Rcode != dns.RcodeSuccess && r.Msg.Rcode != dns.RcodeRefused {
 			t.Fatal(r.Msg)
 		}
+	}
+}
+
+// Clients that join an identical query in flight hold a max_concurrent
+// slot too: a flood of one name at a dead upstream gets REFUSED at once
+// beyond the bound instead of piling up waiters.
+func TestMaxConcurrentCountsJoinedClients(t *testing.T) {
+	o := poolOpts(blackHole(t))
+	o.Timeout = time.Second
+	o.MaxConcurrent = 3
+	s := newTestSource(t, o, defaultCacheConfig())
+	const clients = 20
+	var wg sync.WaitGroup
+	var refusedFast, failed atomic.Int32
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			r := s.lookup(t, "same.example.", dns.TypeA)
+			switch {
+			case r.Status == pipeline.Answered && r.Msg.Rcode == dns.RcodeRefused && time.Since(start) < 500*time.Millisecond:
+				refusedFast.Add(1)
+			case r.Status == pipeline.Failed:
+				failed.Add(1)
+			default:
+				t.Errorf("unexpected result after %v: %+v", time.Since(start), r)
+			}
+		}()
+	}
+	wg.Wait()
+	if refusedFast.Load() != clients-3 || failed.Load() != 3 {
+		t.Fatalf("%d clients of one name, max_concurrent 3: %d refused at once, %d waited and failed; want %d and 3",
+			clients, refusedFast.Load(), failed.Load(), clients-3)
+	}
+	if got := counterValue(s.met.busy); got != clients-3 {
+		t.Errorf("dnsd_forward_busy_total = %v, want %d", got, clients-3)
 	}
 }
 

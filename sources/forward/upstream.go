@@ -94,7 +94,7 @@ func (u *upstream) observe(start time.Time, m *dns.Msg, err error) {
 	rcode := "error"
 	switch {
 	case err == nil:
-		rcode = metrics.RcodeString(m.Rcode)
+		rcode = metrics.RcodeLabel(m.Rcode)
 		u.latency.Observe(time.Since(start).Seconds())
 	case isTimeout(err):
 		rcode = "timeout"

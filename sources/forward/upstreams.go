@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/fsutil"
 )
 
 // DefaultResolvConf is where the `resolv.conf` upstream form is read from.
@@ -104,7 +104,7 @@ func Expand(ups []config.Upstream, opts ExpandOptions) (out []Upstream, dropped 
 // ReadResolvConf returns the addresses (ip:53) of path's nameserver lines.
 // Lines that are not an IP address are skipped, as the C library does.
 func ReadResolvConf(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := fsutil.ReadSmall(path)
 	if err != nil {
 		return nil, err
 	}

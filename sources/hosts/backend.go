@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -18,12 +17,23 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
-// debounce is how long the watcher collects events before it re-reads the
-// files they concern: an editor's save is several events in a row.
-const debounce = 15 * time.Millisecond
+// debounce is how long a watched directory must be quiet (no event for a
+// hosts file) before the files are re-read: the timer restarts at every
+// event, so a file rewritten in place (`>` redirection, cp), which is
+// truncated and then written in pieces, is read once the writer is done,
+// never half-written. An editor's save is several events in a row too.
+const debounce = 50 * time.Millisecond
+
+// emptyGrace is how long a file that turned empty must stay empty before
+// its emptiness is served: an in-place rewrite truncates first and may
+// pause before it writes, and serving an empty file turns every name into
+// NXDOMAIN (which clients cache). A file emptied on purpose is applied
+// emptyGrace later.
+const emptyGrace = time.Second
 
 // maxBadLinesLogged caps the bad lines logged per file load; the rest are
 // counted in one summary line.
@@ -66,6 +76,9 @@ type hostsFile struct {
 	sum     uint64    // hash of the content data was parsed from
 	info    os.FileInfo
 	failing bool // unreadable since the last warning
+	// emptySince: when the file was first seen empty while its last good
+	// data was not (zero: not pending).
+	emptySince time.Time
 }
 
 // fileData is one file's parsed content: (address, name) pairs with the
@@ -194,10 +207,9 @@ func (b *Backend) run() {
 	checkDirs := make(map[string]bool)
 	var timer *time.Timer
 	var fire <-chan time.Time
+	// arm (re)starts the debounce: the files are read once the directory
+	// has been quiet for debounce.
 	arm := func() {
-		if fire != nil {
-			return
-		}
 		if timer == nil {
 			timer = time.NewTimer(debounce)
 		} else {
@@ -205,10 +217,28 @@ func (b *Backend) run() {
 		}
 		fire = timer.C
 	}
+	// The empty-file recheck: files that turned empty are read again
+	// once they may have stayed empty for emptyGrace.
+	emptyTimer := time.NewTimer(time.Hour)
+	emptyTimer.Stop()
+	var emptyFire <-chan time.Time
+	armEmpty := func() {
+		if emptyFire != nil {
+			return
+		}
+		for _, f := range b.files {
+			if !f.emptySince.IsZero() {
+				emptyTimer.Reset(max(time.Until(f.emptySince.Add(emptyGrace)), time.Millisecond))
+				emptyFire = emptyTimer.C
+				return
+			}
+		}
+	}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		emptyTimer.Stop()
 	}()
 	for {
 		select {
@@ -249,6 +279,20 @@ func (b *Backend) run() {
 			b.refresh(dirty, checkDirs)
 			clear(dirty)
 			clear(checkDirs)
+			armEmpty()
+		case <-emptyFire:
+			emptyFire = nil
+			for _, f := range b.files {
+				if !f.emptySince.IsZero() {
+					dirty[f] = true
+				}
+			}
+			if fire == nil { // else the debounce will read them anyway
+				b.refresh(dirty, checkDirs)
+				clear(dirty)
+				clear(checkDirs)
+			}
+			armEmpty()
 		}
 	}
 }
@@ -303,48 +347,32 @@ func (b *Backend) reread(f *hostsFile) bool {
 	f.info = info
 	sum := maphash.Bytes(b.seed, data)
 	if sum == f.sum {
+		f.emptySince = time.Time{}
 		return false
 	}
+	if len(data) == 0 && len(f.data.entries) > 0 {
+		now := time.Now()
+		if f.emptySince.IsZero() {
+			f.emptySince = now
+			b.logger.Info("hosts file is empty; keeping its last data unless it stays empty", "file", f.path, "for", emptyGrace)
+			return false
+		}
+		if now.Sub(f.emptySince) < emptyGrace {
+			return false
+		}
+		b.logger.Warn("hosts file stayed empty, serving no records from it", "file", f.path, "for", now.Sub(f.emptySince).Round(time.Millisecond))
+	}
+	f.emptySince = time.Time{}
 	f.sum = sum
 	f.data = parseData(f.path, data, b.logger)
 	return true
 }
 
 // readFile reads a whole file and returns its info from the same open.
+// Anything but a regular file (a FIFO, a device) is an error found
+// without reading, so the watcher never blocks.
 func readFile(path string) ([]byte, os.FileInfo, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer fh.Close()
-	info, err := fh.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if info.IsDir() {
-		return nil, nil, errors.New("is a directory")
-	}
-	if info.Size() > maxFileSize {
-		return nil, nil, fmt.Errorf("larger than %d bytes", maxFileSize)
-	}
-	data := make([]byte, 0, info.Size()+512)
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-		n, err := fh.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(data) > maxFileSize {
-			return nil, nil, fmt.Errorf("larger than %d bytes", maxFileSize)
-		}
-	}
-	return data, info, nil
+	return fsutil.ReadFile(path, maxFileSize)
 }
 
 // parseData parses a whole file. Bad lines are skipped and logged with

@@ -1,9 +1,11 @@
 package hosts
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -253,4 +255,164 @@ func TestCloseStopsWatching(t *testing.T) {
 	}
 	writeFile(t, path, "10.0.0.2 web.example.internal\n")
 	never(t, s, name, "A 10.0.0.1") // last data still served, edits no longer applied
+}
+
+// A file rewritten in place in pieces, with pauses shorter than the
+// debounce between them, is served only once complete: no reader ever
+// sees a name of the old content missing.
+func TestInPlaceRewriteNeverHalfServed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	var full strings.Builder
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&full, "10.0.%d.%d host%d.example.internal\n", i/250, i%250+1, i)
+	}
+	full.WriteString("10.0.0.1 web.example.internal\n")
+	writeFile(t, path, full.String())
+	b := openBackend(t, path)
+	s := NewSource(b, nil, time.Hour, true, nil)
+	expect(t, s, name, "A 10.0.0.1")
+
+	stop := make(chan struct{})
+	bad := make(chan string, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(bad)
+				return
+			default:
+			}
+			if got := records(s, name); len(got) != 1 || got[0] != "A 10.0.0.1" {
+				bad <- fmt.Sprint(got)
+				close(bad)
+				return
+			}
+		}
+	}()
+	for round := 0; round < 3; round++ {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		content := full.String()
+		for len(content) > 0 {
+			n := min(len(content), 512)
+			if _, err := f.WriteString(content[:n]); err != nil {
+				t.Fatal(err)
+			}
+			content = content[n:]
+			time.Sleep(debounce / 5)
+		}
+		f.Close()
+		time.Sleep(2 * debounce)
+	}
+	close(stop)
+	if got, ok := <-bad; ok {
+		t.Fatalf("during in-place rewrites %s was served as %s", name, got)
+	}
+	expect(t, s, "host199.example.internal.", "A 10.0.0.200")
+}
+
+// A file that turns empty keeps its data for emptyGrace, then (still
+// empty) serves nothing; a file refilled within the grace never loses a
+// name.
+func TestEmptyFileGrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	logger, logs := testLogger(t)
+	b, err := OpenBackend([]string{path}, time.Hour, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", logs)
+		}
+	}()
+	s := NewSource(b, nil, time.Hour, true, nil)
+
+	// Truncated, refilled 300 ms later: the name never goes away.
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	never(t, s, name, "A 10.0.0.1")
+	writeFile(t, path, "10.0.0.2 web.example.internal\n")
+	eventually(t, s, name, "A 10.0.0.2")
+
+	// Emptied for good: applied once it has stayed empty for emptyGrace.
+	start := time.Now()
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(emptyGrace + 2*time.Second)
+	for records(s, name)[0] != "NOTMINE" {
+		if time.Now().After(deadline) {
+			t.Fatalf("emptied file still served after %v", time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := time.Since(start); d < emptyGrace {
+		t.Fatalf("emptied file applied after %v, before the %v grace", d, emptyGrace)
+	}
+}
+
+// A FIFO that replaces a hosts file is never opened for reading: the
+// watcher keeps the last good data and stays responsive (a later real
+// file is served, Close returns).
+func TestFIFONeverBlocksWatcher(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	logger, logs := testLogger(t)
+	b, err := OpenBackend([]string{path}, time.Hour, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(b, nil, time.Hour, true, nil)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	never(t, s, name, "A 10.0.0.1")
+	if !strings.Contains(logs.String(), "FIFO") {
+		t.Errorf("the FIFO is not named in the log:\n%s", logs.String())
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "10.0.0.9 web.example.internal\n")
+	eventually(t, s, name, "A 10.0.0.9")
+	done := make(chan error, 1)
+	go func() { done <- b.Close() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close blocked")
+	}
+}
+
+func TestOpenFIFOIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		b, err := OpenBackend([]string{path}, time.Hour, nil, nil)
+		if err == nil {
+			b.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Fatalf("OpenBackend on a FIFO: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("OpenBackend blocked on a FIFO")
+	}
 }

@@ -1,0 +1,129 @@
+// Package fsutil reads the files dnsd is pointed at (dnsd.yaml, hosts
+// files, keys, CA bundles) without ever blocking on something that is not
+// a regular file: a FIFO, a device or a directory where a file should be
+// is an error, found before any read.
+package fsutil
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// ErrNotRegular is returned (wrapped) for paths that exist but are not
+// regular files.
+var ErrNotRegular = errors.New("not a regular file")
+
+// CheckRegular stats path (following symlinks) and returns an error unless
+// it is a regular file; it opens nothing.
+func CheckRegular(path string) (os.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	return fi, regular(fi)
+}
+
+// notRegular says what a path is instead of a regular file; it matches
+// ErrNotRegular with errors.Is.
+type notRegular string
+
+func (e notRegular) Error() string        { return string(e) }
+func (e notRegular) Is(target error) bool { return target == ErrNotRegular }
+
+func regular(fi os.FileInfo) error {
+	switch {
+	case fi.Mode().IsRegular():
+		return nil
+	case fi.IsDir():
+		return notRegular("is a directory")
+	case fi.Mode()&os.ModeNamedPipe != 0:
+		return notRegular("is a FIFO, not a regular file")
+	case fi.Mode()&os.ModeDevice != 0:
+		return notRegular("is a device, not a regular file")
+	case fi.Mode()&os.ModeSocket != 0:
+		return notRegular("is a socket, not a regular file")
+	}
+	return ErrNotRegular
+}
+
+// Open opens path for reading if it is a regular file. It checks before
+// opening, then opens without blocking (O_NONBLOCK: a FIFO swapped in
+// between the check and the open does not wait for a writer) and checks
+// the opened file again, so what it returns is a regular file whatever
+// happened to the path meanwhile.
+func Open(path string) (*os.File, os.FileInfo, error) {
+	if _, err := CheckRegular(path); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = regular(fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// ReadFile reads a whole regular file (see Open) of at most max bytes
+// (max <= 0: no limit) and returns its info from the same open.
+func ReadFile(path string, max int64) ([]byte, os.FileInfo, error) {
+	f, fi, err := Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if max > 0 && fi.Size() > max {
+		return nil, nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	data := make([]byte, 0, fi.Size()+512)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if max > 0 && int64(len(data)) > max {
+			return nil, nil, fmt.Errorf("larger than %d bytes", max)
+		}
+	}
+	return data, fi, nil
+}
+
+// maxPEMSize bounds a certificate, key or CA bundle file.
+const maxPEMSize = 16 << 20
+
+// ReadSmall reads a small regular file: a key, a certificate, a password,
+// resolv.conf.
+func ReadSmall(path string) ([]byte, error) {
+	b, _, err := ReadFile(path, maxPEMSize)
+	return b, err
+}
+
+// LoadKeyPair is tls.LoadX509KeyPair over ReadSmall.
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := ReadSmall(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := ReadSmall(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
+}
