@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -63,7 +64,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ConfigPath: configPath(*path), Version: version, Commit: buildCommit(), LogOutput: stderr,
 	}, signals)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		if !errors.Is(err, daemon.ErrForcedExit) {
+			fmt.Fprintln(stderr, err)
+		}
 		return 1
 	}
 	return 0

@@ -92,8 +92,18 @@ func (s *syncBuffer) String() string {
 
 func startDnsd(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(dnsdBin, args...)
+	return startBinary(t, dnsdBin, nil, dir, args...)
+}
+
+// startBinary starts bin (a dnsd build) in dir with env added to the
+// environment.
+func startBinary(t *testing.T, bin string, env []string, dir string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr

@@ -7,6 +7,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -93,7 +94,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.sw.swap(&generation{p: p, set: set})
-	d.reg.Swapped(cfg, p)
+	d.reg.Swapped(cfg, p, set)
 	d.srv = server.New(server.Options{Resolver: d.sw, Observer: &observer{m: d.metrics, log: d.logger, queries: &d.queryLog}, Logger: d.logger})
 	set2, err := serverSettings(cfg)
 	if err == nil {
@@ -163,10 +164,15 @@ func (d *Daemon) reload(ctx context.Context) error {
 	// New backends sync before the swap (up to their sync_timeout); kept
 	// ones are not waited for, synced or not.
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout(cfg))
-	for _, name := range set.WaitFresh(syncCtx) {
+	unsynced := set.WaitFresh(syncCtx)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		set.Release()
+		return fmt.Errorf("reload abandoned: %w", err)
+	}
+	for _, name := range unsynced {
 		d.logger.Warn("new backend not synced within its sync_timeout; its names answer SERVFAIL until it is", "backend", name)
 	}
-	cancel()
 
 	var newHTTP *httpServer
 	if cfg.HTTP != "" && (d.http == nil || d.http.addr != cfg.HTTP) {
@@ -185,7 +191,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 		d.http = newHTTP
 	}
 	old := d.sw.swap(&generation{p: p, set: set})
-	d.reg.Swapped(cfg, p)
+	d.reg.Swapped(cfg, p, set)
 	d.level.Set(cfg.Log.Level)
 	d.queryLog.Store(cfg.Log.Queries)
 	if cfg.Log.Format != d.format {
@@ -225,34 +231,100 @@ func (d *Daemon) Addrs() []string {
 	return out
 }
 
+// stopTimeout bounds a graceful stop, a reload in progress included.
+const stopTimeout = 10 * time.Second
+
+// ErrForcedExit is returned by Run when a second stop signal ended a
+// graceful stop before it was done.
+var ErrForcedExit = errors.New("second stop signal: exiting at once")
+
 // Run starts the daemon and serves until ctx ends or a stop signal
-// arrives; SIGHUP reloads.
+// arrives. SIGHUP reloads, on a goroutine of its own so that the loop
+// keeps listening: a SIGTERM during a reload abandons the reload (its
+// context is cancelled, the running pipeline stays) and stops the daemon
+// within stopTimeout; a second SIGTERM returns ErrForcedExit at once.
+// SIGHUPs that arrive during a reload are coalesced into one more reload.
 func Run(ctx context.Context, opts Options, signals <-chan os.Signal) error {
 	d, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
+	var (
+		reloadCtx, cancelReloads = context.WithCancel(ctx)
+		reloadDone               chan struct{} // nil: no reload running
+		again                    bool          // a SIGHUP came during the reload
+	)
+	defer cancelReloads()
+	reload := func() {
+		reloadDone = make(chan struct{})
+		go func(done chan struct{}) {
+			defer close(done)
+			_ = d.Reload(reloadCtx)
+		}(reloadDone)
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			return d.stop()
+			return d.stopNow(cancelReloads, reloadDone, signals)
+		case <-reloadDone:
+			reloadDone = nil
+			if again {
+				again = false
+				d.logger.Info("reloading again for a SIGHUP that came during the last reload", "config", opts.ConfigPath)
+				reload()
+			}
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
+				if reloadDone != nil {
+					again = true
+					continue
+				}
 				d.logger.Info("SIGHUP: reloading", "config", opts.ConfigPath)
-				_ = d.Reload(ctx)
+				reload()
 			case syscall.SIGTERM, os.Interrupt:
-				d.logger.Info("stopping", "signal", sig.String())
-				return d.stop()
+				if reloadDone != nil {
+					d.logger.Info("stopping, abandoning the reload in progress", "signal", sig.String())
+				} else {
+					d.logger.Info("stopping", "signal", sig.String())
+				}
+				return d.stopNow(cancelReloads, reloadDone, signals)
 			}
 		}
 	}
 }
 
-func (d *Daemon) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return d.Shutdown(ctx)
+// stopNow cancels any reload and stops the daemon gracefully, within
+// stopTimeout; a second stop signal cuts it short.
+func (d *Daemon) stopNow(cancelReloads context.CancelFunc, reloadDone chan struct{}, signals <-chan os.Signal) error {
+	cancelReloads()
+	deadline := time.Now().Add(stopTimeout)
+	done := make(chan error, 1)
+	go func() {
+		if reloadDone != nil {
+			<-reloadDone // returns promptly: its context is cancelled
+		}
+		// Leave a little of the budget for the process to exit.
+		ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-500*time.Millisecond))
+		defer cancel()
+		done <- d.Shutdown(ctx)
+	}()
+	hard := time.NewTimer(time.Until(deadline))
+	defer hard.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case sig := <-signals:
+			if sig == syscall.SIGTERM || sig == os.Interrupt {
+				d.logger.Warn("second stop signal: exiting at once", "signal", sig.String())
+				return ErrForcedExit
+			}
+		case <-hard.C:
+			d.logger.Error("graceful stop did not finish in time; exiting", "timeout", stopTimeout)
+			return fmt.Errorf("graceful stop took longer than %s", stopTimeout)
+		}
+	}
 }
 
 // ready reports whether every source of the current pipeline has synced.

@@ -124,3 +124,69 @@ func waitSources(t *testing.T, p *pipeline.Pipeline) {
 		}
 	}
 }
+
+// A reload during an etcd outage never turns answered names into
+// SERVFAIL: a replacement backend (other endpoints, here the same server
+// under another name; or another ttl) that cannot sync is handed the zone
+// only once it has, the old backend answering until then; then the old
+// one is stopped.
+func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
+	dir := t.TempDir()
+	conf := func(endpoint, ttl string) string {
+		return fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%q], ttl: %s, sync_timeout: 300ms}\n", endpoint, ttl)
+	}
+	localhost := strings.Replace(srv.Endpoint(), "127.0.0.1", "localhost", 1)
+	reg := NewRegistry(Options{})
+	defer reg.Close()
+	cfg1 := load(t, dir, conf(srv.Endpoint(), "30s"))
+	p1, set1, err := reg.Build(context.Background(), cfg1, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Swapped(cfg1, p1, set1)
+	waitSources(t, p1)
+
+	srv.Stop()
+	sets := []*Set{set1}
+	p := p1
+	for _, c := range []struct{ what, yaml string }{
+		{"ttl changed", conf(srv.Endpoint(), "45s")},
+		{"endpoint changed", conf(localhost, "45s")},
+	} {
+		cfg2 := load(t, dir, c.yaml)
+		p2, set2, err := reg.Build(context.Background(), cfg2, pipeline.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		if unsynced := set2.WaitFresh(ctx); len(unsynced) != 1 {
+			t.Fatalf("%s during the outage: %d unsynced new backends, want 1", c.what, len(unsynced))
+		}
+		cancel()
+		reg.Swapped(cfg2, p2, set2)
+		sets[len(sets)-1].Release() // the old generation is done
+		sets = append(sets, set2)
+		p = p2
+		if got := resolveA(t, p, "x.one.test."); got != "10.0.0.1" {
+			t.Fatalf("%s during the outage: x.one.test = %s, want the old backend's answer", c.what, got)
+		}
+	}
+	// The first backend (still the one answering) and the unsynced
+	// replacement (the one of the middle reload was let go of).
+	if n := reg.Len(); n != 2 {
+		t.Fatalf("%d backends running during the handover, want 2 (old answering + replacement)", n)
+	}
+
+	srv.Restart()
+	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.2"}`)
+	deadline := time.Now().Add(20 * time.Second)
+	for resolveA(t, p, "x.one.test.") != "10.0.0.2" || reg.Len() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after etcd came back: x.one.test = %s, %d backends; want 10.0.0.2 from the replacement, 1 backend", resolveA(t, p, "x.one.test."), reg.Len())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sets[len(sets)-1].Release()
+}

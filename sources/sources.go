@@ -32,6 +32,7 @@ type Registry struct {
 
 	mu       sync.Mutex
 	backends map[string]*backend
+	serving  map[slot]slotSource // the serving pipeline's sources (see handover)
 
 	// serials hands out the SOA serials of every hosts and etcd source,
 	// so a zone's serial rises with any change of any of its sources.
@@ -82,16 +83,22 @@ type Set struct {
 	keys []string
 	// Fresh lists the backends this Set started (they were not running
 	// before it): the ones a reload must wait for.
-	Fresh []string
-	once  sync.Once
+	Fresh     []string
+	slots     map[slot]slotSource
+	handovers handovers
+	once      sync.Once
 }
 
-// Release drops the Set's references and stops backends left unused.
+// Release drops the Set's references and stops backends left unused,
+// including old backends its handovers still held.
 func (s *Set) Release() {
 	if s == nil {
 		return
 	}
-	s.once.Do(func() { s.reg.release(s.keys) })
+	s.once.Do(func() {
+		s.handovers.stop()
+		s.reg.release(s.keys)
+	})
 }
 
 // WaitFresh waits until every backend this Set started and that syncs
@@ -120,7 +127,7 @@ func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 // Build compiles cfg into a pipeline, opening or reusing backends. On
 // error nothing stays acquired. Errors name the source's FILE:LINE:COL.
 func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.Pipeline, *Set, error) {
-	set := &Set{reg: r}
+	set := &Set{reg: r, slots: make(map[slot]slotSource)}
 	if !r.dryRun {
 		// The cache and its metrics exist from the first build, forward
 		// source or not: SPEC §6 lists dnsd_cache_* among the metrics
@@ -132,12 +139,24 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 	zones := make([]pipeline.ZoneSpec, 0, len(cfg.Zones))
 	for _, z := range cfg.Zones {
 		spec := pipeline.ZoneSpec{Names: z.Names}
+		ordinal := map[string]int{}
 		for _, sc := range z.Sources {
+			held := len(set.keys)
 			src, err := r.source(ctx, cfg, z, sc, set)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %s: %w", sc.Pos, sc.Kind, err))
 				continue
 			}
+			sl := slot{zone: z.Key, kind: sc.Kind, n: ordinal[sc.Kind]}
+			ordinal[sc.Kind]++
+			key := ""
+			if len(set.keys) > held {
+				key = set.keys[len(set.keys)-1]
+			}
+			if !r.dryRun {
+				src = r.handOver(set, sl, key, src)
+			}
+			set.slots[sl] = slotSource{key: key, src: src}
 			spec.Sources = append(spec.Sources, pipeline.SourceEntry{Source: src, Fallthrough: sc.Fallthrough})
 		}
 		zones = append(zones, spec)
@@ -276,12 +295,17 @@ func (r *Registry) Close() {
 	r.kube.close()
 }
 
-// Swapped tells the registry that the pipeline built from cfg is now the
-// one serving (after a start or a reload), so process-wide state can follow
-// it (e.g. the forward cache drops entries of zones that no longer
-// forward).
-func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline) {
+// Swapped tells the registry that the pipeline built from cfg (holding
+// set) is now the one serving (after a start or a reload), so process-wide
+// state can follow it: the forward cache drops entries of zones that no
+// longer forward, and the next build knows which source served each slot.
+func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline, set *Set) {
 	r.forward.swapped(cfg, p)
+	if set != nil {
+		r.mu.Lock()
+		r.serving = set.slots
+		r.mu.Unlock()
+	}
 }
 
 // Synced reports every running backend by name and whether its first sync

@@ -80,7 +80,7 @@ zones:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.Swapped(cfg, p1)
+	reg.Swapped(cfg, p1, nil)
 	if reg.Len() != 1 {
 		t.Fatalf("two zones with the same forward settings: %d backends, want 1 pool", reg.Len())
 	}
@@ -101,7 +101,7 @@ zones:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.Swapped(cfg, p2)
+	reg.Swapped(cfg, p2, nil)
 	set1.Release()
 	if reg.Len() != 1 || len(set2.Fresh) != 0 {
 		t.Fatalf("reload: %d backends, %d fresh", reg.Len(), len(set2.Fresh))
@@ -119,7 +119,7 @@ zones:
 		t.Fatal(err)
 	}
 	defer set3.Release()
-	reg.Swapped(cfg3, p3)
+	reg.Swapped(cfg3, p3, nil)
 	set2.Release()
 	if got := gauge(t, promReg, "dnsd_cache_entries"); got != 1 {
 		t.Fatalf("after the reload: dnsd_cache_entries = %v, want 1 (www.example.)", got)
@@ -149,12 +149,12 @@ func TestRegistryCacheSettingsApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Release()
-	reg.Swapped(cfg, p)
+	reg.Swapped(cfg, p, nil)
 	for i := 0; i < 10; i++ {
 		resolve(t, p, fmt.Sprintf("n%d.example.", i))
 	}
 	cfg2 := load(t, dir, text(4))
-	reg.Swapped(cfg2, p)
+	reg.Swapped(cfg2, p, nil)
 	if got := gauge(t, promReg, "dnsd_cache_entries"); got != 4 {
 		t.Fatalf("size 100 -> 4: %v entries", got)
 	}

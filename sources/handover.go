@@ -1,0 +1,150 @@
+package sources
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// A reload can replace a zone's backend with one that has not synced yet
+// (new etcd endpoints or credentials, another kubeconfig, pod watching
+// turned on). If the backend it replaces still answers, the zone must not
+// turn to SERVFAIL meanwhile, least of all when the reload happens during
+// an outage and the new backend cannot sync at all: the old backend keeps
+// answering that zone until its replacement has synced, then it is let go.
+//
+// A slot is one source position of the serving pipeline: the zone key, the
+// kind and its ordinal among the zone's sources of that kind. A source of
+// the new pipeline takes over the old source of the same slot.
+type slot struct {
+	zone string
+	kind string
+	n    int
+}
+
+// slotSource is what a slot of a built pipeline holds.
+type slotSource struct {
+	key string // the registry backend's key ("" when none)
+	src pipeline.Source
+}
+
+// handoverGrace is how long the old backend stays referenced after its
+// replacement has synced, for lookups that started just before the switch.
+const handoverGrace = time.Second
+
+// handover is the pipeline source of a slot whose new backend has not
+// synced yet while the old one had: it answers from prev until next has
+// synced, then from next.
+type handover struct {
+	next     pipeline.Source
+	nextSync pipeline.Syncer
+	prev     pipeline.Source
+	prevKey  string
+	done     atomic.Bool // next has synced: prev is never asked again
+}
+
+var (
+	_ pipeline.Source = (*handover)(nil)
+	_ pipeline.Syncer = (*handover)(nil)
+)
+
+func (h *handover) current() pipeline.Source {
+	if h.done.Load() {
+		return h.next
+	}
+	if h.nextSync.Synced() {
+		h.done.Store(true)
+		return h.next
+	}
+	return h.prev
+}
+
+func (h *handover) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Result {
+	return h.current().Lookup(ctx, q)
+}
+
+func (h *handover) Kind() string { return h.next.Kind() }
+
+func (h *handover) TTL() uint32 { return h.current().TTL() }
+
+// Serial is the larger of both serials, so the zone's serial never goes
+// backwards at the switch.
+func (h *handover) Serial() uint32 { return max(h.prev.Serial(), h.next.Serial()) }
+
+// Synced: the slot answers (from prev) even before next has synced.
+func (h *handover) Synced() bool { return true }
+
+func (h *handover) WaitSynced(context.Context) error { return nil }
+
+// handovers are the running handovers of one Set, stopped by its Release.
+type handovers struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// handOver returns the source for a slot whose new source src (backend
+// key) has not synced: a handover from the source that served the slot in
+// the running pipeline, when that one answers and its backend still runs;
+// else src itself. The handover holds a reference on the old backend until
+// src has synced (plus handoverGrace) or the Set is released.
+func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) pipeline.Source {
+	sy, ok := src.(pipeline.Syncer)
+	if !ok || sy.Synced() {
+		return src
+	}
+	r.mu.Lock()
+	prev, ok := r.serving[sl]
+	if h, isHandover := prev.src.(*handover); isHandover && !h.done.Load() {
+		// A reload during a handover: carry on from the same old source.
+		prev = slotSource{key: h.prevKey, src: h.prev}
+	}
+	b := r.backends[prev.key]
+	if !ok || prev.key == "" || prev.key == key || b == nil {
+		r.mu.Unlock()
+		return src
+	}
+	if psy, ok := prev.src.(pipeline.Syncer); ok && !psy.Synced() {
+		r.mu.Unlock()
+		return src // the old one does not answer either
+	}
+	b.refs++
+	r.mu.Unlock()
+
+	h := &handover{next: src, nextSync: sy, prev: prev.src, prevKey: prev.key}
+	if set.handovers.ctx == nil {
+		set.handovers.ctx, set.handovers.cancel = context.WithCancel(context.Background())
+	}
+	r.logger.Info("replacement backend not synced yet; the previous one keeps answering its zone until it is",
+		"zone", sl.zone, "kind", sl.kind, "previous", prev.key, "replacement", key)
+	ctx := set.handovers.ctx
+	set.handovers.wg.Add(1)
+	go func() {
+		defer set.handovers.wg.Done()
+		defer r.release([]string{prev.key})
+		if err := sy.WaitSynced(ctx); err != nil {
+			return // Set released first
+		}
+		h.done.Store(true)
+		r.logger.Info("replacement backend synced; releasing the previous one", "zone", sl.zone, "kind", sl.kind, "previous", prev.key)
+		t := time.NewTimer(handoverGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}()
+	return h
+}
+
+// stop ends the Set's handovers and waits until each has let go of its
+// old backend.
+func (hs *handovers) stop() {
+	if hs.cancel != nil {
+		hs.cancel()
+	}
+	hs.wg.Wait()
+}
