@@ -344,7 +344,7 @@ func TestHardeningHostsRewrittenInPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 			rest = rest[n:]
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // a writer busy writing, as cp is
 		}
 		f.Close()
 		time.Sleep(150 * time.Millisecond)

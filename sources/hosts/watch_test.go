@@ -301,7 +301,7 @@ func TestInPlaceRewriteNeverHalfServed(t *testing.T) {
 				t.Fatal(err)
 			}
 			content = content[n:]
-			time.Sleep(debounce / 5)
+			time.Sleep(time.Millisecond) // a writer busy writing, as cp is
 		}
 		f.Close()
 		time.Sleep(2 * debounce)
