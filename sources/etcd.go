@@ -11,6 +11,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
@@ -19,20 +20,67 @@ import (
 )
 
 // etcdState is the etcd kind's process-lifetime state: its metrics,
-// registered once, and the salt of the hash that tells credentials apart
-// in backend keys without putting them in logs.
+// registered once, the salt of the hash that tells credentials apart in
+// backend keys without putting them in logs, and the connections (one
+// client and one prefix watch each), shared by every source with the same
+// connection settings whatever their ttl, across zones and reloads.
+// Guarded by Registry.mu.
 type etcdState struct {
 	metrics *etcd.Metrics
 	salt    []byte
+	conns   map[string]*etcdConn
+}
+
+type etcdConn struct {
+	key     string
+	refs    int
+	backend *etcd.Backend
 }
 
 func (st *etcdState) close() {}
 
-// etcdSource builds an etcd source. Backends are keyed on every setting
+// etcdView is the registry's backend value for an etcd source: a View
+// with the source's ttl over a shared connection.
+type etcdView struct {
+	*etcd.View
+	release func()
+	once    sync.Once
+}
+
+func (v *etcdView) Close() error {
+	v.once.Do(func() {
+		_ = v.View.Close()
+		v.release()
+	})
+	return nil
+}
+
+var _ pipeline.Syncer = (*etcdView)(nil)
+
+// etcdConnRelease drops a reference on a connection and closes it when
+// it was the last.
+func (r *Registry) etcdConnRelease(c *etcdConn) {
+	r.mu.Lock()
+	c.refs--
+	last := c.refs == 0 && r.etcd.conns[c.key] == c
+	if last {
+		delete(r.etcd.conns, c.key)
+	}
+	r.mu.Unlock()
+	if last {
+		_ = c.backend.Close()
+		r.logger.Info("etcd connection closed", "key", c.key)
+	}
+}
+
+// etcdSource builds an etcd source. Connections are keyed on every setting
 // they depend on: endpoints (in any order), prefix, TLS files, username,
-// password file, a salted hash of the password's and TLS files' content
-// (so a changed password or rotated certificate makes a new backend at
-// the next reload), and ttl (baked into the records).
+// password file, and a salted hash of the password's and TLS files'
+// content (so a changed password or rotated certificate makes a new
+// connection at the next reload). The registry backend is the connection
+// plus the source's ttl: a reload that changes only ttl gets a new View of
+// the same connection, built from the data it holds (no re-read of etcd,
+// and it works during an etcd outage).
 func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.Zone, c *config.Etcd, set *Set) (pipeline.Source, error) {
 	password, err := readPassword(c.PasswordFile)
 	if err != nil {
@@ -52,13 +100,15 @@ func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.
 	}
 	salt := r.etcd.salt
 	r.mu.Unlock()
-	key, err := etcdKey(c, salt, password)
+	connKey, err := etcdKey(c, salt, password)
 	if err != nil {
 		return nil, err
 	}
+	key := connKey + " ttl=" + c.TTL.String()
 	name := strings.Join(c.Endpoints, ",") + " " + c.Prefix
 	v, _, err := r.acquire(set, config.KindEtcd, key, func() (any, io.Closer, error) {
-		if r.etcd.metrics == nil { // under r.mu (acquire holds it)
+		// Under r.mu (acquire holds it).
+		if r.etcd.metrics == nil {
 			m := etcd.NewMetrics()
 			for _, col := range m.Collectors() {
 				if err := r.registerer.Register(col); err != nil {
@@ -66,6 +116,11 @@ func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.
 				}
 			}
 			r.etcd.metrics = m
+		}
+		if conn := r.etcd.conns[connKey]; conn != nil {
+			conn.refs++
+			view := &etcdView{View: conn.backend.View(c.TTL), release: func() { r.etcdConnRelease(conn) }}
+			return view, view, nil
 		}
 		b, err := etcd.Open(etcd.Options{
 			Serials:   &r.serials,
@@ -82,12 +137,18 @@ func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.
 		if err != nil {
 			return nil, nil, err
 		}
-		return b, b, nil
+		if r.etcd.conns == nil {
+			r.etcd.conns = make(map[string]*etcdConn)
+		}
+		conn := &etcdConn{key: connKey, refs: 1, backend: b}
+		r.etcd.conns[connKey] = conn
+		view := &etcdView{View: b.View(c.TTL), release: func() { r.etcdConnRelease(conn) }}
+		return view, view, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return etcd.NewSource(v.(*etcd.Backend), z.Names, c.TTL), nil
+	return etcd.NewViewSource(v.(*etcdView).View, z.Names, c.TTL), nil
 }
 
 // readPassword reads password_file: its content less one trailing line
@@ -159,7 +220,7 @@ func etcdKey(c *config.Etcd, salt []byte, password string) (string, error) {
 		}
 		h.Write(b)
 	}
-	return fmt.Sprintf("endpoints=%s prefix=%s tls=%s|%s|%s|%s user=%s password_file=%s secrets=%s ttl=%s",
+	return fmt.Sprintf("endpoints=%s prefix=%s tls=%s|%s|%s|%s user=%s password_file=%s secrets=%s",
 		strings.Join(eps, ","), c.Prefix, c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.TLS.ServerName,
-		c.Username, c.PasswordFile, hex.EncodeToString(h.Sum(nil))[:16], c.TTL), nil
+		c.Username, c.PasswordFile, hex.EncodeToString(h.Sum(nil))[:16]), nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
@@ -126,10 +128,11 @@ func waitSources(t *testing.T, p *pipeline.Pipeline) {
 }
 
 // A reload during an etcd outage never turns answered names into
-// SERVFAIL: a replacement backend (other endpoints, here the same server
-// under another name; or another ttl) that cannot sync is handed the zone
-// only once it has, the old backend answering until then; then the old
-// one is stopped.
+// SERVFAIL. A ttl change gets a new view of the same connection, built
+// from the data it holds: synced at once, the new ttl served at once. A
+// replacement connection (other endpoints, here the same server under
+// another name) that cannot sync is handed the zone only once it has, the
+// old one answering until then; then the old one is stopped.
 func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 	srv := etcdtest.Start(t, etcdtest.Options{})
 	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
@@ -149,11 +152,23 @@ func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 	waitSources(t, p1)
 
 	srv.Stop()
+	answer := func(p *pipeline.Pipeline) string {
+		m := new(dns.Msg)
+		m.SetQuestion("x.one.test.", dns.TypeA)
+		r := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: "x.one.test.", Type: dns.TypeA})
+		if len(r.Msg.Answer) == 0 {
+			return dns.RcodeToString[r.Msg.Rcode]
+		}
+		return r.Msg.Answer[0].String()
+	}
 	sets := []*Set{set1}
 	p := p1
-	for _, c := range []struct{ what, yaml string }{
-		{"ttl changed", conf(srv.Endpoint(), "45s")},
-		{"endpoint changed", conf(localhost, "45s")},
+	for _, c := range []struct {
+		what, yaml string
+		unsynced   int
+	}{
+		{"ttl changed", conf(srv.Endpoint(), "45s"), 0},
+		{"endpoint changed", conf(localhost, "45s"), 1},
 	} {
 		cfg2 := load(t, dir, c.yaml)
 		p2, set2, err := reg.Build(context.Background(), cfg2, pipeline.Options{})
@@ -161,20 +176,19 @@ func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		if unsynced := set2.WaitFresh(ctx); len(unsynced) != 1 {
-			t.Fatalf("%s during the outage: %d unsynced new backends, want 1", c.what, len(unsynced))
+		if unsynced := set2.WaitFresh(ctx); len(unsynced) != c.unsynced {
+			t.Fatalf("%s during the outage: %d unsynced new backends, want %d", c.what, len(unsynced), c.unsynced)
 		}
 		cancel()
 		reg.Swapped(cfg2, p2, set2)
 		sets[len(sets)-1].Release() // the old generation is done
 		sets = append(sets, set2)
 		p = p2
-		if got := resolveA(t, p, "x.one.test."); got != "10.0.0.1" {
-			t.Fatalf("%s during the outage: x.one.test = %s, want the old backend's answer", c.what, got)
+		if got, want := answer(p), "x.one.test.\t45\tIN\tA\t10.0.0.1"; got != want {
+			t.Fatalf("%s during the outage: x.one.test = %q, want %q", c.what, got, want)
 		}
 	}
-	// The first backend (still the one answering) and the unsynced
-	// replacement (the one of the middle reload was let go of).
+	// The old connection's view (answering) and the unsynced replacement.
 	if n := reg.Len(); n != 2 {
 		t.Fatalf("%d backends running during the handover, want 2 (old answering + replacement)", n)
 	}
@@ -182,11 +196,55 @@ func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 	srv.Restart()
 	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.2"}`)
 	deadline := time.Now().Add(20 * time.Second)
-	for resolveA(t, p, "x.one.test.") != "10.0.0.2" || reg.Len() != 1 {
+	for answer(p) != "x.one.test.\t45\tIN\tA\t10.0.0.2" || reg.Len() != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after etcd came back: x.one.test = %s, %d backends; want 10.0.0.2 from the replacement, 1 backend", resolveA(t, p, "x.one.test."), reg.Len())
+			t.Fatalf("after etcd came back: x.one.test = %s, %d backends; want 10.0.0.2 from the replacement, 1 backend", answer(p), reg.Len())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	sets[len(sets)-1].Release()
+}
+
+// Sources of one connection with different ttls share one client and
+// watch; each answers with its own ttl, and a change reaches both.
+func TestEtcdViewsPerTTL(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
+	srv.Put("/skydns/test/two/y", `{"host":"10.0.0.2","ttl":7}`)
+	dir := t.TempDir()
+	cfg := load(t, dir, fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%[1]q], ttl: 30s}\n  two.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n  three.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n", srv.Endpoint()))
+	reg := NewRegistry(Options{})
+	defer reg.Close()
+	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	waitSources(t, p)
+	if n := len(reg.etcd.conns); n != 1 || reg.Len() != 2 {
+		t.Fatalf("%d etcd connections, %d backends; want 1 connection, 2 views (30s, 60s)", n, reg.Len())
+	}
+	ttlOf := func(name string) uint32 {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		r := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: name, Type: dns.TypeA})
+		if len(r.Msg.Answer) != 1 {
+			t.Fatalf("%s: %v", name, r.Msg)
+		}
+		return r.Msg.Answer[0].Header().Ttl
+	}
+	if a, b := ttlOf("x.one.test."), ttlOf("y.two.test."); a != 30 || b != 7 {
+		t.Fatalf("ttls %d (default of one.test) and %d (the value's own); want 30 and 7", a, b)
+	}
+	srv.Put("/skydns/test/two/z", `{"host":"10.0.0.3"}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for resolveA(t, p, "z.two.test.") != "10.0.0.3" {
+		if time.Now().After(deadline) {
+			t.Fatal("a put did not reach the 60s view")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ttlOf("z.two.test."); got != 60 {
+		t.Fatalf("new record in the 60s view has ttl %d", got)
+	}
 }

@@ -63,13 +63,18 @@ type Options struct {
 	beforeWatch func()
 }
 
-// Backend is one etcd client and one prefix watch feeding an index.
+// Backend is one etcd client and one prefix watch feeding an index per
+// default TTL in use (a View each; see View).
 type Backend struct {
 	opts   Options
 	log    *slog.Logger
 	m      *Metrics
-	ix     *index
 	rangeK string // first key of the watched range: prefix + "/"
+
+	// wmu serializes index writes (the watch goroutine) with views being
+	// taken and released. Readers never take it: each holds its index.
+	wmu   sync.Mutex
+	views map[uint32]*view // by default TTL, never empty
 
 	synced   atomic.Bool
 	syncedCh chan struct{}
@@ -126,7 +131,7 @@ func Open(opts Options) (*Backend, error) {
 		opts:     opts,
 		log:      opts.Logger.With("source", "etcd", "backend", opts.Name),
 		m:        opts.Metrics,
-		ix:       newIndex(opts.Prefix, pipeline.TTLSeconds(opts.TTL)),
+		views:    map[uint32]*view{pipeline.TTLSeconds(opts.TTL): {ix: newIndex(opts.Prefix, pipeline.TTLSeconds(opts.TTL))}},
 		rangeK:   strings.TrimSuffix(opts.Prefix, "/") + "/",
 		syncedCh: make(chan struct{}),
 	}
@@ -167,8 +172,8 @@ func (b *Backend) WaitSynced(ctx context.Context) error {
 // Serial increases whenever the data changes and never goes backwards.
 func (b *Backend) Serial() uint32 { return b.serial.Load() }
 
-// TTL is the default TTL of the backend's records, in seconds.
-func (b *Backend) TTL() uint32 { return b.ix.ttl }
+// TTL is the default TTL the backend was opened with, in seconds.
+func (b *Backend) TTL() uint32 { return pipeline.TTLSeconds(b.opts.TTL) }
 
 // Records is the number of DNS records held.
 func (b *Backend) Records() int { return int(b.records.Load()) }
@@ -282,7 +287,7 @@ func (b *Backend) failed(op string, err error, retry *backoff) {
 func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	start := time.Now()
 	end := clientv3.GetPrefixRangeEnd(b.rangeK)
-	seen := make(map[string]struct{}, len(b.ix.keys))
+	seen := make(map[string]struct{}, b.keyCount())
 	var rev int64
 	from := b.rangeK
 	changed, malformed := 0, 0
@@ -303,7 +308,7 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
 			seen[k] = struct{}{}
-			ch, err := b.ix.put(k, kv.Value, kv.ModRevision)
+			ch, err := b.put(k, kv.Value, kv.ModRevision)
 			if ch {
 				changed++
 			}
@@ -317,18 +322,16 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	for k := range b.ix.keys {
-		if _, ok := seen[k]; !ok {
-			b.ix.del(k)
-			changed++
-		}
+	for _, k := range b.keysNotIn(seen) {
+		b.del(k)
+		changed++
 	}
 	b.m.relists.WithLabelValues(b.opts.Name, reason).Inc()
 	if changed > 0 || !b.synced.Load() {
 		b.changed()
 	}
-	b.log.Info("etcd prefix read", "prefix", b.opts.Prefix, "revision", rev, "keys", len(b.ix.keys),
-		"records", b.ix.records, "changed", changed, "malformed", malformed, "reason", reason,
+	b.log.Info("etcd prefix read", "prefix", b.opts.Prefix, "revision", rev, "keys", b.keyCount(),
+		"records", b.records.Load(), "changed", changed, "malformed", malformed, "reason", reason,
 		"took", time.Since(start).Round(time.Millisecond))
 	if !b.synced.Load() {
 		b.synced.Store(true)
@@ -363,14 +366,14 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 			k := string(ev.Kv.Key)
 			switch ev.Type {
 			case clientv3.EventTypePut:
-				ch, err := b.ix.put(k, ev.Kv.Value, ev.Kv.ModRevision)
+				ch, err := b.put(k, ev.Kv.Value, ev.Kv.ModRevision)
 				changed = changed || ch
 				if err != nil {
 					b.malformed(k, ev.Kv.ModRevision, err)
 				}
 				b.m.events.WithLabelValues(b.opts.Name, "put").Inc()
 			case clientv3.EventTypeDelete:
-				changed = b.ix.del(k) || changed
+				changed = b.del(k) || changed
 				b.m.events.WithLabelValues(b.opts.Name, "delete").Inc()
 			}
 			*rev = max(*rev, ev.Kv.ModRevision)
@@ -388,8 +391,64 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 // changed publishes the new serial and record count.
 func (b *Backend) changed() {
 	b.serial.Store(max(b.opts.Serials.Next(), b.serial.Load()+1))
-	b.records.Store(int64(b.ix.records))
-	b.m.records.WithLabelValues(b.opts.Name).Set(float64(b.ix.records))
+	b.wmu.Lock()
+	n := b.anyIndex().records
+	b.wmu.Unlock()
+	b.records.Store(int64(n))
+	b.m.records.WithLabelValues(b.opts.Name).Set(float64(n))
+}
+
+// put applies a put to every view's index; the result is the same for
+// each (they hold the same keys).
+func (b *Backend) put(key string, val []byte, modRev int64) (changed bool, err error) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	first := true
+	for _, v := range b.views {
+		c, e := v.ix.put(key, val, modRev)
+		if first {
+			changed, err, first = c, e, false
+		}
+	}
+	return changed, err
+}
+
+// del applies a delete to every view's index.
+func (b *Backend) del(key string) (changed bool) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	for _, v := range b.views {
+		changed = v.ix.del(key) || changed
+	}
+	return changed
+}
+
+// anyIndex is one of the views' indexes (they hold the same keys). Caller
+// holds wmu.
+func (b *Backend) anyIndex() *index {
+	for _, v := range b.views {
+		return v.ix
+	}
+	panic("etcd: backend without a view")
+}
+
+func (b *Backend) keyCount() int {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	return len(b.anyIndex().keys)
+}
+
+// keysNotIn lists the keys held that are not in seen.
+func (b *Backend) keysNotIn(seen map[string]struct{}) []string {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	var out []string
+	for k := range b.anyIndex().keys {
+		if _, ok := seen[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // malformed logs and counts a key or value that gives no record; the
@@ -427,15 +486,32 @@ func (b *Backend) monitor(conn *grpc.ClientConn) {
 	}
 }
 
-// lookup is the index lookup behind a Source.
+// lookup looks name up in the index of the backend's own default TTL
+// (tests; Sources look up in their view's index).
 func (b *Backend) lookup(name, zone string) (rrs []dns.RR, ok bool) {
-	if hasStarLabel(name) {
-		return b.ix.expand(name)
+	return lookupIn(b.defaultIndex(), name, zone)
+}
+
+// defaultIndex is the index of the TTL the backend was opened with, or
+// any when that one has been let go of.
+func (b *Backend) defaultIndex() *index {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if v := b.views[b.TTL()]; v != nil {
+		return v.ix
 	}
-	if n := b.ix.lookup(name); n != nil {
+	return b.anyIndex()
+}
+
+// lookupIn is the index lookup behind a Source.
+func lookupIn(ix *index, name, zone string) (rrs []dns.RR, ok bool) {
+	if hasStarLabel(name) {
+		return ix.expand(name)
+	}
+	if n := ix.lookup(name); n != nil {
 		return n.records(), true
 	}
-	if w := b.ix.wildcard(name, zone); w != nil {
+	if w := ix.wildcard(name, zone); w != nil {
 		return w.records(), true
 	}
 	return nil, false

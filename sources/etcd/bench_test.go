@@ -29,7 +29,7 @@ func benchIndex(tb testing.TB, n int) *index {
 }
 
 func benchSource(ix *index) *Source {
-	b := &Backend{ix: ix, m: NewMetrics()}
+	b := backendOver(ix)
 	b.synced.Store(true)
 	return NewSource(b, []string{"example.internal."}, 300*time.Second)
 }

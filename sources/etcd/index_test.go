@@ -253,7 +253,7 @@ func TestLookupAllocs(t *testing.T) {
 	ti.put("/skydns/internal/example/db", `{"host":"10.0.0.5"}`)
 	ti.put("/skydns/internal/example/svc/x1", `{"host":"10.0.0.1"}`)
 	ti.put("/skydns/internal/example/svc/x2", `{"host":"10.0.0.2"}`)
-	b := &Backend{ix: ti.ix}
+	b := backendOver(ti.ix)
 	b.synced.Store(true)
 	src := NewSource(b, []string{"example.internal."}, time.Minute)
 	for _, name := range []string{"db.example.internal.", "svc.example.internal."} {
@@ -326,5 +326,15 @@ func TestIndexConcurrentReaders(t *testing.T) {
 	}
 	if got := len(ix.lookup("many.example.internal.").records()); got != 2000 {
 		t.Errorf("many has %d records, want 2000", got)
+	}
+}
+
+// backendOver is a Backend whose only index is ix, for tests of lookups
+// without etcd.
+func backendOver(ix *index) *Backend {
+	return &Backend{
+		opts:  Options{TTL: time.Duration(ix.ttl) * time.Second},
+		views: map[uint32]*view{ix.ttl: {ix: ix}},
+		m:     NewMetrics(),
 	}
 }

@@ -14,6 +14,7 @@ import (
 // pipeline.Source and pipeline.Syncer.
 type Source struct {
 	b     *Backend // nil: a placeholder that is never asked (dnsd check)
+	ix    *index   // the index of the source's default TTL
 	ttl   uint32
 	apex  map[string]apexNames
 	fixed uint32 // serial of a placeholder
@@ -30,10 +31,28 @@ var (
 	_ pipeline.Syncer = (*Source)(nil)
 )
 
-// NewSource returns zone names' view of b. ttl is the TTL of negative
-// answers (the source's configured ttl). The Source does not own b.
+// NewSource returns zone names' view of b with the records of b's own
+// default TTL; ttl is the TTL of negative answers (the source's
+// configured ttl). The Source does not own b. b nil gives a placeholder.
 func NewSource(b *Backend, zones []string, ttl time.Duration) *Source {
-	s := &Source{b: b, ttl: pipeline.TTLSeconds(ttl), apex: make(map[string]apexNames, len(zones)), fixed: uint32(time.Now().Unix())}
+	s := newSource(zones, ttl)
+	if b != nil {
+		s.b, s.ix = b, b.defaultIndex()
+	}
+	return s
+}
+
+// NewViewSource returns zone names' view of v (its records carry v's
+// default TTL); ttl is the TTL of negative answers. The Source does not
+// own v.
+func NewViewSource(v *View, zones []string, ttl time.Duration) *Source {
+	s := newSource(zones, ttl)
+	s.b, s.ix = v.b, v.ix
+	return s
+}
+
+func newSource(zones []string, ttl time.Duration) *Source {
+	s := &Source{ttl: pipeline.TTLSeconds(ttl), apex: make(map[string]apexNames, len(zones)), fixed: uint32(time.Now().Unix())}
 	for _, z := range zones {
 		z = strings.ToLower(dns.Fqdn(z))
 		if z == "." {
@@ -82,7 +101,7 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 	if q.Name == q.Zone {
 		return s.apexLookup(q.Name)
 	}
-	rrs, ok := s.b.lookup(q.Name, q.Zone)
+	rrs, ok := lookupIn(s.ix, q.Name, q.Zone)
 	if !ok {
 		return pipeline.Result{Status: pipeline.NotMine}
 	}
@@ -99,7 +118,7 @@ func (s *Source) apexLookup(zone string) pipeline.Result {
 	if !known {
 		an = apexNames{apex: "apex.dns." + zone, ns: "ns.dns." + zone}
 	}
-	ix := s.b.ix
+	ix := s.ix
 	n := ix.lookup(zone)
 	if n == nil {
 		return pipeline.Result{Status: pipeline.NotMine}

@@ -128,8 +128,9 @@ const (
 
 // parsed is what one key contributes: its records and its group.
 type parsed struct {
-	rrs   []dns.RR
-	group string
+	rrs    []dns.RR
+	group  string
+	ownTTL bool // the value had a "ttl" (else the records have the default)
 }
 
 // parseValue decodes a SkyDNS value stored at name (the key's own name)
@@ -149,7 +150,8 @@ func parseValue(name string, data []byte, ttl uint32) (parsed, error) {
 	if err := v.check(); err != nil {
 		return parsed{}, err
 	}
-	if v.TTL > 0 {
+	ownTTL := v.TTL > 0
+	if ownTTL {
 		ttl = uint32(v.TTL)
 	}
 	hdr := func(t uint16) dns.RR_Header {
@@ -203,7 +205,7 @@ func parseValue(name string, data []byte, ttl uint32) (parsed, error) {
 	if v.Text != "" {
 		rrs = append(rrs, &dns.TXT{Hdr: hdr(dns.TypeTXT), Txt: txtStrings(v.Text)})
 	}
-	return parsed{rrs: rrs, group: v.Group}, nil
+	return parsed{rrs: rrs, group: v.Group, ownTTL: ownTTL}, nil
 }
 
 // check validates the numbers and the fields' combination.
