@@ -6,7 +6,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -273,5 +275,47 @@ zones:
 	}
 	if n := up.n.Load(); n != 1 {
 		t.Fatalf("upstream asked %d times; want 1 (www.example.com, then cached)", n)
+	}
+}
+
+// POST /cache/flush empties the response cache, or with ?name= drops that
+// name and the names below it; GET is 405.
+func TestForwardCacheFlush(t *testing.T) {
+	up := startE2EUpstream(t, nil)
+	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.addr), nil)
+	names := []string{"example.com", "a.example.com", "b.a.example.com", "notexample.com", "example.org"}
+	for _, n := range names {
+		waitAnswer(t, s.addr, n, dns.TypeA, "NOERROR:192.0.2.1")
+	}
+	post := func(query string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(s.base+"/cache/flush"+query, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("?name=Example.COM"); code != 200 || strings.TrimSpace(body) != `{"removed": 3}` {
+		t.Fatalf("flush example.com: %d %q, want 200 {\"removed\": 3}", code, body)
+	}
+	if v := metricValue(scrape(t, s.base), "dnsd_cache_entries", ""); v != 2 {
+		t.Errorf("dnsd_cache_entries = %v after the flush, want 2", v)
+	}
+	before := up.n.Load()
+	waitAnswer(t, s.addr, "a.example.com", dns.TypeA, "NOERROR:192.0.2.1")
+	waitAnswer(t, s.addr, "example.org", dns.TypeA, "NOERROR:192.0.2.1")
+	if got := up.n.Load() - before; got != 1 {
+		t.Errorf("%d upstream queries for a flushed and a kept name, want 1 (the flushed one)", got)
+	}
+	if code, _ := httpGet(t, s.base+"/cache/flush"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /cache/flush: %d, want 405", code)
+	}
+	if code, _ := post("?name=bad..name"); code != http.StatusBadRequest {
+		t.Errorf("flush of a malformed name: %d, want 400", code)
+	}
+	if code, body := post(""); code != 200 || strings.TrimSpace(body) != `{"removed": 3}` {
+		t.Fatalf("flush all: %d %q, want 200 {\"removed\": 3}", code, body)
 	}
 }

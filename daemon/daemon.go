@@ -105,7 +105,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	if cfg.HTTP != "" {
-		if d.http, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.logger); err != nil {
+		if d.http, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.reg.FlushCache, d.logger); err != nil {
 			_ = d.srv.Shutdown(ctx)
 			d.reg.Close()
 			return nil, err
@@ -176,7 +176,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 
 	var newHTTP *httpServer
 	if cfg.HTTP != "" && (d.http == nil || d.http.addr != cfg.HTTP) {
-		if newHTTP, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.logger); err != nil {
+		if newHTTP, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.reg.FlushCache, d.logger); err != nil {
 			set.Release()
 			return err
 		}

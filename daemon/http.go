@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// httpServer serves /metrics, /health and /ready on one address.
+// httpServer serves /metrics, /health, /ready and /cache/flush on one
+// address.
 type httpServer struct {
 	addr string
 	ln   net.Listener
@@ -23,7 +25,7 @@ type httpServer struct {
 }
 
 // startHTTP binds addr and serves in an owned goroutine until stop.
-func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, string), logger *slog.Logger) (*httpServer, error) {
+func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, string), flush func(name string) int, logger *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http %s: %w", addr, err)
@@ -43,6 +45,22 @@ func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, st
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
+	})
+	// POST /cache/flush[?name=N]: drop the response cache's entries (for N
+	// and every name below it). Other methods get 405 from the mux.
+	mux.HandleFunc("POST /cache/flush", func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("name")
+		if name != "" {
+			if _, ok := dns.IsDomainName(name); !ok {
+				http.Error(w, fmt.Sprintf("name %q is not a domain name", name), http.StatusBadRequest)
+				return
+			}
+			name = strings.ToLower(dns.Fqdn(name))
+		}
+		n := flush(name)
+		logger.Info("response cache flushed", "name", name, "removed", n)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, "{\"removed\": %d}\n", n)
 	})
 	h := &httpServer{
 		addr: addr,

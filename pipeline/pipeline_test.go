@@ -685,3 +685,23 @@ func TestSerialClock(t *testing.T) {
 		t.Fatalf("nil clock: Next = %d, before the Unix time %d", s, now)
 	}
 }
+
+func TestInZone(t *testing.T) {
+	for _, c := range []struct {
+		name, zone string
+		want       bool
+	}{
+		{"example.com.", "example.com.", true},
+		{"a.example.com.", "example.com.", true},
+		{"a.b.example.com.", "example.com.", true},
+		{"aexample.com.", "example.com.", false},
+		{"com.", "example.com.", false},
+		{"example.org.", "example.com.", false},
+		{"anything.", ".", true},
+		{".", ".", true},
+	} {
+		if got := InZone(c.name, c.zone); got != c.want {
+			t.Errorf("InZone(%q, %q) = %v, want %v", c.name, c.zone, got, c.want)
+		}
+	}
+}

@@ -139,3 +139,18 @@ func (c *SerialClock) Next() uint32 {
 		}
 	}
 }
+
+// InZone reports whether name is zone or a name below it. Both are lower
+// case and fully qualified; "." contains every name. It is the one
+// name-in-zone check every part of dnsd uses.
+func InZone(name, zone string) bool {
+	switch {
+	case zone == ".":
+		return true
+	case len(name) == len(zone):
+		return name == zone
+	case len(name) > len(zone):
+		return name[len(name)-len(zone)-1] == '.' && name[len(name)-len(zone):] == zone
+	}
+	return false
+}

@@ -120,3 +120,16 @@ func (r *Registry) forwardSource(ctx context.Context, cfg *config.Config, z conf
 	}
 	return forward.NewSource(v.(*forward.Pool), cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
 }
+
+// FlushCache drops the response cache's entries for name and every name
+// below it ("" or ".": all of them) and returns how many it dropped.
+func (r *Registry) FlushCache(name string) int {
+	st := &r.forward
+	st.mu.Lock()
+	cache := st.cache
+	st.mu.Unlock()
+	if cache == nil {
+		return 0
+	}
+	return cache.Flush(name)
+}

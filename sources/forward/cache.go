@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // Key identifies a cached response: the question and the two flags that
@@ -221,6 +223,23 @@ func (c *Cache) Retain(keep func(Key) bool) {
 	now := c.now()
 	stale := int64(c.cfg.Load().ServeStale)
 	c.each(func(e *entry) bool { return now < e.expires()+stale && keep(e.key) })
+}
+
+// Flush drops every entry whose name is name or below it (name a
+// lower-case FQDN; "" or "." drops everything) and returns how many it
+// dropped.
+func (c *Cache) Flush(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	c.each(func(e *entry) bool {
+		if name == "" || name == "." || pipeline.InZone(e.key.Name, name) {
+			n++
+			return false
+		}
+		return true
+	})
+	return n
 }
 
 // each calls f on every entry, removing those for which it returns false.

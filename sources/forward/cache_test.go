@@ -99,3 +99,22 @@ func TestCacheConfigureCapsTTL(t *testing.T) {
 		t.Fatal("entry outlived the new max_ttl")
 	}
 }
+
+func TestCacheFlush(t *testing.T) {
+	c := NewCache(CacheConfig{Size: 100, MaxTTL: time.Hour, NegativeTTL: time.Minute})
+	for _, name := range []string{"example.com.", "a.example.com.", "b.a.example.com.", "notexample.com.", "example.org."} {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.ParseIP("192.0.2.1")}}
+		c.Insert(Key{Name: name, Type: dns.TypeA, Class: dns.ClassINET}, m)
+	}
+	if n := c.Flush("a.example.com."); n != 2 || c.Len() != 3 {
+		t.Fatalf("flush a.example.com: removed %d, %d left; want 2, 3", n, c.Len())
+	}
+	if _, ok := c.Get(Key{Name: "notexample.com.", Type: dns.TypeA, Class: dns.ClassINET}); !ok {
+		t.Fatal("a name that only ends like the flushed one was dropped")
+	}
+	if n := c.Flush(""); n != 3 || c.Len() != 0 {
+		t.Fatalf("flush all: removed %d, %d left", n, c.Len())
+	}
+}

@@ -63,7 +63,7 @@ func (s *Source) Serial() uint32 { return 0 }
 // Excepted reports whether name is under one of the `except` names.
 func (s *Source) Excepted(name string) bool {
 	for _, ex := range s.except {
-		if ex == "." || name == ex || (len(name) > len(ex) && name[len(name)-len(ex)-1] == '.' && name[len(name)-len(ex):] == ex) {
+		if pipeline.InZone(name, ex) {
 			return true
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -431,7 +430,7 @@ func (b *Backend) Outside(zones []string) (n int, example string) {
 
 func inZones(name string, zones []string) bool {
 	for _, z := range zones {
-		if z == "." || name == z || (strings.HasSuffix(name, z) && name[len(name)-len(z)-1] == '.') {
+		if pipeline.InZone(name, z) {
 			return true
 		}
 	}
