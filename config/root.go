@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "zones"}
+var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	cfg := &Config{
@@ -36,6 +36,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.acl(m, &cfg.ACL)
 	p.limits(m, &cfg.Limits)
 	p.cache(m, &cfg.Cache)
+	m.boolean("rotate", &cfg.Rotate)
 	cfg.Zones = p.zones(m)
 	return cfg
 }

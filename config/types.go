@@ -29,6 +29,9 @@ type Config struct {
 	ACL    ACL
 	Limits Limits
 	Cache  Cache
+	// Rotate: answers rotate the order of their A and AAAA records, one
+	// step per response (key rotate, default false).
+	Rotate bool
 	Zones  []Zone // in file order
 }
 

@@ -395,7 +395,7 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 }
 
 func serverSettings(cfg *config.Config) (server.Settings, error) {
-	s := server.Settings{ACL: cfg.ACL, Limits: cfg.Limits}
+	s := server.Settings{ACL: cfg.ACL, Limits: cfg.Limits, Rotate: cfg.Rotate}
 	if cfg.TLS != nil {
 		cert, err := fsutil.LoadKeyPair(cfg.TLS.Cert, cfg.TLS.Key)
 		if err != nil {

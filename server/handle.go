@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/miekg/dns"
@@ -38,12 +39,13 @@ const packBufSize = 2 + dns.MaxMsgSize + 1
 // being assembled (a shallow copy of the pipeline's, so its sections are
 // never written), its additional section and our OPT record.
 type scratch struct {
-	q     parsedQuery
-	req   pipeline.Request
-	out   dns.Msg
-	extra []dns.RR
-	opt   dns.OPT
-	pack  *[]byte // from Server.packs while a packed response is held
+	q      parsedQuery
+	req    pipeline.Request
+	out    dns.Msg
+	answer []dns.RR // rotated answer section (rotate: true)
+	extra  []dns.RR
+	opt    dns.OPT
+	pack   *[]byte // from Server.packs while a packed response is held
 }
 
 // release returns the pack buffer and drops references to records.
@@ -54,6 +56,8 @@ func (s *Server) release(sc *scratch) {
 	}
 	clear(sc.extra)
 	sc.extra = sc.extra[:0]
+	clear(sc.answer)
+	sc.answer = sc.answer[:0]
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
 	sc.q.msg = dns.Msg{}
@@ -202,7 +206,43 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 	out.Question = q.Question
 	out.RecursionDesired = q.RecursionDesired
 	out.CheckingDisabled = q.CheckingDisabled
+	if st.rotate && len(out.Answer) > 1 {
+		out.Answer = rotateAnswer(&sc.answer, out.Answer, s.rotor.Add(1))
+	}
 	return s.finish(sc, obs, out, qopt, st, maxSize)
+}
+
+// rotateAnswer copies answer into *buf (reused between queries: no
+// allocation once it has grown) and rotates each run of A or AAAA records
+// of one owner by step positions, so successive responses put each address
+// first in turn. Other records keep their places.
+func rotateAnswer(buf *[]dns.RR, answer []dns.RR, step uint32) []dns.RR {
+	out := append((*buf)[:0], answer...)
+	*buf = out
+	for i := 0; i < len(out); {
+		h := out[i].Header()
+		j := i + 1
+		if h.Rrtype == dns.TypeA || h.Rrtype == dns.TypeAAAA {
+			for j < len(out) && out[j].Header().Rrtype == h.Rrtype && out[j].Header().Name == h.Name {
+				j++
+			}
+			if n := j - i; n > 1 {
+				rotateLeft(out[i:j], int(step%uint32(n)))
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+// rotateLeft rotates s left by k in place (three reversals).
+func rotateLeft(s []dns.RR, k int) {
+	if k == 0 {
+		return
+	}
+	slices.Reverse(s[:k])
+	slices.Reverse(s[k:])
+	slices.Reverse(s)
 }
 
 // finish sets out's EDNS0 (our OPT when the query had one, any other OPT

@@ -68,6 +68,9 @@ type Settings struct {
 	ACL    config.ACL
 	Limits config.Limits
 	TLS    *tls.Config // required when a tls:// listener is configured
+	// Rotate: each response rotates its runs of A and AAAA records (same
+	// owner) one step further than the last response.
+	Rotate bool
 }
 
 // Options are a Server's fixed dependencies.
@@ -94,6 +97,7 @@ type settings struct {
 	idle      time.Duration
 	rate      int
 	rateDrop  bool
+	rotate    bool
 	tls       *tls.Config
 }
 
@@ -106,6 +110,7 @@ func compile(set Settings) *settings {
 		idle:      set.Limits.TCPIdleTimeout,
 		rate:      set.Limits.RatePerClient,
 		rateDrop:  set.Limits.RateDrop,
+		rotate:    set.Rotate,
 		tls:       set.TLS,
 	}
 	if st.udpBuffer == 0 {
@@ -139,6 +144,7 @@ type Server struct {
 	set     atomic.Pointer[settings]
 	limiter *limiter
 	panics  panicLog
+	rotor   atomic.Uint32 // answer rotation: one step per rotated response
 	faults  faults
 	tcpPer  tcpClients
 

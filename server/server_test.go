@@ -928,3 +928,52 @@ func TestDropReasonsAndRefusedRateLimited(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// rotate: successive responses put each address of a name first in turn;
+// other records and other names keep their places; off, the order stays.
+func TestRotate(t *testing.T) {
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		r := answerA(req, 3)
+		cname := &dns.CNAME{Hdr: dns.RR_Header{Name: "alias.test.", Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: req.Name}
+		r.Msg.Answer = append([]dns.RR{cname}, r.Msg.Answer...)
+		return r
+	}}
+	for _, rotate := range []bool{true, false} {
+		ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Rotate: rotate})
+		firsts := map[string]int{}
+		for i := 0; i < 6; i++ {
+			r := exchange(t, "udp", ts.addr(t, "udp"), query("web.test.", dns.TypeA), nil)
+			if len(r.Answer) != 4 || r.Answer[0].Header().Rrtype != dns.TypeCNAME {
+				t.Fatalf("rotate %v: answer %v", rotate, r.Answer)
+			}
+			seen := map[string]bool{}
+			for _, rr := range r.Answer[1:] {
+				seen[rr.(*dns.A).A.String()] = true
+			}
+			if len(seen) != 3 {
+				t.Fatalf("rotate %v: addresses lost or doubled: %v", rotate, r.Answer)
+			}
+			firsts[r.Answer[1].(*dns.A).A.String()]++
+		}
+		switch {
+		case rotate && (len(firsts) != 3 || firsts["192.0.2.1"] != 2):
+			t.Errorf("rotate: first addresses over 6 responses %v, want each of 3 twice", firsts)
+		case !rotate && (len(firsts) != 1 || firsts["192.0.2.1"] != 6):
+			t.Errorf("no rotate: first addresses %v, want always 192.0.2.1", firsts)
+		}
+	}
+}
+
+func TestRotateAnswerDoesNotAllocate(t *testing.T) {
+	req := &pipeline.Request{Name: "web.test."}
+	answer := answerA(req, 4).Msg.Answer
+	var buf []dns.RR
+	rotateAnswer(&buf, answer, 1)
+	step := uint32(0)
+	if n := testing.AllocsPerRun(100, func() { step++; rotateAnswer(&buf, answer, step) }); n != 0 {
+		t.Fatalf("rotateAnswer: %v allocations per call", n)
+	}
+	if answer[0].(*dns.A).A.String() != "192.0.2.1" {
+		t.Fatal("rotateAnswer wrote the source's slice")
+	}
+}
