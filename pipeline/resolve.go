@@ -125,7 +125,7 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 				slog.String("source", o.e.kind), slog.Any("err", o.err))
 			m.Rcode = dns.RcodeServerFailure
 			m.Authoritative = false
-			m.Answer, m.Ns, m.Extra = nil, nil, nil
+			m.Answer, m.Ns, m.Extra = nil, nil, failureEDE(o.e, o.err)
 			return resp
 		case Answered:
 			if nseen == 1 {
@@ -371,4 +371,19 @@ func minimalANY(m *dns.Msg) *dns.Msg {
 	c := *m
 	c.Answer = keep
 	return &c
+}
+
+// failureEDE says why a source failed, as an Extended DNS Error (RFC 8914)
+// in an OPT for the server to pass on: 14 Not Ready for a source that has
+// not finished its first sync, whatever the cause; 22 No Reachable
+// Authority when no upstream answered. The text names the source kind,
+// never an address or a secret. Other failures carry none.
+func failureEDE(e *entry, err error) []dns.RR {
+	if sy, ok := e.src.(Syncer); ok && !sy.Synced() {
+		return []dns.RR{EDE(dns.ExtendedErrorCodeNotReady, e.kind+": not synced yet")}
+	}
+	if errors.Is(err, ErrUnreachable) {
+		return []dns.RR{EDE(dns.ExtendedErrorCodeNoReachableAuthority, e.kind+": no upstream answered")}
+	}
+	return nil
 }

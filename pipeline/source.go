@@ -7,6 +7,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync/atomic"
 	"time"
@@ -153,4 +154,20 @@ func InZone(name, zone string) bool {
 		return name[len(name)-len(zone)-1] == '.' && name[len(name)-len(zone):] == zone
 	}
 	return false
+}
+
+// ErrUnreachable is wrapped by a source's Failed result when no server it
+// depends on answered (every forward upstream failed): the response
+// carries Extended DNS Error 22, No Reachable Authority.
+var ErrUnreachable = errors.New("no upstream answered")
+
+// EDE returns an OPT record holding one Extended DNS Error (RFC 8914). A
+// response's OPT is never sent as it is: the server copies the EDE
+// options of any OPT in a response's additional section into its own OPT,
+// and only for clients that sent EDNS0.
+func EDE(code uint16, text string) *dns.OPT {
+	return &dns.OPT{
+		Hdr:    dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT},
+		Option: []dns.EDNS0{&dns.EDNS0_EDE{InfoCode: code, ExtraText: text}},
+	}
 }

@@ -42,7 +42,8 @@ type scratch struct {
 	q      parsedQuery
 	req    pipeline.Request
 	out    dns.Msg
-	answer []dns.RR // rotated answer section (rotate: true)
+	answer []dns.RR    // rotated answer section (rotate: true)
+	ede    []dns.EDNS0 // Extended DNS Errors for our OPT
 	extra  []dns.RR
 	opt    dns.OPT
 	pack   *[]byte // from Server.packs while a packed response is held
@@ -58,6 +59,9 @@ func (s *Server) release(sc *scratch) {
 	sc.extra = sc.extra[:0]
 	clear(sc.answer)
 	sc.answer = sc.answer[:0]
+	clear(sc.ede)
+	sc.ede = sc.ede[:0]
+	sc.opt = dns.OPT{}
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
 	sc.q.msg = dns.Msg{}
@@ -137,7 +141,9 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		return s.finish(sc, &obs, out, qopt, st, maxSize)
 	}
 	if !allowed {
-		return s.finish(sc, &obs, s.reply(sc, q, dns.RcodeRefused), qopt, st, maxSize)
+		out := s.reply(sc, q, dns.RcodeRefused)
+		out.Extra = prohibited
+		return s.finish(sc, &obs, out, qopt, st, maxSize)
 	}
 
 	var rcode int
@@ -161,6 +167,10 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	}
 	return s.finish(sc, &obs, s.reply(sc, q, rcode), qopt, st, maxSize)
 }
+
+// prohibited says why an ACL-refused client gets REFUSED: Extended DNS
+// Error 18 (Prohibited). Shared, never written.
+var prohibited = []dns.RR{pipeline.EDE(dns.ExtendedErrorCodeProhibited, "")}
 
 // metaType reports the types that may not appear in a question: type 0,
 // OPT (RFC 6891), TKEY and TSIG (they travel in other sections).
@@ -247,15 +257,26 @@ func rotateLeft(s []dns.RR, k int) {
 
 // finish sets out's EDNS0 (our OPT when the query had one, any other OPT
 // removed), truncates it to maxSize and packs it into a pooled buffer.
+// The Extended DNS Errors of an OPT in out (the pipeline's or an
+// upstream's reason for the answer) go into our OPT; a client without
+// EDNS0 gets neither.
 func (s *Server) finish(sc *scratch, obs *Observation, out *dns.Msg, qopt *dns.OPT, st *settings, maxSize int) []byte {
 	sc.extra = sc.extra[:0]
+	sc.ede = sc.ede[:0]
 	for _, rr := range out.Extra {
-		if rr.Header().Rrtype != dns.TypeOPT {
+		opt, ok := rr.(*dns.OPT)
+		if !ok {
 			sc.extra = append(sc.extra, rr)
+			continue
+		}
+		for _, o := range opt.Option {
+			if o.Option() == dns.EDNS0EDE {
+				sc.ede = append(sc.ede, o)
+			}
 		}
 	}
 	if qopt != nil {
-		sc.opt = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: uint16(st.udpBuffer)}}
+		sc.opt = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: uint16(st.udpBuffer)}, Option: sc.ede}
 		if qopt.Do() {
 			sc.opt.SetDo()
 		}

@@ -459,6 +459,17 @@ func (e *entry) staleResponse() *dns.Msg {
 		return m
 	}
 	m := e.render(func(uint32) uint32 { return StaleTTL })
+	// Extended DNS Error 3, Stale Answer, besides any EDE of the upstream.
+	stale := pipeline.EDE(dns.ExtendedErrorCodeStaleAnswer, "forward: upstreams unreachable, answer served stale")
+	extra := make([]dns.RR, 0, len(m.Extra)+1)
+	for _, rr := range m.Extra {
+		if opt, ok := rr.(*dns.OPT); ok {
+			stale.Option = append(stale.Option, opt.Option...)
+			continue
+		}
+		extra = append(extra, rr)
+	}
+	m.Extra = append(extra, stale)
 	e.stale.Store(m)
 	return m
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // Policies: the order in which a query tries the upstreams.
@@ -274,7 +275,7 @@ func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return nil, fmt.Errorf("every upstream failed: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("%w: every upstream failed: %w", pipeline.ErrUnreachable, errors.Join(errs...))
 }
 
 // order returns the upstreams to try, in policy order: the usable ones,
@@ -334,13 +335,27 @@ func packQuery(k Key, udpSize uint16) ([]byte, error) {
 	return m.Pack()
 }
 
-// stripOPT removes the upstream's OPT record: the server adds its own.
+// stripOPT removes the upstream's OPT record (the server adds its own),
+// keeping only its Extended DNS Errors, which the server passes on to
+// clients that speak EDNS0.
 func stripOPT(m *dns.Msg) {
 	for i, rr := range m.Extra {
-		if rr.Header().Rrtype == dns.TypeOPT {
+		opt, ok := rr.(*dns.OPT)
+		if !ok {
+			continue
+		}
+		var ede []dns.EDNS0
+		for _, o := range opt.Option {
+			if o.Option() == dns.EDNS0EDE {
+				ede = append(ede, o)
+			}
+		}
+		if len(ede) == 0 {
 			m.Extra = append(m.Extra[:i:i], m.Extra[i+1:]...)
 			return
 		}
+		m.Extra[i] = &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}, Option: ede}
+		return
 	}
 }
 

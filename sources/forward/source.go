@@ -29,9 +29,14 @@ type Source struct {
 
 var _ pipeline.Source = (*Source)(nil)
 
-// refused is the answer over max_concurrent (and to a loop probe that
-// came back). Shared and never written.
-var refused = &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Rcode: dns.RcodeRefused}}
+// refused is the answer to a loop probe that came back; busy the answer
+// over max_concurrent (Extended DNS Error 18, Prohibited, "busy"). Shared
+// and never written.
+var (
+	refused = &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Rcode: dns.RcodeRefused}}
+	busy    = &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Rcode: dns.RcodeRefused},
+		Extra: []dns.RR{pipeline.EDE(dns.ExtendedErrorCodeProhibited, "busy")}}
+)
 
 var errDryRun = errors.New("forward source built for a dry run")
 
@@ -138,7 +143,7 @@ func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pi
 	defer t.Stop()
 	select {
 	case r := <-ch:
-		if r.Err == nil || errors.Is(r.Err, errTooMany) {
+		if r.Err == nil { // else (failed, or no slot for the refresh): stale
 			return result(r.Val, r.Err)
 		}
 	case <-t.C: // the refresh goes on and updates the cache when it succeeds
@@ -161,7 +166,7 @@ func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pi
 func (s *Source) resolveNow(ctx context.Context, k Key) pipeline.Result {
 	if !s.pool.acquire() {
 		s.met.busy.Inc()
-		return answered(refused)
+		return answered(busy)
 	}
 	defer s.pool.release()
 	key := k.String()
@@ -183,7 +188,7 @@ func result(v any, err error) pipeline.Result {
 	case err == nil:
 		return answered(v.(*dns.Msg))
 	case errors.Is(err, errTooMany):
-		return answered(refused)
+		return answered(busy)
 	}
 	return pipeline.Result{Status: pipeline.Failed, Err: err}
 }
