@@ -177,7 +177,7 @@ zones:
 		fmt.Sprintf(`dnsd_forward_requests_total{rcode="NOERROR",upstream="udp://%s"}`, up.addr),
 		fmt.Sprintf(`dnsd_forward_upstream_up{upstream="udp://%s"} 0`, up.addr),
 		"dnsd_forward_request_duration_seconds_bucket",
-		`dnsd_responses_total{rcode="NOERROR",source="forward",zone="."}`,
+		`dnsd_responses_total{rcode="NOERROR",source="forward",view="default",zone="."}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s\n%s", want, grep(metrics, "dnsd_cache"))

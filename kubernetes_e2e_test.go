@@ -176,7 +176,7 @@ zones:
 		`dnsd_kubernetes_events_total{resource="service",type="add"}`,
 		`dnsd_kubernetes_events_total{resource="endpointslice",type="add"}`,
 		"dnsd_kubernetes_programming_latency_seconds_count",
-		`dnsd_responses_total{rcode="NOERROR",source="kubernetes",zone="cluster.local."}`,
+		`dnsd_responses_total{rcode="NOERROR",source="kubernetes",view="default",zone="cluster.local."}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

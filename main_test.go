@@ -318,7 +318,7 @@ zones:
 		t.Fatalf("/ready = %d", code)
 	}
 	_, metrics := httpGet(t, base+"/metrics")
-	for _, want := range []string{`dnsd_requests_total{proto="udp",qtype="A",zone="example.internal."}`, `dnsd_responses_total{rcode="NXDOMAIN"`, "dnsd_request_duration_seconds_bucket", "dnsd_build_info{", "dnsd_source_synced{"} {
+	for _, want := range []string{`dnsd_requests_total{proto="udp",qtype="A",view="default",zone="example.internal."}`, `dnsd_responses_total{rcode="NXDOMAIN"`, "dnsd_request_duration_seconds_bucket", "dnsd_build_info{", "dnsd_source_synced{"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

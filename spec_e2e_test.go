@@ -981,10 +981,10 @@ zones:
 
 	_, metrics := httpGet(t, s.base+"/metrics")
 	for _, re := range []string{
-		`(?m)^dnsd_requests_total\{proto="udp",qtype="A",zone="example.internal."\} [1-9]`,
-		`(?m)^dnsd_requests_total\{proto="tcp",qtype="A",zone="example.internal."\} 1$`,
-		`(?m)^dnsd_responses_total\{rcode="NOERROR",source="hosts",zone="example.internal."\} [1-9]`,
-		`(?m)^dnsd_responses_total\{rcode="NXDOMAIN",source="[a-z]*",zone="example.internal."\} 1$`,
+		`(?m)^dnsd_requests_total\{proto="udp",qtype="A",view="default",zone="example.internal."\} [1-9]`,
+		`(?m)^dnsd_requests_total\{proto="tcp",qtype="A",view="default",zone="example.internal."\} 1$`,
+		`(?m)^dnsd_responses_total\{rcode="NOERROR",source="hosts",view="default",zone="example.internal."\} [1-9]`,
+		`(?m)^dnsd_responses_total\{rcode="NXDOMAIN",source="[a-z]*",view="default",zone="example.internal."\} 1$`,
 		`(?m)^dnsd_request_duration_seconds_bucket\{zone="example.internal.",le="`,
 		`(?m)^dnsd_request_duration_seconds_count\{zone="example.internal."\} [1-9]`,
 		`(?m)^dnsd_source_synced\{source="[^"]+"\} 1$`,

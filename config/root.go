@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones"}
+var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones", "views"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	cfg := &Config{
@@ -38,6 +38,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.cache(m, &cfg.Cache)
 	m.boolean("rotate", &cfg.Rotate)
 	cfg.Zones = p.zones(m)
+	cfg.Views = p.views(m, cfg.Listen)
 	return cfg
 }
 

@@ -33,6 +33,17 @@ type Config struct {
 	// step per response (key rotate, default false).
 	Rotate bool
 	Zones  []Zone // in file order
+	Views  []View // in file order; the first that matches a query wins
+}
+
+// View is one split-horizon view: its own zones for the clients and/or
+// listen entries it names (key views).
+type View struct {
+	Name    string
+	Clients []netip.Prefix // empty: every client
+	Listen  []Listen       // entries of the top-level listen; empty: all
+	Zones   []Zone
+	Pos     Pos
 }
 
 // Listen is one listen entry. Proto "" means UDP and TCP on Addr.

@@ -444,16 +444,23 @@ func (o *observer) Observe(ob server.Observation) {
 	}
 	switch {
 	case !ob.Dropped:
-		o.m.Query(ob.Zone, ob.Proto, ob.Qtype, ob.Rcode, ob.Source, ob.Duration)
+		o.m.Query(ob.View, ob.Zone, ob.Proto, ob.Qtype, ob.Rcode, ob.Source, ob.Duration)
 	case ob.DropReason != "":
 		o.m.Dropped(ob.DropReason)
 	}
 	if o.queries.Load() {
 		o.log.Info("query", "client", ob.Client, "proto", ob.Proto, "name", ob.Name,
 			"type", metrics.TypeString(ob.Qtype), "rcode", metrics.RcodeString(ob.Rcode),
-			"zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
+			"view", viewName(ob.View), "zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
 			"duration", ob.Duration)
 	}
 }
 
 func (o *observer) TCPRejected(reason string) { o.m.TCPRejected(reason) }
+
+func viewName(v string) string {
+	if v == "" {
+		return metrics.DefaultView
+	}
+	return v
+}

@@ -32,8 +32,9 @@ type Metrics struct {
 // Label values for queries that matched no zone and for names outside the
 // known sets.
 const (
-	NoZone = "none"
-	Other  = "other"
+	NoZone      = "none"
+	Other       = "other"
+	DefaultView = "default" // queries of clients no view matched
 )
 
 // Reasons of dnsd_dropped_total and of
@@ -54,12 +55,12 @@ func New(version, commit string) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_requests_total",
-			Help: "DNS queries received, by matched zone, transport and query type.",
-		}, []string{"zone", "proto", "qtype"}),
+			Help: "DNS queries received, by view, matched zone, transport and query type.",
+		}, []string{"view", "zone", "proto", "qtype"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_responses_total",
-			Help: "DNS responses sent, by matched zone, response code and answering source kind.",
-		}, []string{"zone", "rcode", "source"}),
+			Help: "DNS responses sent, by view, matched zone, response code and answering source kind.",
+		}, []string{"view", "zone", "rcode", "source"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "dnsd_request_duration_seconds",
 			Help:    "Time from a query's arrival to its response, by matched zone.",
@@ -102,14 +103,18 @@ func New(version, commit string) *Metrics {
 	return m
 }
 
-// Query records one answered query. zone is a configured zone or "" (none
-// matched); proto and source come from dnsd's own fixed sets.
-func (m *Metrics) Query(zone, proto string, qtype uint16, rcode int, source string, d time.Duration) {
+// Query records one answered query. view is a configured view or ""
+// (none: "default"), zone a configured zone or "" (none matched); proto
+// and source come from dnsd's own fixed sets.
+func (m *Metrics) Query(view, zone, proto string, qtype uint16, rcode int, source string, d time.Duration) {
 	if zone == "" {
 		zone = NoZone
 	}
-	m.requests.WithLabelValues(zone, proto, TypeLabel(qtype)).Inc()
-	m.responses.WithLabelValues(zone, RcodeLabel(rcode), source).Inc()
+	if view == "" {
+		view = DefaultView
+	}
+	m.requests.WithLabelValues(view, zone, proto, TypeLabel(qtype)).Inc()
+	m.responses.WithLabelValues(view, zone, RcodeLabel(rcode), source).Inc()
 	m.duration.WithLabelValues(zone).Observe(d.Seconds())
 }
 

@@ -7,7 +7,21 @@ package pipeline
 // forward response cache uses it after a reload to drop the entries that
 // no query can be answered from any more.
 func (p *Pipeline) Forwards(name string, takes func(Source) bool) bool {
-	z := p.match(name)
+	if p.table.forwards(name, takes) {
+		return true
+	}
+	if p.views != nil {
+		for _, v := range p.views.list {
+			if v.table.forwards(name, takes) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (t *table) forwards(name string, takes func(Source) bool) bool {
+	z := t.match(name)
 	if z == nil {
 		return false
 	}

@@ -51,16 +51,25 @@ type Options struct {
 	NSAddrs []netip.Addr
 	// Logger receives source failures at debug level. Nil discards.
 	Logger *slog.Logger
+	// Views are the split-horizon views, checked in order (see ViewSpec).
+	Views []ViewSpec
 }
 
-// Pipeline is a compiled, immutable zone table. It is safe for concurrent
-// use. The *Question handed to a source is only valid during Lookup.
+// Pipeline is a compiled, immutable zone table (and one per view). It is
+// safe for concurrent use. The *Question handed to a source is only valid
+// during Lookup.
 type Pipeline struct {
-	zones   map[string]*zone
-	root    *zone // the "." zone, nil if not configured
+	table           // the default view: the top-level zones
+	views   *views  // nil without views
 	sources []Source
 	nsAddrs []netip.Addr
 	log     *slog.Logger
+}
+
+// table is one view's zones.
+type table struct {
+	zones map[string]*zone
+	root  *zone // the "." zone, nil if not configured
 }
 
 type zone struct {
@@ -82,15 +91,30 @@ type entry struct {
 // an empty source list or a nil source is an error.
 func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 	p := &Pipeline{
-		zones:   make(map[string]*zone),
 		nsAddrs: append([]netip.Addr(nil), opts.NSAddrs...),
 		log:     opts.Logger,
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	var errs []error
 	seen := make(map[any]struct{})
+	t, errs := p.compile(zones, seen)
+	p.table = t
+	if len(opts.Views) > 0 {
+		vs, verrs := p.compileViews(opts.Views, seen)
+		p.views = vs
+		errs = append(errs, verrs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// compile builds one view's zone table, recording its sources in p.
+func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []error) {
+	t := table{zones: make(map[string]*zone)}
+	var errs []error
 	for i, spec := range zones {
 		if len(spec.Names) == 0 {
 			errs = append(errs, fmt.Errorf("pipeline: zone spec %d: no zone name", i))
@@ -124,22 +148,19 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 				errs = append(errs, fmt.Errorf("pipeline: zone %q: not a domain name", n))
 				continue
 			}
-			if _, dup := p.zones[name]; dup {
+			if _, dup := t.zones[name]; dup {
 				errs = append(errs, fmt.Errorf("pipeline: zone %q declared twice", name))
 				continue
 			}
 			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries}
 			if name == "." {
 				z.nsName, z.mbox = "ns.dns.", "hostmaster."
-				p.root = z
+				t.root = z
 			}
-			p.zones[name] = z
+			t.zones[name] = z
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return t, errs
 }
 
 // addSource records s once in p.sources. Sources of a comparable dynamic
@@ -171,9 +192,9 @@ func (p *Pipeline) Match(name string) (zone string, ok bool) {
 
 // match walks name's labels from the full name down, looking each suffix
 // up in the zone map (substrings of name: no allocation).
-func (p *Pipeline) match(name string) *zone {
+func (t *table) match(name string) *zone {
 	for off := 0; off < len(name); {
-		if z, ok := p.zones[name[off:]]; ok {
+		if z, ok := t.zones[name[off:]]; ok {
 			return z
 		}
 		i := off
@@ -188,7 +209,7 @@ func (p *Pipeline) match(name string) *zone {
 		}
 		off = i + 1
 	}
-	return p.root
+	return t.root
 }
 
 // serial is the zone's SOA serial: the largest of its sources' serials, so

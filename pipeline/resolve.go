@@ -32,10 +32,22 @@ type answerBuf struct {
 
 // resolution is the per-query state; it lives on Resolve's stack.
 type resolution struct {
-	p   *Pipeline
-	ctx context.Context
-	req *Request
-	buf *answerBuf
+	p    *Pipeline
+	view *view // the client's view, nil for the default zones only
+	ctx  context.Context
+	req  *Request
+	buf  *answerBuf
+}
+
+// match is the zone of name: the view's zones first, then the default
+// ones (never another view's).
+func (r *resolution) match(name string) *zone {
+	if r.view != nil {
+		if z := r.view.table.match(name); z != nil {
+			return z
+		}
+	}
+	return r.p.match(name)
 }
 
 // outcome is what a zone's source list says about one name.
@@ -92,15 +104,21 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 	if req.Msg != nil {
 		m.Question = req.Msg.Question
 	}
-	z := p.match(req.Name)
+	r := resolution{p: p, ctx: ctx, req: req, buf: b}
+	var viewName string
+	if p.views != nil {
+		if r.view = p.views.pick(req.Client, req.Listen); r.view != nil {
+			viewName = r.view.name
+		}
+	}
+	z := r.match(req.Name)
 	if z == nil {
 		m.Rcode = dns.RcodeRefused
-		return Response{Msg: m}
+		return Response{Msg: m, View: viewName}
 	}
 	m.Authoritative = true
 	m.Answer = b.rrs[:0]
-	r := resolution{p: p, ctx: ctx, req: req, buf: b}
-	resp := Response{Msg: m, Zone: z.name}
+	resp := Response{Msg: m, Zone: z.name, View: viewName}
 
 	owner := req.Name
 	if req.Msg != nil && len(req.Msg.Question) > 0 {
@@ -154,7 +172,7 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 		if containsName(seen[:nseen], tname) {
 			break // loop: the CNAME closing it is in the answer
 		}
-		nz := p.match(tname)
+		nz := r.match(tname)
 		if nz == nil {
 			break // target in no zone: the client's resolver continues
 		}
@@ -297,7 +315,7 @@ func (r *resolution) additionals() {
 // addresses appends target's A/AAAA records from local sources.
 func (r *resolution) addresses(target string) {
 	name := strings.ToLower(dns.Fqdn(target))
-	z := r.p.match(name)
+	z := r.match(name)
 	if z == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +94,11 @@ type Request struct {
 	Type uint16
 	DO   bool
 	CD   bool
+	// Client and Listen choose the view: the client's address (unmapped)
+	// and the listen entry the query came in on, as "proto addr" with the
+	// address as written in the config (e.g. "udp 10.1.0.53:53").
+	Client netip.Addr
+	Listen string
 }
 
 // Response is the pipeline's answer. Msg has Rcode, AA, the answer,
@@ -102,6 +108,7 @@ type Response struct {
 	Msg    *dns.Msg
 	Zone   string // matched zone, "" when none matched (REFUSED)
 	Source string // kind of the source that answered, "" when the pipeline itself did
+	View   string // the view the client matched (even when its zones did not have the name); "" for none
 }
 
 // Resolver is what the server calls for every query; *Pipeline implements

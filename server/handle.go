@@ -42,6 +42,7 @@ type scratch struct {
 	q      parsedQuery
 	req    pipeline.Request
 	out    dns.Msg
+	listen string      // the listen entry of the query's socket ("udp 127.0.0.1:53"), set by the caller
 	answer []dns.RR    // rotated answer section (rotate: true)
 	ede    []dns.EDNS0 // Extended DNS Errors for our OPT
 	extra  []dns.RR
@@ -197,14 +198,16 @@ func (s *Server) reply(sc *scratch, q *dns.Msg, rcode int) *dns.Msg {
 func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int) []byte {
 	s.faults.beforeResolve(obs.Name)
 	sc.req = pipeline.Request{
-		Msg:  q,
-		Name: obs.Name,
-		Type: q.Question[0].Qtype,
-		DO:   qopt != nil && qopt.Do(),
-		CD:   q.CheckingDisabled,
+		Msg:    q,
+		Name:   obs.Name,
+		Type:   q.Question[0].Qtype,
+		DO:     qopt != nil && qopt.Do(),
+		CD:     q.CheckingDisabled,
+		Client: obs.Client,
+		Listen: sc.listen,
 	}
 	r := s.resolver.Resolve(ctx, &sc.req)
-	obs.Zone, obs.Source = r.Zone, r.Source
+	obs.Zone, obs.Source, obs.View = r.Zone, r.Source, r.View
 	if r.Msg == nil {
 		return s.finish(sc, obs, s.reply(sc, q, dns.RcodeServerFailure), qopt, st, maxSize)
 	}

@@ -35,8 +35,9 @@ func unitKeys(l config.Listen) []unitKey {
 // unit is the sockets of one unitKey and the goroutines reading them.
 type unit struct {
 	key      unitKey
-	loopback bool // the listen address is a loopback address (ACL default)
-	pktinfo  bool // wildcard UDP address: reply from the query's destination address
+	listen   string // key as a view's listen matcher sees it: "proto addr"
+	loopback bool   // the listen address is a loopback address (ACL default)
+	pktinfo  bool   // wildcard UDP address: reply from the query's destination address
 
 	udp []*net.UDPConn // proto udp: one per CPU, SO_REUSEPORT
 	ln  net.Listener   // proto tcp, tls
@@ -170,7 +171,7 @@ func bindOnce(ctx context.Context, host, port string, keys []unitKey, loopback, 
 		return nil, err
 	}
 	for _, k := range keys {
-		u := &unit{key: k, loopback: loopback}
+		u := &unit{key: k, listen: k.proto + " " + k.addr, loopback: loopback}
 		addr := net.JoinHostPort(host, port)
 		switch k.proto {
 		case "udp":

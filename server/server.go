@@ -47,6 +47,7 @@ type Observation struct {
 	Name     string     // question name in lower case; "" when the message had not exactly one question
 	Qtype    uint16
 	Zone     string // matched zone, "" when the pipeline was not asked or matched none
+	View     string // the view the client matched, "" for none (the default zones)
 	Source   string // kind of the answering source, "" when none
 	Rcode    int    // rcode sent; -1 when nothing was sent (Dropped)
 	Duration time.Duration

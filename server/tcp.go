@@ -113,6 +113,7 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 		if _, err := io.ReadFull(br, msg); err != nil {
 			return
 		}
+		sc.listen = u.listen
 		out := s.serveRaw(s.ctx, &sc, proto, client, u.loopback, msg)
 		if out == nil { // unparseable or not a query: give up on this stream
 			s.release(&sc)

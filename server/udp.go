@@ -118,6 +118,7 @@ func (s *Server) handleUDP(j *udpJob) {
 // ifindex when dst is valid: a wildcard listener) and releases sc.
 func (s *Server) answerUDP(sc *scratch, u *unit, conn *net.UDPConn, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf, in []byte) {
 	client := from.Addr().Unmap().WithZone("")
+	sc.listen = u.listen
 	if out := s.serveRaw(s.ctx, sc, protoUDP, client, u.loopback, in); out != nil {
 		var err error
 		if dst.IsValid() {

@@ -136,18 +136,57 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 		r.forwardInit(cfg)
 	}
 	var errs []error
-	zones := make([]pipeline.ZoneSpec, 0, len(cfg.Zones))
-	for _, z := range cfg.Zones {
+	zones := r.zones(ctx, cfg, cfg.Zones, "", set, &errs)
+	for _, v := range cfg.Views {
+		opts.Views = append(opts.Views, pipeline.ViewSpec{
+			Name:    v.Name,
+			Clients: v.Clients,
+			Listen:  listenKeys(v.Listen),
+			Zones:   r.zones(ctx, cfg, v.Zones, "view "+v.Name+": ", set, &errs),
+		})
+	}
+	if len(errs) > 0 {
+		set.Release()
+		return nil, nil, errors.Join(errs...)
+	}
+	p, err := pipeline.New(zones, opts)
+	if err != nil {
+		set.Release()
+		return nil, nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	return p, set, nil
+}
+
+// listenKeys turns listen entries into the Request.Listen values of the
+// sockets they bind: "udp A" and "tcp A" for a plain entry, else the
+// scheme's.
+func listenKeys(ls []config.Listen) []string {
+	var out []string
+	for _, l := range ls {
+		if l.Proto == "" {
+			out = append(out, "udp "+l.Addr, "tcp "+l.Addr)
+			continue
+		}
+		out = append(out, l.Proto+" "+l.Addr)
+	}
+	return out
+}
+
+// zones builds the sources of one view's zones (the default view's:
+// slotPrefix ""), recording their slots in set.
+func (r *Registry) zones(ctx context.Context, cfg *config.Config, cz []config.Zone, slotPrefix string, set *Set, errs *[]error) []pipeline.ZoneSpec {
+	zones := make([]pipeline.ZoneSpec, 0, len(cz))
+	for _, z := range cz {
 		spec := pipeline.ZoneSpec{Names: z.Names}
 		ordinal := map[string]int{}
 		for _, sc := range z.Sources {
 			held := len(set.keys)
 			src, err := r.source(ctx, cfg, z, sc, set)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s: %w", sc.Pos, sc.Kind, err))
+				*errs = append(*errs, fmt.Errorf("%s: %s: %w", sc.Pos, sc.Kind, err))
 				continue
 			}
-			sl := slot{zone: z.Key, kind: sc.Kind, n: ordinal[sc.Kind]}
+			sl := slot{zone: slotPrefix + z.Key, kind: sc.Kind, n: ordinal[sc.Kind]}
 			ordinal[sc.Kind]++
 			key := ""
 			if len(set.keys) > held {
@@ -161,16 +200,7 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 		}
 		zones = append(zones, spec)
 	}
-	if len(errs) > 0 {
-		set.Release()
-		return nil, nil, errors.Join(errs...)
-	}
-	p, err := pipeline.New(zones, opts)
-	if err != nil {
-		set.Release()
-		return nil, nil, fmt.Errorf("%s: %w", cfg.File, err)
-	}
-	return p, set, nil
+	return zones
 }
 
 // source builds one source: the switch over every kind.

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxViews bounds the views (a client's matching views are a 64-bit set).
+const maxViews = 64
+
+// views parses the top-level views list. listen is the top-level listen
+// list: a view's listen entries must be among them.
+func (p *parser) views(m *mapping, listen []Listen) []View {
+	items, path, present := m.list("views")
+	if !present {
+		return nil
+	}
+	if len(items) > maxViews {
+		n, _ := m.get("views")
+		p.errorf(n, path, "%d views: at most %d", len(items), maxViews)
+		return nil
+	}
+	seen := map[string]Pos{}
+	var out []View
+	for i, n := range items {
+		vpath := indexPath(path, i)
+		vm := p.mapping(n, vpath, "name", "clients", "listen", "zones")
+		if vm == nil {
+			continue
+		}
+		v := View{Pos: p.pos(n)}
+		if nn := vm.str("name", &v.Name); nn == nil {
+			p.errorf(n, vpath, "a view needs a name")
+		} else if !viewName(v.Name) {
+			p.errorf(nn, keyPath(vpath, "name"), "bad view name %q: letters, digits, '-' and '_', at most 63", v.Name)
+		} else if v.Name == "default" {
+			p.errorf(nn, keyPath(vpath, "name"), "%q is the name of the top-level zones; choose another", v.Name)
+		} else if at, dup := seen[v.Name]; dup {
+			p.errorf(nn, keyPath(vpath, "name"), "duplicate view name %q (first at %s)", v.Name, at)
+		} else {
+			seen[v.Name] = v.Pos
+		}
+		v.Clients = p.prefixes(vm, "clients")
+		if vm.has("listen") {
+			_, lpath := vm.get("listen")
+			v.Listen = p.listen(vm, true)
+			for j, l := range v.Listen {
+				if !containsListen(listen, l) {
+					p.errorAt(l.Pos, indexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
+				}
+			}
+		}
+		if !vm.has("clients") && !vm.has("listen") {
+			p.errorf(n, vpath, "view %q needs clients, listen or both (a view without either would take every query)", v.Name)
+		}
+		v.Zones = p.zones(vm)
+		out = append(out, v)
+	}
+	return out
+}
+
+func containsListen(all []Listen, l Listen) bool {
+	for _, a := range all {
+		if a.Proto == l.Proto && a.Addr == l.Addr {
+			return true
+		}
+	}
+	return false
+}
+
+func viewName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) < 0
+}
+
+// prefixes reads a list of CIDRs (or bare addresses) at key.
+func (p *parser) prefixes(m *mapping, key string) []netip.Prefix {
+	vals, nodes, path, present := m.strings(key)
+	if !present {
+		return nil
+	}
+	if len(vals) == 0 && len(nodes) == 0 {
+		if n, _ := m.get(key); n != nil && n.Kind == yaml.SequenceNode {
+			p.errorf(n, path, "empty %s list (omit %s to match every client)", key, key)
+		}
+	}
+	var out []netip.Prefix
+	for i, s := range vals {
+		pr, err := parsePrefix(s)
+		if err != nil {
+			p.errorf(nodes[i], indexPath(path, i), "%v", err)
+			continue
+		}
+		out = append(out, pr)
+	}
+	return out
+}
