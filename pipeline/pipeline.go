@@ -59,8 +59,8 @@ type Options struct {
 // safe for concurrent use. The *Question handed to a source is only valid
 // during Lookup.
 type Pipeline struct {
-	table           // the default view: the top-level zones
-	views   *views  // nil without views
+	table          // the default view: the top-level zones
+	views   *views // nil without views
 	sources []Source
 	nsAddrs []netip.Addr
 	log     *slog.Logger

@@ -51,7 +51,7 @@ func BenchmarkViewPick(b *testing.B) {
 	p := &Pipeline{}
 	var specs []ViewSpec
 	for i := 0; i < 50; i++ {
-		specs = append(specs, ViewSpec{Name: string(rune('a' + i%26)) + string(rune('a'+i/26)), Clients: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16)}})
+		specs = append(specs, ViewSpec{Name: string(rune('a'+i%26)) + string(rune('a'+i/26)), Clients: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16)}})
 	}
 	vs, errs := p.compileViews(specs, map[any]struct{}{})
 	if len(errs) > 0 {
