@@ -87,10 +87,10 @@ func (p *parser) listen(m *mapping, haveTLS bool) []Listen {
 		rest := s
 		if scheme, after, ok := strings.Cut(s, "://"); ok {
 			switch scheme {
-			case "udp", "tcp", "tls":
+			case "udp", "tcp", "tls", "https":
 				l.Proto, rest = scheme, after
 			default:
-				p.errorf(n, ipath, "unknown scheme %q in %q (known: udp://, tcp://, tls://, or none for UDP and TCP)", scheme+"://", s)
+				p.errorf(n, ipath, "unknown scheme %q in %q (known: udp://, tcp://, tls://, https://, or none for UDP and TCP)", scheme+"://", s)
 				continue
 			}
 		}
@@ -100,7 +100,7 @@ func (p *parser) listen(m *mapping, haveTLS bool) []Listen {
 			continue
 		}
 		l.Addr = addr
-		if l.Proto == "tls" && !haveTLS {
+		if (l.Proto == "tls" || l.Proto == "https") && !haveTLS {
 			p.errorf(n, ipath, "%q needs the top-level tls: block (cert and key)", s)
 		}
 		var transports []string

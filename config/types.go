@@ -48,7 +48,7 @@ type View struct {
 
 // Listen is one listen entry. Proto "" means UDP and TCP on Addr.
 type Listen struct {
-	Proto string // "", "udp", "tcp", "tls"
+	Proto string // "", "udp", "tcp", "tls", "https" (DNS over HTTPS)
 	Addr  string // host:port normalised (host is an IP literal or "", port 1-65535)
 	Pos   Pos
 }

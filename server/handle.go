@@ -18,6 +18,7 @@ const (
 	protoUDP transport = iota
 	protoTCP
 	protoTLS
+	protoHTTPS
 )
 
 func (t transport) String() string {
@@ -26,6 +27,8 @@ func (t transport) String() string {
 		return "tcp"
 	case protoTLS:
 		return "tls"
+	case protoHTTPS:
+		return "https"
 	}
 	return "udp"
 }

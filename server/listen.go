@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"runtime"
 	"strconv"
@@ -19,7 +20,7 @@ import (
 // unitKey identifies one bound socket group: a listen entry without a
 // protocol is two units (udp and tcp) on the same address.
 type unitKey struct {
-	proto string // "udp", "tcp", "tls"
+	proto string // "udp", "tcp", "tls", "https"
 	addr  string // as written in the listen entry
 }
 
@@ -39,8 +40,9 @@ type unit struct {
 	loopback bool   // the listen address is a loopback address (ACL default)
 	pktinfo  bool   // wildcard UDP address: reply from the query's destination address
 
-	udp []*net.UDPConn // proto udp: one per CPU, SO_REUSEPORT
-	ln  net.Listener   // proto tcp, tls
+	udp  []*net.UDPConn // proto udp: one per CPU, SO_REUSEPORT
+	ln   net.Listener   // proto tcp, tls, https
+	http *http.Server   // proto https
 
 	stopping atomic.Bool
 	loops    sync.WaitGroup // this unit's reader/accept goroutines
@@ -67,6 +69,10 @@ func (u *unit) stop() {
 	if u.ln != nil {
 		_ = u.ln.Close()
 	}
+	if u.http != nil {
+		// No new requests on open connections; the idle ones close.
+		u.http.SetKeepAlivesEnabled(false)
+	}
 	u.connsMu.Lock()
 	for c := range u.conns {
 		// The connection goroutine sets its own deadline before it checks
@@ -90,6 +96,9 @@ func (u *unit) closeSockets() {
 	}
 	if u.ln != nil {
 		_ = u.ln.Close()
+	}
+	if u.http != nil {
+		_ = u.http.Close()
 	}
 }
 
@@ -127,11 +136,18 @@ func (s *Server) start(u *unit) {
 		}()
 	}
 	if u.ln != nil {
+		if u.key.proto == "https" {
+			u.http = s.newDoHServer(u)
+		}
 		u.loops.Add(1)
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
 			defer u.loops.Done()
+			if u.key.proto == "https" {
+				s.serveHTTPS(u)
+				return
+			}
 			s.acceptTCP(u)
 		}()
 	}

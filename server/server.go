@@ -42,7 +42,7 @@ const (
 
 // Observation describes one handled query.
 type Observation struct {
-	Proto    string     // "udp", "tcp" or "tls"
+	Proto    string     // "udp", "tcp", "tls" or "https"
 	Client   netip.Addr // client address (IPv4-mapped addresses unmapped, zone removed)
 	Name     string     // question name in lower case; "" when the message had not exactly one question
 	Qtype    uint16
@@ -219,11 +219,11 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		return errors.New("server: apply after shutdown")
 	}
 	for _, l := range listen {
-		if l.Proto == "tls" && set.TLS == nil {
+		if (l.Proto == "tls" || l.Proto == "https") && set.TLS == nil {
 			return fmt.Errorf("listen %s: tls listener needs a TLS certificate (tls:)", l)
 		}
 		switch l.Proto {
-		case "", "udp", "tcp", "tls":
+		case "", "udp", "tcp", "tls", "https":
 		default:
 			return fmt.Errorf("listen %s: unknown protocol %q", l, l.Proto)
 		}
