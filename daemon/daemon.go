@@ -82,6 +82,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.level.Set(cfg.Log.Level)
 	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
+	// The first line says which process this is and which file it serves.
+	d.logger.Info("dnsd starting", "pid", os.Getpid(), "config", cfg.File, "version", opts.Version, "commit", opts.Commit)
 	d.queryLog.Store(cfg.Log.Queries)
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry})
 	d.metrics.WatchSynced(d.reg.Synced)
@@ -120,7 +122,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			}
 		}
 	}()
-	d.logger.Info("dnsd started", "version", opts.Version, "config", cfg.File, "listen", listenStrings(cfg.Listen), "http", cfg.HTTP, "zones", zoneNames(cfg))
+	d.logger.Info("dnsd started", "pid", os.Getpid(), "version", opts.Version, "config", cfg.File, "listen", listenStrings(cfg.Listen), "http", cfg.HTTP, "zones", zoneNames(cfg))
 	return d, nil
 }
 
