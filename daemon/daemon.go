@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
@@ -76,7 +78,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		format:   cfg.Log.Format,
 		metrics:  metrics.New(opts.Version, opts.Commit),
 		sw:       &switcher{},
-		notify:   notifier{socket: os.Getenv("NOTIFY_SOCKET")},
+		notify:   notifier{},
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
 	}
@@ -117,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		defer close(d.waitDone)
 		d.waitSynced(waitCtx, p, syncTimeout(cfg))
 		if waitCtx.Err() == nil {
-			if err := d.notify.send("READY=1"); err != nil {
+			if err := d.notify.send(sd.SdNotifyReady); err != nil {
 				d.logger.Warn("sd_notify", "err", err)
 			}
 		}
@@ -134,7 +136,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	if err := d.notify.send(reloading()); err != nil {
 		d.logger.Warn("sd_notify", "err", err)
 	}
-	defer func() { _ = d.notify.send("READY=1") }()
+	defer func() { _ = d.notify.send(sd.SdNotifyReady) }()
 	start := time.Now()
 	err := d.reload(ctx)
 	d.metrics.Reload(err == nil)
@@ -207,7 +209,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_ = d.notify.send("STOPPING=1")
+	_ = d.notify.send(sd.SdNotifyStopping)
 	d.stopWait()
 	<-d.waitDone
 	err := d.srv.Shutdown(ctx)
@@ -233,8 +235,25 @@ func Run(ctx context.Context, opts Options, signals <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	// The systemd watchdog is pinged from this loop, so a loop that no
+	// longer runs (a wedged reload or stop) stops the pings and systemd
+	// restarts dnsd. A reload holds the loop for up to the new backends'
+	// sync_timeout plus the drain timeout: WatchdogSec must exceed that.
+	var watchdog <-chan time.Time
+	if every, err := d.notify.watchdogInterval(); err != nil {
+		d.logger.Warn("sd_notify", "err", err)
+	} else if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		watchdog = t.C
+		_ = d.notify.send(sd.SdNotifyWatchdog)
+	}
 	for {
 		select {
+		case <-watchdog:
+			if err := d.notify.send(sd.SdNotifyWatchdog); err != nil {
+				d.logger.Warn("sd_notify", "err", err)
+			}
 		case <-ctx.Done():
 			return d.stop()
 		case sig := <-signals:
