@@ -1,14 +1,19 @@
 package main
 
 // contrib/: the systemd unit and sysusers entry, checked with systemd's
-// own tools.
+// own tools; the Grafana dashboard and the Prometheus alerts, checked
+// against the metrics dnsd exports.
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // unitSettings parses a unit file into section.key -> values.
@@ -118,5 +123,158 @@ func TestSysusers(t *testing.T) {
 	group := readFile(t, filepath.Join(root, "etc/group"))
 	if !strings.Contains(passwd, "dnsd:x:") || !strings.Contains(passwd, ":/usr/sbin/nologin") || !strings.Contains(group, "dnsd:x:") {
 		t.Errorf("sysusers made passwd %q group %q; want user and group dnsd without a login shell", passwd, group)
+	}
+}
+
+// knownMetrics are the metric names dnsd exports: every "dnsd_..." string
+// literal in the non-test Go code (with the _bucket/_sum/_count series of
+// histograms), the counters the hardening work adds, and the standard
+// collectors' names used by the kit.
+func knownMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	known := map[string]bool{
+		"up": true, "process_resident_memory_bytes": true, "go_goroutines": true,
+		// Counted by the server's protection (docs/operations.md, Metrics).
+		"dnsd_dropped_total": true, "dnsd_panics_total": true, "dnsd_tcp_connections_rejected_total": true,
+	}
+	lit := regexp.MustCompile(`"(dnsd_[a-z_]+[a-z])"`)
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "hack" || d.Name() == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		for _, m := range lit.FindAllStringSubmatch(readFile(t, path), -1) {
+			for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+				known[m[1]+suffix] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return known
+}
+
+// metricRef matches the metric names of an expression (dnsd's and the
+// standard collectors'; label values never look like them).
+var metricRef = regexp.MustCompile(`\b(dnsd_[a-z_]*[a-z]|process_[a-z_]*[a-z]|go_[a-z_]*[a-z])\b`)
+
+// checkExpr reports metric names in a PromQL expression that dnsd does not
+// export, and returns the names it found.
+func checkExpr(t *testing.T, where, expr string, known map[string]bool) []string {
+	t.Helper()
+	var names []string
+	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
+		names = append(names, m[1])
+		if !known[m[1]] {
+			t.Errorf("%s: %s is not a metric dnsd exports (expr %s)", where, m[1], expr)
+		}
+	}
+	if strings.Count(expr, "(") != strings.Count(expr, ")") || strings.Count(expr, "{") != strings.Count(expr, "}") {
+		t.Errorf("%s: unbalanced expression %s", where, expr)
+	}
+	return names
+}
+
+// TestGrafanaDashboard: valid JSON, every panel queries metrics dnsd
+// exports, and the panels the docs promise are there.
+func TestGrafanaDashboard(t *testing.T) {
+	known := knownMetrics(t)
+	var dash struct {
+		Title  string
+		Panels []struct {
+			ID      int
+			Type    string
+			Title   string
+			GridPos struct{ X, Y, W, H int }
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal([]byte(readFile(t, "contrib/grafana-dashboard.json")), &dash); err != nil {
+		t.Fatalf("contrib/grafana-dashboard.json: %v", err)
+	}
+	used := map[string]bool{}
+	ids := map[int]bool{}
+	for _, p := range dash.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d twice", p.ID)
+		}
+		ids[p.ID] = true
+		if p.GridPos.X+p.GridPos.W > 24 || p.GridPos.W <= 0 || p.GridPos.H <= 0 {
+			t.Errorf("panel %q: gridPos %+v outside the 24-column grid", p.Title, p.GridPos)
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, n := range checkExpr(t, "panel "+p.Title, tg.Expr, known) {
+				used[n] = true
+			}
+		}
+	}
+	for _, want := range []string{"dnsd_requests_total", "dnsd_responses_total", "dnsd_request_duration_seconds_bucket",
+		"dnsd_cache_hits_total", "dnsd_cache_misses_total", "dnsd_forward_upstream_up", "dnsd_source_synced",
+		"dnsd_reload_total", "dnsd_dropped_total", "dnsd_panics_total", "dnsd_tcp_connections_rejected_total"} {
+		if !used[want] {
+			t.Errorf("no panel shows %s", want)
+		}
+	}
+}
+
+// TestPrometheusAlerts: valid rule groups whose expressions use metrics
+// dnsd exports, with the alerts docs/operations.md lists.
+func TestPrometheusAlerts(t *testing.T) {
+	known := knownMetrics(t)
+	var rules struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert       string
+				Expr        string
+				For         string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(readFile(t, "contrib/prometheus-alerts.yaml")))
+	dec.KnownFields(true)
+	if err := dec.Decode(&rules); err != nil {
+		t.Fatalf("contrib/prometheus-alerts.yaml: %v", err)
+	}
+	alerts := map[string]bool{}
+	promDuration := regexp.MustCompile(`^([0-9]+(ms|s|m|h|d|w|y))+$`)
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts[r.Alert] = true
+			if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+				t.Errorf("rule %+v: alert, expr, labels.severity and annotations.summary are required", r)
+			}
+			if r.For != "" && !promDuration.MatchString(r.For) {
+				t.Errorf("%s: for: %q is not a Prometheus duration", r.Alert, r.For)
+			}
+			checkExpr(t, "alert "+r.Alert, r.Expr, known)
+		}
+	}
+	docs := readFile(t, "docs/operations.md")
+	for _, want := range []string{"DnsdDown", "DnsdSourceNotSynced", "DnsdUpstreamDown", "DnsdReloadFailed",
+		"DnsdServfailRatioHigh", "DnsdDropsRising", "DnsdPanics"} {
+		if !alerts[want] {
+			t.Errorf("no alert %s", want)
+		}
+	}
+	for a := range alerts {
+		if !strings.Contains(docs, a) {
+			t.Errorf("docs/operations.md does not explain alert %s", a)
+		}
 	}
 }

@@ -157,6 +157,7 @@ func checkDeb(t *testing.T, deb string) {
 		"./usr/share/man/man8/dnsd.8.gz":        "-rw-r--r--",
 		"./usr/share/man/man5/dnsd.yaml.5.gz":   "-rw-r--r--",
 		"./usr/share/doc/dnsd/copyright":        "-rw-r--r--",
+		"./usr/share/dnsd/dnsd.schema.json":     "-rw-r--r--",
 	}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(listing), "\n") {
