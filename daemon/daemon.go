@@ -1,7 +1,7 @@
 // Package daemon runs dnsd: it loads dnsd.yaml, wires the sources, the
 // pipeline, the DNS server and the HTTP endpoints together, and applies
-// reloads (SIGHUP) and graceful stops (SIGTERM/SIGINT) as SPEC §2 and §5
-// describe.
+// reloads (SIGHUP) and graceful stops (SIGTERM/SIGINT) as
+// docs/operations.md describes.
 package daemon
 
 import (
@@ -129,7 +129,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 }
 
 // Reload re-reads the config file and swaps in the new pipeline, keeping
-// the old one on any error (SPEC §5).
+// the old one on any error (docs/operations.md, Reload).
 func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
