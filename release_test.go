@@ -205,6 +205,7 @@ func checkDeb(t *testing.T, deb string) {
 	if got, want := readFile(t, filepath.Join(root, "usr/lib/sysusers.d/dnsd.conf")), readFile(t, "contrib/dnsd.sysusers"); got != want {
 		t.Error("the packaged sysusers.d entry is not contrib/dnsd.sysusers")
 	}
+	t.Run("maintainer scripts", func(t *testing.T) { runMaintainerScripts(t, control, bin) })
 	man := filepath.Join(root, "usr/share/man")
 	checkManPage(t, filepath.Join(man, "man8/dnsd.8.gz"), "DNSD", "8", []string{"SIGNALS", "RELOAD"})
 	checkManPage(t, filepath.Join(man, "man5/dnsd.yaml.5.gz"), "DNSD.YAML", "5", []string{"ZONES", "CONVENTIONS"})
@@ -285,6 +286,99 @@ func checkManPage(t *testing.T, path, title, section string, sections []string) 
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(s) + `$`).MatchString(stdout.String()) {
 			t.Errorf("%s: no %s section in the formatted page", path, s)
 		}
+	}
+}
+
+// runMaintainerScripts runs the package's scripts as dpkg and rpm call
+// them, with the system commands they use (systemctl, systemd-sysusers,
+// runuser, chown, chmod) replaced by stubs that record their arguments, and
+// the paths they touch (/etc/dnsd, /run/systemd/system, /usr/bin/dnsd)
+// moved into a scratch directory: nothing on this machine changes.
+func runMaintainerScripts(t *testing.T, control, dnsd string) {
+	dir := t.TempDir()
+	stubs := filepath.Join(dir, "bin")
+	etc := filepath.Join(dir, "etc/dnsd")
+	for _, d := range []string{stubs, etc, filepath.Join(dir, "run/systemd/system")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := filepath.Join(dir, "calls")
+	stub := func(name, body string) {
+		writeFile(t, filepath.Join(stubs, name), "#!/bin/sh\necho \""+name+" $*\" >>"+calls+"\n"+body+"\n")
+		if err := os.Chmod(filepath.Join(stubs, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub("systemctl", `[ "$1" = is-active ] && exit "${ACTIVE:-0}"; exit 0`)
+	stub("systemd-sysusers", "exit 0")
+	stub("chown", "exit 0")
+	stub("chmod", "exit 0")
+	stub("runuser", `shift 3; exec "$@"`) // runuser -u dnsd -- CMD...
+	script := func(name string) string {
+		text := strings.NewReplacer("/usr/bin/dnsd", dnsd, "/etc/dnsd", etc, "/run/systemd/system", filepath.Join(dir, "run/systemd/system")).
+			Replace(readFile(t, filepath.Join(control, name)))
+		path := filepath.Join(dir, name)
+		writeFile(t, path, text)
+		return path
+	}
+	good := "zones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n"
+	bad := good + "bogus: 1\n"
+	cases := []struct {
+		name, script string
+		args         []string
+		config       string
+		active       string // systemctl is-active exit status
+		want, not    []string
+		stderr       string
+	}{
+		{name: "deb install", script: "postinst", args: []string{"configure", ""}, config: good,
+			want: []string{"systemd-sysusers /usr/lib/sysusers.d/dnsd.conf", "chown root:dnsd", "chmod 0750", "systemctl daemon-reload"},
+			not:  []string{"systemctl restart", "systemctl is-active"}},
+		{name: "deb upgrade, running, good config", script: "postinst", args: []string{"configure", "1.0.0-1"}, config: good,
+			want: []string{"systemd-sysusers", "systemctl is-active --quiet dnsd.service", "runuser -u dnsd -- " + dnsd + " check", "systemctl restart dnsd.service"},
+			not:  []string{"chown"}},
+		{name: "deb upgrade, running, bad config", script: "postinst", args: []string{"configure", "1.0.0-1"}, config: bad,
+			want: []string{"runuser -u dnsd -- " + dnsd + " check"}, not: []string{"systemctl restart"},
+			stderr: "NOT restarting"},
+		{name: "deb upgrade, stopped", script: "postinst", args: []string{"configure", "1.0.0-1"}, config: good, active: "3",
+			want: []string{"systemctl is-active"}, not: []string{"runuser", "systemctl restart"}},
+		{name: "rpm install", script: "postinst", args: []string{"1"}, config: good,
+			want: []string{"chown root:dnsd"}, not: []string{"systemctl restart"}},
+		{name: "rpm upgrade, bad config", script: "postinst", args: []string{"2"}, config: bad,
+			not: []string{"chown", "systemctl restart"}, stderr: "NOT restarting"},
+		{name: "deb remove", script: "prerm", args: []string{"remove"}, want: []string{"systemctl disable --now dnsd.service"}},
+		{name: "deb upgrade prerm", script: "prerm", args: []string{"upgrade", "1.2.3-1"}, not: []string{"systemctl"}},
+		{name: "rpm erase", script: "prerm", args: []string{"0"}, want: []string{"systemctl disable --now dnsd.service"}},
+		{name: "rpm upgrade preun", script: "prerm", args: []string{"1"}, not: []string{"systemctl"}},
+		{name: "postrm", script: "postrm", args: []string{"remove"}, want: []string{"systemctl daemon-reload"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(calls)
+			writeFile(t, filepath.Join(etc, "dnsd.yaml"), c.config)
+			cmd := exec.Command("sh", append([]string{script(c.script)}, c.args...)...)
+			cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "ACTIVE="+c.active)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%s %q: %v\n%s", c.script, c.args, err, stderr.String())
+			}
+			got, _ := os.ReadFile(calls)
+			for _, w := range c.want {
+				if !strings.Contains(string(got), w) {
+					t.Errorf("no %q among the commands run:\n%s", w, got)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(string(got), n) {
+					t.Errorf("%q was run:\n%s", n, got)
+				}
+			}
+			if !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), c.stderr)
+			}
+		})
 	}
 }
 
