@@ -236,9 +236,8 @@ func Run(ctx context.Context, opts Options, signals <-chan os.Signal) error {
 		return err
 	}
 	// The systemd watchdog is pinged from this loop, so a loop that no
-	// longer runs (a wedged reload or stop) stops the pings and systemd
-	// restarts dnsd. A reload holds the loop for up to the new backends'
-	// sync_timeout plus the drain timeout: WatchdogSec must exceed that.
+	// longer turns (wedged in a reload or a stop) stops the pings and
+	// systemd restarts dnsd.
 	var watchdog <-chan time.Time
 	if every, err := d.notify.watchdogInterval(); err != nil {
 		d.logger.Warn("sd_notify", "err", err)
