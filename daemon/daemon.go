@@ -51,6 +51,7 @@ type Daemon struct {
 	sw       *switcher
 	srv      *server.Server
 	notify   notifier
+	watchdog *time.Ticker // WATCHDOG=1 pings; nil without a systemd watchdog
 
 	mu   sync.Mutex // serialises Reload and Shutdown
 	cfg  *config.Config
@@ -124,6 +125,14 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			}
 		}
 	}()
+	// The systemd watchdog is pinged from Run's loop, so a loop that no
+	// longer turns (wedged in a reload or a stop) stops the pings and
+	// systemd restarts dnsd.
+	if every, err := d.notify.watchdogInterval(); err != nil {
+		d.logger.Warn("sd_notify", "err", err)
+	} else if every > 0 {
+		d.watchdog = time.NewTicker(every)
+	}
 	d.logger.Info("dnsd started", "pid", os.Getpid(), "version", opts.Version, "config", cfg.File, "listen", listenStrings(cfg.Listen), "http", cfg.HTTP, "zones", zoneNames(cfg))
 	return d, nil
 }
@@ -215,6 +224,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := d.srv.Shutdown(ctx)
 	d.http.stop(ctx)
 	d.reg.Close()
+	if d.watchdog != nil {
+		d.watchdog.Stop()
+	}
 	d.logger.Info("dnsd stopped")
 	return err
 }
@@ -235,21 +247,9 @@ func Run(ctx context.Context, opts Options, signals <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	// The systemd watchdog is pinged from this loop, so a loop that no
-	// longer turns (wedged in a reload or a stop) stops the pings and
-	// systemd restarts dnsd.
-	var watchdog <-chan time.Time
-	if every, err := d.notify.watchdogInterval(); err != nil {
-		d.logger.Warn("sd_notify", "err", err)
-	} else if every > 0 {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		watchdog = t.C
-		_ = d.notify.send(sd.SdNotifyWatchdog)
-	}
 	for {
 		select {
-		case <-watchdog:
+		case <-d.watchdogC():
 			if err := d.notify.send(sd.SdNotifyWatchdog); err != nil {
 				d.logger.Warn("sd_notify", "err", err)
 			}

@@ -35,3 +35,12 @@ func (notifier) watchdogInterval() (time.Duration, error) {
 	}
 	return d / 2, nil
 }
+
+// watchdogC ticks when the systemd watchdog wants a ping (never without
+// one).
+func (d *Daemon) watchdogC() <-chan time.Time {
+	if d.watchdog == nil {
+		return nil
+	}
+	return d.watchdog.C
+}
