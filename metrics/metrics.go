@@ -1,4 +1,4 @@
-// Package metrics defines dnsd's Prometheus metrics on a registry
+// Package metrics defines dnsd's Prometheus metrics (SPEC §6) on a registry
 // of its own; nothing is registered globally.
 package metrics
 
