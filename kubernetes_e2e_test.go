@@ -368,7 +368,7 @@ func containsAll(got, want []string) bool {
 
 // BenchmarkKubernetesScale measures the dnsd binary (built without the
 // race detector) holding 10,000 services / 100,000 endpoints of a real
-// API server (SPEC §7: under 300 MiB RSS): time to the first sync, RSS
+// API server (goal: under 300 MiB RSS): time to the first sync, RSS
 // after it, peak RSS, and the latency of one change at that size.
 //
 //	go test -run '^$' -bench KubernetesScale -benchtime 1x .

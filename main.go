@@ -9,11 +9,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/dnsd/dnsd/config"
@@ -22,46 +25,95 @@ import (
 	"github.com/dnsd/dnsd/sources"
 )
 
-// Set with -ldflags "-X main.version=... -X main.commit=...".
+// Stamped by the release build (scripts/release.sh) with
+// -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
+// Unstamped builds fall back to what the Go toolchain records
+// (debug.ReadBuildInfo): the VCS revision and commit time.
 var (
 	version = "dev"
 	commit  = ""
+	date    = ""
 )
+
+const usage = `dnsd is a DNS server that answers, per zone, from an ordered list of sources
+(kubernetes, etcd, hosts files, forward upstreams), configured by one YAML file.
+
+usage:
+  dnsd [-config PATH]          run the server
+  dnsd check [-config PATH]    validate the config: parse, check the files it names, compile;
+                               print errors as FILE:LINE:COL: message; exit 1 on error, 0 if valid
+  dnsd version                 print the version, commit, build date and Go version
+  dnsd help                    print this help
+
+flags:
+  -config PATH   the config file (default: ./dnsd.yaml, then /etc/dnsd/dnsd.yaml)
+  -h, --help     print this help
+  --version      same as dnsd version
+
+signals: SIGHUP reloads the config; SIGTERM or SIGINT stops gracefully.
+Documentation: man dnsd, man dnsd.yaml, or docs/ in the source repository.
+`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run is the whole command line. Exit codes: 0 success, 1 a failure
+// (bad config, cannot serve), 2 a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
-	if len(args) > 0 && (args[0] == "check" || args[0] == "version") {
-		cmd, args = args[0], args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "check", "version", "help":
+			cmd, args = args[0], args[1:]
+		case "-version", "--version":
+			cmd, args = "version", args[1:]
+		default:
+			if !strings.HasPrefix(args[0], "-") {
+				fmt.Fprintf(stderr, "dnsd: unknown command %q\n\n%s", args[0], usage)
+				return 2
+			}
+		}
 	}
-	fs := flag.NewFlagSet("dnsd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default ./dnsd.yaml, then /etc/dnsd/dnsd.yaml)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage:\n  dnsd [-config PATH]        run\n  dnsd check [-config PATH]  validate the config\n  dnsd version               print the version\n")
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "dnsd: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
-	}
-	switch cmd {
-	case "version":
-		fmt.Fprintf(stdout, "dnsd %s commit %s %s %s/%s\n", version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if cmd == "help" {
+		fmt.Fprint(stdout, usage)
 		return 0
-	case "check":
-		return check(configPath(*path), stdout, stderr)
+	}
+	flags := flag.NewFlagSet("dnsd "+cmd, flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	flags.Usage = func() {} // printed below, to stdout for -h and to stderr for mistakes
+	var path *string
+	if cmd != "version" {
+		path = flags.String("config", "", "config file (default ./dnsd.yaml, then /etc/dnsd/dnsd.yaml)")
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "\n%s", usage)
+		return 2
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "dnsd: unexpected argument %q\n\n%s", flags.Arg(0), usage)
+		return 2
+	}
+	if cmd == "version" {
+		fmt.Fprint(stdout, versionText())
+		return 0
+	}
+	cfgPath, err := configPath(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "dnsd: %v\n", err)
+		return 1
+	}
+	if cmd == "check" {
+		return check(cfgPath, stdout, stderr)
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
-	err := daemon.Run(context.Background(), daemon.Options{
-		ConfigPath: configPath(*path), Version: version, Commit: buildCommit(), LogOutput: stderr,
+	err = daemon.Run(context.Background(), daemon.Options{
+		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr,
 	}, signals)
 	if err != nil {
 		if !errors.Is(err, daemon.ErrForcedExit) {
@@ -90,33 +142,73 @@ func check(path string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// searchPaths are where dnsd looks for its config without -config, in
+// order.
+func searchPaths() []string { return []string{"dnsd.yaml", "/etc/dnsd/dnsd.yaml"} }
+
 // configPath applies the default search: ./dnsd.yaml, then
-// /etc/dnsd/dnsd.yaml.
-func configPath(flagValue string) string {
+// /etc/dnsd/dnsd.yaml. A path that exists but cannot be read is still
+// chosen, so that the error names the real cause.
+func configPath(flagValue string) (string, error) {
 	if flagValue != "" {
-		return flagValue
+		return flagValue, nil
 	}
-	if _, err := os.Stat("dnsd.yaml"); err == nil {
-		return "dnsd.yaml"
+	var tried []string
+	for _, p := range searchPaths() {
+		if _, err := os.Stat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return p, nil
+		}
+		if !filepath.IsAbs(p) {
+			wd, _ := os.Getwd()
+			p = "./" + p + " (in " + wd + ")"
+		}
+		tried = append(tried, p)
 	}
-	if _, err := os.Stat("/etc/dnsd/dnsd.yaml"); err == nil {
-		return "/etc/dnsd/dnsd.yaml"
-	}
-	return "dnsd.yaml"
+	return "", fmt.Errorf("no config file found; tried %s (give one with -config PATH)", strings.Join(tried, " and "))
 }
 
+// buildCommit is the stamped commit, else the VCS revision the Go
+// toolchain recorded, else "unknown".
 func buildCommit() string {
 	if commit != "" {
 		return commit
 	}
+	if s := buildSetting("vcs.revision"); s != "" {
+		if buildSetting("vcs.modified") == "true" {
+			s += "-modified"
+		}
+		return s
+	}
+	return "unknown"
+}
+
+// buildDate is the stamped date, else the commit time the Go toolchain
+// recorded, else "unknown".
+func buildDate() string {
+	if date != "" {
+		return date
+	}
+	if s := buildSetting("vcs.time"); s != "" {
+		return s
+	}
+	return "unknown"
+}
+
+func buildSetting(key string) string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
+			if s.Key == key {
 				return s.Value
 			}
 		}
 	}
-	return "unknown"
+	return ""
+}
+
+// versionText is what dnsd version prints.
+func versionText() string {
+	return fmt.Sprintf("dnsd %s\n  commit: %s\n  date:   %s\n  go:     %s %s/%s\n",
+		version, buildCommit(), buildDate(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,9 +1,9 @@
 package main
 
-// Black-box conformance tests against /work/shared/SPEC.md: the built
+// Black-box conformance tests against the operator contract in docs/: the built
 // binary, dnsd.yaml files, signals, real DNS queries and HTTP endpoints.
-// Every test is named TestSpec…; a statement of the spec is checked where
-// the test says which section it comes from.
+// Every test is named TestSpec…; each checks a statement of the docs
+// (configuration.md, operations.md, sources/*.md).
 
 import (
 	"fmt"

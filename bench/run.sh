@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §7 benchmark: dnsd against the trivial fixed-answer miekg/dns server
+# The benchmark: dnsd against the trivial fixed-answer miekg/dns server
 # (bench/reference), in one run on this machine, server pinned to CPU 0 and
 # load generator to CPU 1. Prints one line per target and the QPS ratios.
 #   bench/run.sh [duration]      (default 10s)
@@ -72,5 +72,5 @@ measure dnsd-forward "$fwd_port" "${pids[-1]}" -name www.example.com.
 kill "${pids[-1]}" "${pids[-2]}"
 
 ref_qps=$(printf '%s\n' "${results[@]}" | awk '/^reference /{sub("qps=","",$2); print $2}')
-echo "--- ratio to reference (QPS; SPEC §7: in-memory >= 1.0, forward warm cache >= 0.9)"
+echo "--- ratio to reference (QPS; goals: in-memory >= 1.0, forward warm cache >= 0.9)"
 printf '%s\n' "${results[@]}" | awk -v ref="$ref_qps" '{q=$2; sub("qps=","",q); printf "%-16s %.2f\n", $1, q/ref}'

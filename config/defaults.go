@@ -92,5 +92,5 @@ func defaultForward() Forward {
 }
 
 // defaultFallthrough is the fallthrough of a source kind when not written
-// (SPEC §4: false for kubernetes, true for the others).
+// (false for kubernetes, true for the others: docs/configuration.md).
 func defaultFallthrough(kind string) bool { return kind != KindKubernetes }

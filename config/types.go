@@ -1,4 +1,4 @@
-// Package config reads and validates dnsd.yaml (SPEC §3) into typed,
+// Package config reads and validates dnsd.yaml into typed,
 // defaulted values. Every problem is reported with FILE:LINE:COL; parsing
 // never touches the network.
 package config
@@ -75,7 +75,7 @@ type Log struct {
 }
 
 // ACL says who may query. When Default is true, Allow was not given and
-// the safe default applies (SPEC §3): everyone on a loopback listen
+// the documented safe default applies: everyone on a loopback listen
 // address, else only loopback and RFC 1918/4193 ranges.
 type ACL struct {
 	Allow   []netip.Prefix

@@ -1,7 +1,7 @@
 // Package daemon runs dnsd: it loads dnsd.yaml, wires the sources, the
 // pipeline, the DNS server and the HTTP endpoints together, and applies
-// reloads (SIGHUP) and graceful stops (SIGTERM/SIGINT) as SPEC §2 and §5
-// describe.
+// reloads (SIGHUP) and graceful stops (SIGTERM/SIGINT) as
+// docs/operations.md describes.
 package daemon
 
 import (
@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
@@ -51,6 +53,7 @@ type Daemon struct {
 	sw       *switcher
 	srv      *server.Server
 	notify   notifier
+	watchdog *time.Ticker // WATCHDOG=1 pings; nil without a systemd watchdog
 
 	mu   sync.Mutex // serialises Reload and Shutdown
 	cfg  *config.Config
@@ -78,12 +81,14 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		format:   cfg.Log.Format,
 		metrics:  metrics.New(opts.Version, opts.Commit),
 		sw:       &switcher{},
-		notify:   notifier{socket: os.Getenv("NOTIFY_SOCKET")},
+		notify:   notifier{},
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
 	}
 	d.level.Set(cfg.Log.Level)
 	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
+	// The first line says which process this is and which file it serves.
+	d.logger.Info("dnsd starting", "pid", os.Getpid(), "config", cfg.File, "version", opts.Version, "commit", opts.Commit)
 	d.queryLog.Store(cfg.Log.Queries)
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry})
 	d.metrics.WatchSynced(d.reg.Synced)
@@ -117,24 +122,32 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		defer close(d.waitDone)
 		d.waitSynced(waitCtx, p, syncTimeout(cfg))
 		if waitCtx.Err() == nil {
-			if err := d.notify.send("READY=1"); err != nil {
+			if err := d.notify.send(sd.SdNotifyReady); err != nil {
 				d.logger.Warn("sd_notify", "err", err)
 			}
 		}
 	}()
-	d.logger.Info("dnsd started", "version", opts.Version, "config", cfg.File, "listen", listenStrings(cfg.Listen), "http", cfg.HTTP, "zones", zoneNames(cfg))
+	// The systemd watchdog is pinged from Run's loop, so a loop that no
+	// longer turns (wedged in a reload or a stop) stops the pings and
+	// systemd restarts dnsd.
+	if every, err := d.notify.watchdogInterval(); err != nil {
+		d.logger.Warn("sd_notify", "err", err)
+	} else if every > 0 {
+		d.watchdog = time.NewTicker(every)
+	}
+	d.logger.Info("dnsd started", "pid", os.Getpid(), "version", opts.Version, "config", cfg.File, "listen", listenStrings(cfg.Listen), "http", cfg.HTTP, "zones", zoneNames(cfg))
 	return d, nil
 }
 
 // Reload re-reads the config file and swaps in the new pipeline, keeping
-// the old one on any error (SPEC §5).
+// the old one on any error (docs/operations.md, Reload).
 func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.notify.send(reloading()); err != nil {
 		d.logger.Warn("sd_notify", "err", err)
 	}
-	defer func() { _ = d.notify.send("READY=1") }()
+	defer func() { _ = d.notify.send(sd.SdNotifyReady) }()
 	start := time.Now()
 	err := d.reload(ctx)
 	d.metrics.Reload(err == nil)
@@ -212,12 +225,15 @@ func (d *Daemon) reload(ctx context.Context) error {
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_ = d.notify.send("STOPPING=1")
+	_ = d.notify.send(sd.SdNotifyStopping)
 	d.stopWait()
 	<-d.waitDone
 	err := d.srv.Shutdown(ctx)
 	d.http.stop(ctx)
 	d.reg.Close()
+	if d.watchdog != nil {
+		d.watchdog.Stop()
+	}
 	d.logger.Info("dnsd stopped")
 	return err
 }
@@ -264,6 +280,10 @@ func Run(ctx context.Context, opts Options, signals <-chan os.Signal) error {
 	}
 	for {
 		select {
+		case <-d.watchdogC():
+			if err := d.notify.send(sd.SdNotifyWatchdog); err != nil {
+				d.logger.Warn("sd_notify", "err", err)
+			}
 		case <-ctx.Done():
 			return d.stopNow(cancelReloads, reloadDone, signals)
 		case <-reloadDone:

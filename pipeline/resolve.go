@@ -62,7 +62,7 @@ type outcome struct {
 	decided bool
 }
 
-// Resolve answers one query (SPEC §4 items 3–7):
+// Resolve answers one query (docs/configuration.md, zones and sources):
 //
 //   - No zone matches: REFUSED, Zone "".
 //   - The zone's sources are asked in order. A Failed source gives
@@ -368,7 +368,7 @@ func containsName(names []string, name string) bool {
 	return false
 }
 
-// minimalANY keeps an upstream's ANY answer minimal (RFC 8482, SPEC §4.1):
+// minimalANY keeps an upstream's ANY answer minimal (RFC 8482):
 // only the first RRset of the answer section. m is shared (it may be a
 // cache entry) and is never modified: a trimmed copy is returned when
 // there is anything to trim.

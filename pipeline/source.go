@@ -2,7 +2,7 @@
 // queries from each zone's ordered sources. It owns all DNS logic that is
 // common to every source: type selection, CNAME chasing, NODATA versus
 // NXDOMAIN, SOA in negative answers, apex SOA/NS, SRV additional records,
-// minimal ANY answers and fallthrough (SPEC §4, §8).
+// minimal ANY answers and fallthrough (docs/configuration.md, zones).
 package pipeline
 
 import (

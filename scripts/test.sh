@@ -9,6 +9,8 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# The release tools are a module of their own (hack/release-tools).
+(cd hack/release-tools && go vet ./... && go test -count=1 ./...)
 
 # The kubernetes tests run a real kube-apiserver, built from the Go module
 # proxy once and cached outside the repository (minutes the first time).

@@ -6,7 +6,7 @@ import (
 	"github.com/dnsd/dnsd/config"
 )
 
-// acl is the compiled access list (SPEC §3 acl).
+// acl is the compiled access list (the acl: block of dnsd.yaml).
 type acl struct {
 	allow []netip.Prefix
 	deny  []netip.Prefix
@@ -42,7 +42,7 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 // everyone on a loopback listener, else exactly loopback, RFC 1918
 // (10/8, 172.16/12, 192.168/16) and RFC 4193 (fc00::/7) clients.
 // Link-local clients (169.254/16, fe80::/10) are deliberately not in the
-// default: SPEC §3 names only the ranges above, and a DNS server reachable
+// default: the docs name only the ranges above, and a DNS server reachable
 // from anything on the link is a choice the operator makes with an explicit
 // allow entry. An explicit empty allow list admits nobody.
 func (a *acl) allowed(client netip.Addr, loopbackListener bool) bool {

@@ -1,6 +1,6 @@
 // Package sources turns the sources of a validated config into pipeline
 // sources. It is the one place that knows every source kind (an explicit
-// switch, SPEC §8), and it shares backends: sources whose backend settings
+// switch, no registry), and it shares backends: sources whose backend settings
 // are equal use one backend, across zones and across reloads.
 package sources
 
@@ -104,7 +104,7 @@ func (s *Set) Release() {
 // WaitFresh waits until every backend this Set started and that syncs
 // asynchronously (pipeline.Syncer) has synced, or ctx ends; it returns the
 // names of those still not synced. Backends kept from earlier builds are
-// not waited for (SPEC §5: a reload waits for the new backends only).
+// not waited for (a reload waits for the new backends only).
 func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 	s.reg.mu.Lock()
 	var wait []*backend
@@ -130,7 +130,7 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 	set := &Set{reg: r, slots: make(map[slot]slotSource)}
 	if !r.dryRun {
 		// The cache and its metrics exist from the first build, forward
-		// source or not: SPEC §6 lists dnsd_cache_* among the metrics
+		// source or not: docs/operations.md lists dnsd_cache_* among the metrics
 		// /metrics always has, and a reload that adds a forward source
 		// finds the cache ready.
 		r.forwardInit(cfg)

@@ -184,7 +184,7 @@ func TestWaitFreshOnlyWaitsForNewBackends(t *testing.T) {
 	}
 }
 
-// SPEC §6 lists the cache metrics among those /metrics always has: they
+// The cache metrics are among those /metrics always has: they
 // are registered by the first Build, forward source or not.
 func TestCacheMetricsWithoutForward(t *testing.T) {
 	dir := t.TempDir()

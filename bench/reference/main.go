@@ -1,4 +1,4 @@
-// Command reference is SPEC §7's yardstick: a trivial miekg/dns server
+// Command reference is the benchmark's yardstick: a trivial miekg/dns server
 // that answers every query with one fixed A record and does no lookup.
 // dnsd's benchmark compares its cost per answer with this one's.
 package main

@@ -1,4 +1,4 @@
-// Package etcd is dnsd's etcd source (SPEC §3, §4 "etcd records"): it
+// Package etcd is dnsd's etcd source (docs/sources/etcd.md): it
 // serves SkyDNS-format records from one etcd prefix, kept in memory by a
 // single prefix watch, so a query never reads etcd.
 //

@@ -1,4 +1,4 @@
-// Package forward is dnsd's forward source (SPEC §3, §4.9): a pool of
+// Package forward is dnsd's forward source (docs/sources/forward.md): a pool of
 // upstream resolvers (UDP with TCP retry, TCP, DNS over TLS) with
 // policies, failover, health checks and connection reuse, and the
 // process-wide response cache (TTL bounds, negative caching, serve-stale,

@@ -373,8 +373,8 @@ func TestInlineEntries(t *testing.T) {
 
 // TestSerialNewSource: a reload makes a new Source (new inline entries,
 // kept backend); its serial is larger than the old Source's, even within
-// one second, and a change of the files after it raises it again (SPEC
-// §4.5: the serial increases whenever the data changes).
+// one second, and a change of the files after it raises it again (the
+// SOA serial increases whenever the data changes).
 func TestSerialNewSource(t *testing.T) {
 	var clock pipeline.SerialClock // one per process, as the registry has
 	e1 := []config.HostsEntry{entry("10.0.0.1", "inline.example.internal.")}

@@ -1,4 +1,4 @@
-// Package hosts is dnsd's hosts source (SPEC §3, §4 "hosts"): it serves
+// Package hosts is dnsd's hosts source (docs/sources/hosts.md): it serves
 // A, AAAA and PTR records from /etc/hosts-format files and inline entries,
 // and re-reads the files the moment they change.
 //

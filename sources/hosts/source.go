@@ -66,7 +66,7 @@ func (s *Source) TTL() uint32 { return s.ttl }
 // Serial is the larger of the backend's serial and the Source's own,
 // taken when it was made: a reload that changes the inline entries makes a
 // new Source with a larger serial even when the files' backend is kept
-// (SPEC §4.5), and a later change of the files gets a larger one still
+// (serials only rise), and a later change of the files gets a larger one still
 // (both come from the same pipeline.SerialClock).
 func (s *Source) Serial() uint32 {
 	if s.backend != nil {

@@ -287,7 +287,7 @@ func sliceServiceIndex(obj any) ([]string, error) {
 }
 
 // strip keeps only what DNS needs of an object before it enters an
-// informer's store (SPEC §7 memory): no managed fields, annotations,
+// informer's store (to save memory): no managed fields, annotations,
 // labels (but the endpoint slice's service name), pod specs, selectors.
 // It is idempotent.
 func (b *Backend) strip(obj any) (any, error) {

@@ -58,7 +58,7 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// BenchmarkScale loads 10,000 services / 100,000 endpoints (SPEC §7) and
+// BenchmarkScale loads 10,000 services / 100,000 endpoints and
 // reports the time to the first sync and the heap the informer stores and
 // the index hold (measured after the fake clientset is loaded, so its own
 // copy of the objects is not counted).

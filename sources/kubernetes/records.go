@@ -431,7 +431,7 @@ func undash(label string) (netip.Addr, bool) {
 }
 
 // serviceRecords builds every record of one service from the service and
-// its endpoint slices (SPEC §4 "Kubernetes records").
+// its endpoint slices (docs/sources/kubernetes.md).
 func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.EndpointSlice) []contribution {
 	if svc == nil || !s.exposed(svc.Namespace) {
 		return nil

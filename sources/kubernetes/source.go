@@ -1,7 +1,7 @@
 // Package kubernetes is dnsd's kubernetes source: the Kubernetes DNS-Based
 // Service Discovery specification (schema 1.1.0) served from client-go
-// informers, for machines inside or outside the cluster (SPEC §4
-// "Kubernetes records").
+// informers, for machines inside or outside the cluster
+// (docs/sources/kubernetes.md).
 //
 // A Backend is one connection to a cluster (a clientset and shared
 // informers on Services, EndpointSlices, Namespaces and, for pods:

@@ -1,0 +1,24 @@
+// Command schemagen writes dnsd.schema.json from config.JSONSchema
+// (run by go generate ./config).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/dnsd/dnsd/config"
+)
+
+func main() {
+	out := flag.String("o", "dnsd.schema.json", "output file")
+	flag.Parse()
+	data, err := config.JSONSchema()
+	if err == nil {
+		err = os.WriteFile(*out, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "schemagen:", err)
+		os.Exit(1)
+	}
+}

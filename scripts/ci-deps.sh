@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need beyond Go, when missing:
+# systemd-analyze (the unit check), dpkg-deb and rpm (the package test),
+# groff and man (the man page check). Fast when everything is there; needs
+# root (CI runs as root) otherwise.
+set -euo pipefail
+
+need=()
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v dpkg-deb >/dev/null || need+=(dpkg)
+command -v rpm >/dev/null || need+=(rpm)
+command -v groff >/dev/null || need+=(groff-base)
+command -v man >/dev/null || need+=(man-db)
+command -v gzip >/dev/null || need+=(gzip)
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+echo "ci-deps.sh: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
