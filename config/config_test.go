@@ -484,3 +484,20 @@ func TestYAMLSyntaxErrorPosition(t *testing.T) {
 		t.Errorf("error = %v", err)
 	}
 }
+
+func TestViewsExample(t *testing.T) {
+	cfg := mustLoad(t, "testdata/good/views.yaml")
+	if !cfg.Rotate || len(cfg.Listen) != 3 || cfg.Listen[2].Proto != "https" {
+		t.Fatalf("rotate %v, listen %v", cfg.Rotate, cfg.Listen)
+	}
+	if len(cfg.Views) != 2 {
+		t.Fatalf("%d views", len(cfg.Views))
+	}
+	office, vpn := cfg.Views[0], cfg.Views[1]
+	if office.Name != "office" || len(office.Clients) != 2 || office.Clients[1] != netip.MustParsePrefix("fd10::/48") || len(office.Listen) != 0 || len(office.Zones) != 1 {
+		t.Errorf("office = %+v", office)
+	}
+	if vpn.Name != "vpn" || len(vpn.Clients) != 0 || len(vpn.Listen) != 1 || vpn.Listen[0].Addr != "10.8.0.1:53" || vpn.Zones[0].Names[0] != "example.internal." {
+		t.Errorf("vpn = %+v", vpn)
+	}
+}

@@ -43,6 +43,7 @@ type schema struct {
 	Minimum              *int                `json:"minimum,omitempty"`
 	Maximum              *int                `json:"maximum,omitempty"`
 	MinItems             *int                `json:"minItems,omitempty"`
+	MaxItems             *int                `json:"maxItems,omitempty"`
 	Items                *schema             `json:"items,omitempty"`
 	Properties           map[string]*schema  `json:"properties,omitempty"`
 	PropertyNames        *schema             `json:"propertyNames,omitempty"`
@@ -150,6 +151,16 @@ func rootSchema() *schema {
 			Properties: map[string]*schema{k: {Ref: "#/$defs/" + kinds[k]}},
 		})
 	}
+	listenItem := patterned("host:port with an IP literal ([v6]:port) or no host, optionally after udp://, tcp://, tls:// or https://.", `^((udp|tcp|tls|https)://)?`+hostPortP+`$`)
+	zones := &schema{
+		Description: "Zones and their ordered sources. A key is one or more zone names separated by spaces; a CIDR stands for its reverse zones.",
+		Type:        "object", MinProperties: ptr(1),
+		PropertyNames: &schema{Pattern: `^ *[A-Za-z0-9_.:/-]+( +[A-Za-z0-9_.:/-]+)* *$`},
+		AdditionalProperties: &schema{
+			Description: "The zone's sources, asked in order.",
+			Type:        "array", MinItems: ptr(1), Items: source,
+		},
+	}
 	return &schema{
 		Schema:      "https://json-schema.org/draft/2020-12/schema",
 		Title:       "dnsd.yaml",
@@ -160,9 +171,9 @@ func rootSchema() *schema {
 		AdditionalProperties: noOthers,
 		Properties: map[string]*schema{
 			"listen": {
-				Description: fmt.Sprintf("Addresses to serve on: host:port (UDP and TCP), udp://, tcp:// or tls://host:port (tls needs the tls block). Default [%q].", DefaultListen),
+				Description: fmt.Sprintf("Addresses to serve on: host:port (UDP and TCP), udp://, tcp://, tls://host:port (DNS over TLS) or https://host:port (DNS over HTTPS); tls and https need the tls block. Default [%q].", DefaultListen),
 				Type:        tArray, MinItems: ptr(1),
-				Items: patterned("host:port with an IP literal ([v6]:port) or no host, optionally after udp://, tcp:// or tls://.", `^((udp|tcp|tls)://)?`+hostPortP+`$`),
+				Items: listenItem,
 			},
 			"tls": {
 				Description: "Certificate for tls:// listeners.", Type: "object", AdditionalProperties: noOthers,
@@ -189,6 +200,7 @@ func rootSchema() *schema {
 			"limits": object("Resource limits.", map[string]*schema{
 				"udp_buffer":          integer("EDNS0 UDP buffer size advertised and used upstream.", DefaultUDPBuffer, 512, ptr(65535)),
 				"max_tcp_connections": integer("Concurrent TCP and TLS connections.", DefaultMaxTCPConnections, 1, nil),
+				"max_tcp_per_client":  integer("TCP and TLS connections per client /24 (/56 for IPv6).", DefaultMaxTCPPerClient, 1, nil),
 				"tcp_idle_timeout":    duration("Idle TCP connections are closed after this.", DefaultTCPIdleTimeout),
 				"rate_per_client":     integer("UDP responses per second per client /24 (/56 for IPv6); 0 = off.", 0, 0, nil),
 				"rate_drop":           boolean("Over the rate: drop instead of answering TC=1.", false),
@@ -201,13 +213,21 @@ func rootSchema() *schema {
 				"serve_stale":  duration("Serve expired entries this long while upstreams fail; 0 = off.", DefaultServeStale),
 				"prefetch":     boolean("Refresh popular entries before they expire.", true),
 			}),
-			"zones": {
-				Description: "Zones and their ordered sources. A key is one or more zone names separated by spaces; a CIDR stands for its reverse zones.",
-				Type:        "object", MinProperties: ptr(1),
-				PropertyNames: &schema{Pattern: `^ *[A-Za-z0-9_.:/-]+( +[A-Za-z0-9_.:/-]+)* *$`},
-				AdditionalProperties: &schema{
-					Description: "The zone's sources, asked in order.",
-					Type:        "array", MinItems: ptr(1), Items: source,
+			"rotate": boolean("Rotate the order of the A and AAAA records of each answer (round robin).", false),
+			"zones":  zones,
+			"views": {
+				Description: "Split horizon: views checked in order, the first that matches a query answers it from its zones, then the top-level zones.",
+				Type:        tArray, MaxItems: ptr(maxViews),
+				Items: &schema{
+					Description: "One view: its clients and/or listen entries, and its zones.", Type: tObject, AdditionalProperties: noOthers,
+					Required: []string{"name", "zones"},
+					AnyOf:    []*schema{{Required: []string{"clients"}}, {Required: []string{"listen"}}},
+					Properties: map[string]*schema{
+						"name":    patterned("The view's name (metrics label view); not \"default\".", `^[A-Za-z0-9_-]{1,63}$`),
+						"clients": {Description: "Client ranges of the view.", Type: tArray, MinItems: ptr(1), Items: cidr},
+						"listen":  {Description: "Entries of the top-level listen whose queries the view takes.", Type: tArray, MinItems: ptr(1), Items: listenItem},
+						"zones":   zones,
+					},
 				},
 			},
 		},

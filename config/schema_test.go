@@ -212,6 +212,7 @@ func TestSchemaFixtures(t *testing.T) {
 		"types.yaml": {"/listen", "/http", "/log/queries", "/limits/udp_buffer", "/limits/max_tcp_connections",
 			"/cache", "/zones/example.internal", "/zones/lab.internal/0/hosts/entries"},
 		"unknown_keys.yaml": {"/", "/log", "/zones/example.internal/0/hosts", "/zones/example.internal/1/etcd/tls"},
+		"views.yaml":        {"/views/2", "/views/5"}, // duplicate and reserved names, a /33, foreign listen entries: dnsd check
 		"zones.yaml":        {"/zones", "/zones/dev.internal/0"},
 	}
 	files, err := filepath.Glob("testdata/bad/*.yaml")

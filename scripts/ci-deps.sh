@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need beyond Go, when missing:
 # systemd-analyze (the unit check), dpkg-deb and rpm (the package test),
-# groff and man (the man page check). Fast when everything is there; needs
+# groff and man (the man page check), kdig (knot-dnsutils: the DNS over
+# HTTPS test's real client) and curl. Fast when everything is there; needs
 # root (CI runs as root) otherwise.
 set -euo pipefail
 
@@ -12,6 +13,8 @@ command -v rpm >/dev/null || need+=(rpm)
 command -v groff >/dev/null || need+=(groff-base)
 command -v man >/dev/null || need+=(man-db)
 command -v gzip >/dev/null || need+=(gzip)
+command -v kdig >/dev/null || need+=(knot-dnsutils)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi
