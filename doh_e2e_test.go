@@ -167,3 +167,41 @@ zones:
 	}
 	p.stop(syscall.SIGTERM)
 }
+
+// A forward source with an https:// upstream, through two binaries: one
+// dnsd serves DNS over HTTPS, the other forwards to it, verifying its
+// certificate against tls_ca and the server name.
+func TestDoHUpstreamThroughBinaries(t *testing.T) {
+	dir := t.TempDir()
+	ca, leaf := testpki.Server(t, "doh.example.test")
+	writeFile(t, filepath.Join(dir, "tls.crt"), string(leaf.CertPEM))
+	writeFile(t, filepath.Join(dir, "tls.key"), string(leaf.KeyPEM))
+	writeFile(t, filepath.Join(dir, "ca.crt"), string(ca.CertPEM))
+	dohPort := freePort(t)
+	writeFile(t, filepath.Join(dir, "server.yaml"), fmt.Sprintf(`listen: ["https://127.0.0.1:%d"]
+tls: {cert: tls.crt, key: tls.key}
+zones:
+  example.com:
+    - hosts: {entries: ["203.0.113.7 www"]}
+`, dohPort))
+	server := startDnsd(t, dir, "-config", "server.yaml")
+	server.waitLog("dnsd started", 1)
+
+	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+http: "HTTP"
+zones:
+  .:
+    - forward: {upstreams: ["https://127.0.0.1:%d/dns-query@doh.example.test"], tls_ca: %q}
+`, dohPort, filepath.Join(dir, "ca.crt")), nil)
+	waitAnswer(t, s.addr, "www.example.com", dns.TypeA, "NOERROR:203.0.113.7")
+	metrics := scrape(t, s.base)
+	label := fmt.Sprintf(`upstream="https://127.0.0.1:%d/dns-query@doh.example.test"`, dohPort)
+	if !strings.Contains(metrics, "dnsd_forward_upstream_up{"+label+"} 1") {
+		t.Errorf("upstream not reported up:\n%s", grep(metrics, "dnsd_forward_upstream_up"))
+	}
+	if !strings.Contains(grep(scrape(t, s.base), "dnsd_forward_requests_total"), label) {
+		t.Errorf("no dnsd_forward_requests_total for the DoH upstream")
+	}
+	server.stop(syscall.SIGTERM)
+	s.stop(syscall.SIGTERM)
+}

@@ -281,10 +281,10 @@ func rootSchema() *schema {
 				Description: "Upstream resolvers with a health-checked pool and the response cache.", Type: "object", AdditionalProperties: noOthers,
 				Required: []string{"upstreams"},
 				Properties: map[string]*schema{
-					"upstreams": {Description: "Upstream resolvers: IP, IP:port, [IPv6]:port, udp://, tcp://, tls://IP[:port][@servername], or resolv.conf.",
+					"upstreams": {Description: "Upstream resolvers: IP, IP:port, [IPv6]:port, udp://, tcp://, tls://IP[:port][@servername], https://IP[:port][/path][@servername], or resolv.conf.",
 						Type: "array", MinItems: ptr(1),
-						Items: patterned("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+nameP+`))?)$`)},
-					"tls_ca":         file("PEM CA bundle for tls:// upstreams (default: system roots)."),
+						Items: patterned("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+nameP+`))?|https://(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(/[^?#@ ]*)?(@(`+nameP+`))?)$`)},
+					"tls_ca":         file("PEM CA bundle for tls:// and https:// upstreams (default: system roots)."),
 					"policy":         enum("How an upstream is picked.", "random", "random", "round_robin", "sequential"),
 					"timeout":        duration("Per attempt.", DefaultForwardTimeout),
 					"health_check":   duration("Probe interval of an upstream after a failure.", DefaultForwardHealthCheck),

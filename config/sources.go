@@ -286,7 +286,7 @@ func (p *parser) forward(n *yaml.Node, path string, src *Source, kindNode *yaml.
 			continue
 		}
 		u.Pos = p.pos(nodes[i])
-		id := u.Proto + "://" + u.Addr + "@" + u.ServerName
+		id := u.Proto + "://" + u.Addr + u.Path + "@" + u.ServerName
 		if u.ResolvConf {
 			id = "resolv.conf"
 		}
@@ -295,12 +295,12 @@ func (p *parser) forward(n *yaml.Node, path string, src *Source, kindNode *yaml.
 			continue
 		}
 		seen[id] = i
-		useTLS = useTLS || u.Proto == "tls"
+		useTLS = useTLS || u.Proto == "tls" || u.Proto == "https"
 		f.Upstreams = append(f.Upstreams, u)
 	}
 	if cn := m.optFile("tls_ca", &f.TLSCA); cn != nil && cn.Value != "" {
 		if !useTLS && len(vals) > 0 {
-			p.errorf(cn, keyPath(path, "tls_ca"), "tls_ca is set but no upstream uses tls://")
+			p.errorf(cn, keyPath(path, "tls_ca"), "tls_ca is set but no upstream uses tls:// or https://")
 		}
 		if f.TLSCA != "" {
 			p.checkCA(cn, keyPath(path, "tls_ca"), f.TLSCA)
@@ -325,8 +325,10 @@ func (p *parser) forward(n *yaml.Node, path string, src *Source, kindNode *yaml.
 }
 
 // parseUpstream parses "IP", "IP:port", "[v6]:port", "udp://...",
-// "tcp://...", "tls://IP[:port][@servername]" and "resolv.conf". The port
-// defaults to 853 for tls://, else 53.
+// "tcp://...", "tls://IP[:port][@servername]",
+// "https://IP[:port][/path][@servername]" and "resolv.conf". The port
+// defaults to 853 for tls://, 443 for https://, else 53; the https path
+// to /dns-query.
 func parseUpstream(s string) (Upstream, error) {
 	u := Upstream{Raw: s, Proto: "udp"}
 	if s == "resolv.conf" {
@@ -337,15 +339,15 @@ func parseUpstream(s string) (Upstream, error) {
 	rest := s
 	if scheme, after, ok := strings.Cut(s, "://"); ok {
 		switch scheme {
-		case "udp", "tcp", "tls":
+		case "udp", "tcp", "tls", "https":
 			u.Proto, rest = scheme, after
 		default:
-			return u, fmt.Errorf("unknown scheme %q (known: udp://, tcp://, tls://, none)", scheme+"://")
+			return u, fmt.Errorf("unknown scheme %q (known: udp://, tcp://, tls://, https://, none)", scheme+"://")
 		}
 	}
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
-		if u.Proto != "tls" {
-			return u, fmt.Errorf("@servername is only for tls:// upstreams")
+		if u.Proto != "tls" && u.Proto != "https" {
+			return u, fmt.Errorf("@servername is only for tls:// and https:// upstreams")
 		}
 		name, err := normalizeName(rest[i+1:])
 		if err != nil {
@@ -355,8 +357,18 @@ func parseUpstream(s string) (Upstream, error) {
 		rest = rest[:i]
 	}
 	port := "53"
-	if u.Proto == "tls" {
+	switch u.Proto {
+	case "tls":
 		port = "853"
+	case "https":
+		port = "443"
+		u.Path = "/dns-query"
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			u.Path, rest = rest[i:], rest[:i]
+			if strings.ContainsAny(u.Path, "?# \t") || strings.Contains(u.Path, "//") {
+				return u, fmt.Errorf("bad URL path %q", u.Path)
+			}
+		}
 	}
 	var host string
 	bracketed := strings.HasPrefix(rest, "[") && strings.HasSuffix(rest, "]")

@@ -199,9 +199,10 @@ type Forward struct {
 // Upstream is one upstream of a forward source. ResolvConf marks the
 // "resolv.conf" form, expanded at compile time.
 type Upstream struct {
-	Proto      string // "udp" (plain or udp://: UDP with TCP retry), "tcp", "tls"; "" for resolv.conf
-	Addr       string // ip:port, normalised; default port 53, 853 for tls
-	ServerName string // tls:// ...@name, lower case, no trailing dot; "" = verify the IP
+	Proto      string // "udp" (plain or udp://: UDP with TCP retry), "tcp", "tls", "https"; "" for resolv.conf
+	Addr       string // ip:port, normalised; default port 53, 853 for tls, 443 for https
+	Path       string // https: the URL path, default /dns-query
+	ServerName string // tls:// or https:// ...@name, lower case, no trailing dot; "" = verify the IP
 	ResolvConf bool
 	Raw        string
 	Pos        Pos

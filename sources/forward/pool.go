@@ -151,7 +151,7 @@ func NewPool(o PoolOptions, met *Metrics, log *slog.Logger) (*Pool, error) {
 		up := &upstream{Upstream: u, pool: p, label: u.String()}
 		up.requests = met.requests.MustCurryWith(map[string]string{"upstream": up.label})
 		up.latency = met.latency.WithLabelValues(up.label)
-		if u.Proto == "tls" {
+		if u.Proto == "tls" || u.Proto == "https" {
 			host, _, err := net.SplitHostPort(u.Addr)
 			if err != nil {
 				return nil, fmt.Errorf("upstream %s: %w", u, err)
@@ -161,6 +161,9 @@ func NewPool(o PoolOptions, met *Metrics, log *slog.Logger) (*Pool, error) {
 				name = host // verified against the certificate's IP SANs
 			}
 			up.tls = &tls.Config{ServerName: name, RootCAs: roots, MinVersion: tls.VersionTLS12, ClientSessionCache: sessions}
+		}
+		if u.Proto == "https" {
+			up.doh = newDoHClient(up)
 		}
 		p.ups = append(p.ups, up)
 	}

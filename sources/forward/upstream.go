@@ -25,7 +25,8 @@ type upstream struct {
 	Upstream
 	pool  *Pool
 	label string
-	tls   *tls.Config // tls upstreams only
+	tls   *tls.Config // tls and https upstreams only
+	doh   *dohClient  // https upstreams only
 
 	fails   atomic.Int32 // consecutive failures
 	down    atomic.Bool  // fails reached max_fails; only a health probe brings it back
@@ -68,14 +69,17 @@ func (u *upstream) attempt(ctx context.Context, wire []byte, k Key) (*dns.Msg, e
 	start := time.Now()
 	var m *dns.Msg
 	var err error
-	if u.Proto == "udp" {
+	switch u.Proto {
+	case "udp":
 		m, err = u.exchangeUDP(ctx, wire, k, deadline(ctx, start, timeout))
 		if err == nil && m.Truncated {
 			u.observe(start, m, nil)
 			start = time.Now()
 			m, err = u.exchangeStream(ctx, wire, k, deadline(ctx, start, timeout))
 		}
-	} else {
+	case "https":
+		m, err = u.doh.exchange(ctx, wire, k, deadline(ctx, start, timeout))
+	default:
 		m, err = u.exchangeStream(ctx, wire, k, deadline(ctx, start, timeout))
 	}
 	u.observe(start, m, err)
@@ -276,6 +280,9 @@ func (u *upstream) closeIdle(all bool) {
 	u.mu.Unlock()
 	for _, c := range stale {
 		_ = c.Close()
+	}
+	if all && u.doh != nil {
+		u.doh.transport.CloseIdleConnections()
 	}
 }
 

@@ -19,15 +19,16 @@ const DefaultResolvConf = "/etc/resolv.conf"
 
 // Upstream is one concrete upstream resolver.
 type Upstream struct {
-	Proto      string // "udp" (with TCP retry on TC=1), "tcp" or "tls"
+	Proto      string // "udp" (with TCP retry on TC=1), "tcp", "tls" or "https"
 	Addr       string // ip:port
-	ServerName string // tls: the name the certificate is verified against; "" = the IP
+	Path       string // https: the URL path
+	ServerName string // tls, https: the name the certificate is verified against; "" = the IP
 }
 
-// String is the upstream's label in metrics and logs: proto://ip:port,
-// with @name for a TLS server name.
+// String is the upstream's label in metrics and logs: proto://ip:port
+// (plus the path for https), with @name for a TLS server name.
 func (u Upstream) String() string {
-	s := u.Proto + "://" + u.Addr
+	s := u.Proto + "://" + u.Addr + u.Path
 	if u.ServerName != "" {
 		s += "@" + u.ServerName
 	}
@@ -68,7 +69,7 @@ func Expand(ups []config.Upstream, opts ExpandOptions) (out []Upstream, dropped 
 			if own.is(cu.Addr) {
 				return nil, nil, fmt.Errorf("upstream %q (%s) is dnsd's own listen address: that is a forwarding loop", cu.Raw, cu.Pos)
 			}
-			add(Upstream{Proto: cu.Proto, Addr: cu.Addr, ServerName: cu.ServerName})
+			add(Upstream{Proto: cu.Proto, Addr: cu.Addr, Path: cu.Path, ServerName: cu.ServerName})
 			continue
 		}
 		path := opts.ResolvConf

@@ -1,0 +1,79 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/net/http2"
+)
+
+// DNS over HTTPS upstreams (RFC 8484): https://IP[:port]/path@servername.
+// Queries are POSTed over HTTP/2 (golang.org/x/net/http2), on one
+// connection per upstream that carries every concurrent query and is
+// reused until the server closes it; the certificate is verified against
+// tls_ca (or the system roots) and servername (or the IP). Timeouts,
+// failover, health checks and max_fails work as for the other transports.
+
+// dohClient is an https upstream's HTTP/2 client.
+type dohClient struct {
+	url       string
+	transport *http2.Transport
+	client    *http.Client
+}
+
+func newDoHClient(u *upstream) *dohClient {
+	t := &http2.Transport{
+		TLSClientConfig: u.tls,
+		// The upstream is an IP: dial it, whatever the URL's host says.
+		DialTLSContext: func(ctx context.Context, network, _ string, cfg *tls.Config) (net.Conn, error) {
+			d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: cfg}
+			return d.DialContext(ctx, network, u.Addr)
+		},
+		ReadIdleTimeout: 30 * time.Second, // ping an idle connection, drop it if dead
+		PingTimeout:     5 * time.Second,
+	}
+	return &dohClient{
+		url:       "https://" + u.Addr + u.Path,
+		transport: t,
+		client:    &http.Client{Transport: t},
+	}
+}
+
+// exchange POSTs wire (its ID made fresh) and returns the matching
+// response, by the deadline dl.
+func (c *dohClient) exchange(ctx context.Context, wire []byte, k Key, dl time.Time) (*dns.Msg, error) {
+	ctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
+	id := setID(wire)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(wire))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/dns-message")
+	req.Header.Set("Accept", "application/dns-message")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, dns.MaxMsgSize+1))
+	if err != nil {
+		return nil, err
+	}
+	m := match(b, id, k)
+	if m == nil {
+		return nil, errMalformed
+	}
+	return m, nil
+}
