@@ -43,6 +43,9 @@ func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, st
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
+		if why != "" { // ready, but a backend serves its last data
+			_, _ = w.Write([]byte(strings.TrimSpace(why) + "\n"))
+		}
 	})
 	h := &httpServer{
 		addr: addr,
