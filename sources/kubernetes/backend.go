@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -259,8 +260,9 @@ func (b *Backend) watchErrors(inf cache.SharedIndexInformer) {
 	var mu sync.Mutex
 	var last time.Time
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		if errors.Is(err, context.Canceled) {
-			cache.DefaultWatchErrorHandler(ctx, r, err)
+		// client-go's default handler would log every retry at ERROR; the
+		// failure is logged here instead, once per change of state.
+		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 			return
 		}
 		cause := health.Cause(err)
@@ -279,7 +281,6 @@ func (b *Backend) watchErrors(inf cache.SharedIndexInformer) {
 			lvl = slog.LevelDebug
 		}
 		b.logger.Log(ctx, lvl, "kubernetes API list/watch failed; serving the last known state and retrying", "resource", r.TypeDescription(), "err", cause)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 }
 
