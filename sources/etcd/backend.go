@@ -489,11 +489,31 @@ func (b *Backend) monitor(conn *grpc.ClientConn) {
 		case connectivity.TransientFailure:
 			b.trouble(b.probe(conn))
 		}
-		if !conn.WaitForStateChange(b.ctx, st) {
+		if !b.waitState(conn, st) {
 			return
 		}
 		st = conn.GetState()
 	}
+}
+
+// waitState waits for conn to leave state st (false when the backend is
+// closed). An attempt that stays CONNECTING longer than diagnoseAfter (a
+// server that drops packets makes gRPC wait up to DialTimeout) is
+// diagnosed meanwhile, so its cause is known in a few seconds.
+func (b *Backend) waitState(conn *grpc.ClientConn, st connectivity.State) bool {
+	if st == connectivity.Connecting {
+		ctx, cancel := context.WithTimeout(b.ctx, diagnoseAfter)
+		changed := conn.WaitForStateChange(ctx, st)
+		cancel()
+		if changed {
+			return true
+		}
+		if b.ctx.Err() != nil {
+			return false
+		}
+		b.trouble(b.diagnose())
+	}
+	return conn.WaitForStateChange(b.ctx, st)
 }
 
 // probe makes one call that does not wait for the connection, and returns
