@@ -90,16 +90,6 @@ func (t *Tracker) Recover(msg string, attrs ...any) {
 	t.log.Info(msg, append(attrs, "after", time.Since(since).Round(time.Millisecond), "previous_cause", prev)...)
 }
 
-// noise are wrappers that gRPC and net/http put around the real cause.
-var noise = []string{
-	"last connection error: ",
-	"connection error: desc = ",
-	"transport: ",
-	"Error while dialing: ",
-	"error reading server preface: ",
-	"etcdserver: ",
-}
-
 // Cause reduces err to the part a person can act on: the message of a
 // gRPC status without its transport wrappers, the error behind a URL
 // (not the URL with its query), an etcd server error without its
@@ -112,6 +102,15 @@ func Cause(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
+	}
+	// Wrappers that gRPC and etcd put around the real cause.
+	noise := [...]string{
+		"last connection error: ",
+		"connection error: desc = ",
+		"transport: ",
+		"Error while dialing: ",
+		"error reading server preface: ",
+		"etcdserver: ",
 	}
 	msg := err.Error()
 	if st, ok := status.FromError(err); ok {
