@@ -347,20 +347,9 @@ func (d *Daemon) stopNow(cancelReloads context.CancelFunc, reloadDone chan struc
 	}
 }
 
-// ready reports whether every source of the current pipeline has synced.
-func (d *Daemon) ready() (bool, string) {
-	g := d.sw.current()
-	var waiting []string
-	for _, s := range g.p.Sources() {
-		if sy, ok := s.(pipeline.Syncer); ok && !sy.Synced() {
-			waiting = append(waiting, s.Kind())
-		}
-	}
-	if len(waiting) > 0 {
-		return false, "not synced yet: " + strings.Join(waiting, ", ")
-	}
-	return true, ""
-}
+// ready reports whether every source of the current pipeline has synced,
+// and why not (see readiness).
+func (d *Daemon) ready() (bool, string) { return readiness(d.sw.current().p.Sources()) }
 
 // waitSynced waits until every source of p that syncs asynchronously has
 // synced, or ctx ends. With limit > 0 it also stops after limit.

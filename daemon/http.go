@@ -45,6 +45,9 @@ func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, st
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
+		if why != "" { // ready, but a backend serves its last data
+			_, _ = w.Write([]byte(strings.TrimSpace(why) + "\n"))
+		}
 	})
 	// POST /cache/flush[?name=N]: drop the response cache's entries (for N
 	// and every name below it). Other methods get 405 from the mux.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/health"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kubernetes"
 )
@@ -153,6 +154,8 @@ func (r *Registry) kubernetesSource(ctx context.Context, cfg *config.Config, z c
 	v, _, err := r.acquire(set, config.KindKubernetes, key, func() (any, io.Closer, error) {
 		metrics := r.kubeMetrics()
 		client, err := r.kubeClientAcquire(clientKey, func() (*kubernetes.Backend, error) {
+			cc := cc
+			cc.Health = health.New(cc.Logger)
 			rc, err := kubernetes.RESTConfig(cc)
 			if err != nil {
 				return nil, err
@@ -164,6 +167,7 @@ func (r *Registry) kubernetesSource(ctx context.Context, cfg *config.Config, z c
 			r.logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context, "pods", withPods)
 			return kubernetes.NewBackend(cs, kubernetes.BackendOptions{
 				Pods: withPods, PodNames: podNames, Logger: r.logger.With("source", "kubernetes"), Metrics: metrics,
+				Health: cc.Health, Endpoint: rc.Host,
 			}), nil
 		})
 		if err != nil {

@@ -32,6 +32,7 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/dnsd/dnsd/internal/health"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -81,6 +82,7 @@ type Backend struct {
 	serial   atomic.Uint32
 	up       atomic.Bool
 	records  atomic.Int64
+	health   *health.Tracker // why etcd cannot be used right now
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -130,6 +132,7 @@ func Open(opts Options) (*Backend, error) {
 	b := &Backend{
 		opts:     opts,
 		log:      opts.Logger.With("source", "etcd", "backend", opts.Name),
+		health:   health.New(opts.Logger.With("source", "etcd", "backend", opts.Name)),
 		m:        opts.Metrics,
 		views:    map[uint32]*view{pipeline.TTLSeconds(opts.TTL): {ix: newIndex(opts.Prefix, pipeline.TTLSeconds(opts.TTL))}},
 		rangeK:   strings.TrimSuffix(opts.Prefix, "/") + "/",
@@ -181,6 +184,14 @@ func (b *Backend) Records() int { return int(b.records.Load()) }
 // Up reports whether the connection to etcd is up.
 func (b *Backend) Up() bool { return b.up.Load() }
 
+// Endpoint names the etcd cluster for an operator: its endpoints, never
+// credentials.
+func (b *Backend) Endpoint() string { return strings.Join(b.opts.Endpoints, ",") }
+
+// Problem is why etcd cannot be used right now ("connection refused",
+// "x509: ...", "authentication failed, ..."), "" when it can.
+func (b *Backend) Problem() string { return b.health.Problem() }
+
 // run owns the client: it connects, lists, watches, and re-lists or
 // retries with backoff, until Close.
 func (b *Backend) run() {
@@ -216,6 +227,7 @@ func (b *Backend) run() {
 			}
 			rev = r
 			retry.reset()
+			b.healthy()
 		}
 		err := b.watch(cli, &rev, &retry)
 		switch {
@@ -236,6 +248,22 @@ func (b *Backend) run() {
 // connect creates the client. With credentials, New authenticates, which
 // waits for etcd (bounded by DialTimeout and Close).
 func (b *Backend) connect() (*clientv3.Client, error) {
+	// With credentials New authenticates and waits for etcd up to
+	// DialTimeout without saying why; if it is still waiting after
+	// diagnoseAfter, find out by dialling the endpoints ourselves.
+	waiting, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(diagnoseAfter)
+		defer t.Stop()
+		select {
+		case <-waiting:
+			return
+		case <-t.C:
+		}
+		b.trouble(b.diagnose())
+	}()
+	defer func() { close(waiting); <-done }()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   b.opts.Endpoints,
 		TLS:         b.opts.TLS,
@@ -266,20 +294,17 @@ func (b *Backend) connect() (*clientv3.Client, error) {
 	return cli, nil
 }
 
-// failed logs a failure: the first of a series at warn level, repeats at
-// debug, so an outage does not flood the log.
+// failed records a failure as the backend's problem (logged once per
+// change of cause, see trouble) and logs the retry at debug level, so an
+// outage does not flood the log.
 func (b *Backend) failed(op string, err error, retry *backoff) {
-	lvl := slog.LevelDebug
-	if retry.n == 0 {
-		lvl = slog.LevelWarn
+	if b.ctx.Err() != nil {
+		return
 	}
-	msg := "etcd " + op + " failed; retrying"
-	if b.synced.Load() {
-		msg += "; serving the last data"
-	} else {
-		msg += "; names answer SERVFAIL until the first sync"
+	if c := health.Cause(err); !health.Vague(c) || !b.health.Failing() {
+		b.trouble(c)
 	}
-	b.log.Log(b.ctx, lvl, msg, "err", err, "retry_in", retry.next().Round(time.Millisecond))
+	b.log.Debug("etcd "+op+" failed; retrying", "err", err, "retry_in", retry.next().Round(time.Millisecond))
 }
 
 // list reads the whole prefix at one revision, page by page, and brings
@@ -357,6 +382,7 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 			return fmt.Errorf("etcd watch %s: %w", b.rangeK, err)
 		}
 		retry.reset()
+		b.healthy()
 		if resp.IsProgressNotify() {
 			*rev = max(*rev, resp.Header.Revision)
 			continue
@@ -458,9 +484,10 @@ func (b *Backend) malformed(key string, rev int64, err error) {
 	b.log.Warn("etcd value skipped", "key", key, "revision", rev, "err", err)
 }
 
-// monitor follows the client connection's state: dnsd_etcd_up, and a log
-// line when etcd becomes unreachable or reachable again after the first
-// sync.
+// monitor follows the client connection's state: dnsd_etcd_up, and the
+// backend's problem: when a connection attempt fails, it asks gRPC why
+// at once (gRPC itself only says so to a call, and calls wait for the
+// connection), so the cause is known within moments of the attempt.
 func (b *Backend) monitor(conn *grpc.ClientConn) {
 	defer b.wg.Done()
 	st := conn.GetState()
@@ -472,14 +499,14 @@ func (b *Backend) monitor(conn *grpc.ClientConn) {
 				v = 1
 			}
 			b.m.up.WithLabelValues(b.opts.Name).Set(v)
-			switch {
-			case !up && b.synced.Load():
-				b.log.Warn("etcd unreachable; serving the last data", "records", b.records.Load(), "state", st.String())
-			case up && b.synced.Load():
-				b.log.Info("etcd reachable again; the watch resumes where it stopped")
-			}
 		}
-		if !conn.WaitForStateChange(b.ctx, st) {
+		switch st {
+		case connectivity.Ready:
+			b.healthy()
+		case connectivity.TransientFailure:
+			b.trouble(b.probe(conn))
+		}
+		if !b.waitState(conn, st) {
 			return
 		}
 		st = conn.GetState()

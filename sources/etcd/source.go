@@ -81,6 +81,22 @@ func (s *Source) Serial() uint32 {
 // Synced reports whether the backend has finished its first sync.
 func (s *Source) Synced() bool { return s.b != nil && s.b.Synced() }
 
+// Endpoint names the etcd cluster behind the source (never credentials).
+func (s *Source) Endpoint() string {
+	if s.b == nil {
+		return ""
+	}
+	return s.b.Endpoint()
+}
+
+// Problem is why the backend cannot use etcd right now, "" when it can.
+func (s *Source) Problem() string {
+	if s.b == nil {
+		return ""
+	}
+	return s.b.Problem()
+}
+
 // WaitSynced blocks until the backend has synced or ctx ends.
 func (s *Source) WaitSynced(ctx context.Context) error {
 	if s.b == nil {

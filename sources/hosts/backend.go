@@ -86,6 +86,7 @@ type fileData struct {
 	names   string
 	entries []fileEntry
 	n4      int // entries with an IPv4 address
+	bad     int // lines skipped as malformed
 }
 
 type fileEntry struct {
@@ -362,8 +363,18 @@ func (b *Backend) reread(f *hostsFile) bool {
 		b.logger.Warn("hosts file stayed empty, serving no records from it", "file", f.path, "for", now.Sub(f.emptySince).Round(time.Millisecond))
 	}
 	f.emptySince = time.Time{}
+	fd := parseData(f.path, data, b.logger)
+	if len(fd.entries) == 0 && fd.bad > 0 && len(f.data.entries) > 0 {
+		// Not one line parses (binary junk, the wrong file copied in):
+		// that is never a hosts file someone meant to serve, so keep the
+		// last good data, as for a file that cannot be read. A file with
+		// some good lines is applied without its bad ones.
+		f.sum = sum
+		b.logger.Warn("hosts file has no valid line, keeping its last good data", "file", f.path, "bad_lines", fd.bad)
+		return false
+	}
 	f.sum = sum
-	f.data = parseData(f.path, data, b.logger)
+	f.data = fd
 	return true
 }
 
@@ -409,7 +420,7 @@ func parseData(path string, data []byte, logger *slog.Logger) *fileData {
 	if bad > maxBadLinesLogged {
 		logger.Warn("hosts: more bad lines skipped", "file", path, "total", bad)
 	}
-	return &fileData{names: string(arena), entries: entries, n4: n4}
+	return &fileData{names: string(arena), entries: entries, n4: n4, bad: bad}
 }
 
 // Outside counts the names with records in the current data that lie in

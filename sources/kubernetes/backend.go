@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/dnsd/dnsd/internal/health"
 )
 
 // Client QPS and burst: informers only list and watch, so these matter
@@ -45,6 +48,9 @@ type ClientConfig struct {
 	// Logger, when set, hears when the API server becomes unreachable and
 	// reachable again (once per transition, not per retry).
 	Logger *slog.Logger
+	// Health, when set, receives the connection's problems (and logs
+	// them); nil: a tracker of its own that logs to Logger.
+	Health *health.Tracker
 }
 
 // RESTConfig builds the client configuration without contacting the API
@@ -81,8 +87,12 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = c.UserAgent
 	cfg.WarningHandler = rest.NoWarnings{}
-	if c.Logger != nil {
-		cw := &connWatch{logger: c.Logger, host: cfg.Host}
+	if c.Logger != nil || c.Health != nil {
+		h := c.Health
+		if h == nil {
+			h = health.New(c.Logger)
+		}
+		cw := &connWatch{health: h, host: cfg.Host}
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			cw.rt = rt
 			return cw
@@ -91,17 +101,15 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// connWatch logs the API server's reachability transitions: the
-// informers retry with backoff through an outage, and an operator wants
-// one line when it starts and one when it ends.
+// connWatch records the API server's reachability in a health tracker:
+// the informers retry with backoff through an outage, and an operator
+// wants one line with the cause when it starts (or the cause changes) and
+// one when it ends. A 401 (credentials refused) counts as a connection
+// problem: every request gets it.
 type connWatch struct {
 	rt     http.RoundTripper
-	logger *slog.Logger
+	health *health.Tracker
 	host   string
-
-	mu    sync.Mutex
-	down  bool
-	since time.Time
 }
 
 func (c *connWatch) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -109,21 +117,16 @@ func (c *connWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil && req.Context().Err() != nil {
 		return resp, err // cancelled by us (shutdown, watch end)
 	}
-	c.mu.Lock()
 	switch {
-	case err != nil && !c.down:
-		c.down, c.since = true, time.Now()
-		c.mu.Unlock()
-		c.logger.Warn("kubernetes API server unreachable; serving the last known state and retrying", "host", c.host, "err", err)
-		return resp, err
-	case err == nil && c.down:
-		c.down = false
-		took := time.Since(c.since).Round(time.Millisecond)
-		c.mu.Unlock()
-		c.logger.Info("kubernetes API server reachable again", "host", c.host, "after", took)
-		return resp, err
+	case err != nil:
+		c.health.Fail("kubernetes API server unreachable; serving the last known state and retrying", health.Cause(err), "host", c.host)
+	case resp.StatusCode == http.StatusUnauthorized:
+		c.health.Fail("kubernetes API server refuses dnsd's credentials; serving the last known state and retrying", resp.Status, "host", c.host)
+	default:
+		if c.health.Failing() {
+			c.health.Recover("kubernetes API server reachable again", "host", c.host)
+		}
 	}
-	c.mu.Unlock()
 	return resp, err
 }
 
@@ -158,6 +161,12 @@ type Backend struct {
 	// yes and no are what stripped endpoints' ready conditions point to,
 	// instead of one allocation each.
 	yes, no bool
+	// health is the connection's problem (shared with the transport);
+	// listErr the last list/watch error of each informer.
+	health   *health.Tracker
+	endpoint string
+	listMu   sync.Mutex
+	listErr  map[cache.SharedIndexInformer]string
 	// serial is the SOA serial of every source over this backend: it
 	// starts at the Unix time and advances with each change applied.
 	serial    atomic.Uint32
@@ -174,6 +183,11 @@ type BackendOptions struct {
 	PodNames bool
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: not recorded
+	// Health is the connection's tracker, the one given to RESTConfig
+	// (nil: one of its own that only list/watch errors reach).
+	Health *health.Tracker
+	// Endpoint names the API server for an operator (its URL).
+	Endpoint string
 }
 
 // NewBackend starts informers over client. Close stops them.
@@ -186,7 +200,10 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	if m == nil {
 		m = NewMetrics()
 	}
-	b := &Backend{logger: logger, metrics: m, yes: true}
+	b := &Backend{logger: logger, metrics: m, yes: true, health: opts.Health, endpoint: opts.Endpoint, listErr: make(map[cache.SharedIndexInformer]string)}
+	if b.health == nil {
+		b.health = health.New(logger)
+	}
 	b.serial.Store(uint32(time.Now().Unix()))
 	b.podNames = opts.PodNames
 	b.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(b.strip))
@@ -234,25 +251,58 @@ func (b *Backend) count(inf cache.SharedIndexInformer, resource string) {
 }
 
 // watchErrors logs list/watch failures the API server answers (e.g. a
-// missing RBAC permission), at most once a minute per informer; the
-// informer keeps retrying. Connection failures are logged by the
-// transport (RESTConfig).
+// missing RBAC permission), at most once a minute per informer, and keeps
+// the last one for Problem; the informer keeps retrying. Connection
+// failures are logged by the transport (RESTConfig): while the connection
+// has a problem, the informers' errors are that problem again and are
+// logged at debug level only.
 func (b *Backend) watchErrors(inf cache.SharedIndexInformer) {
 	var mu sync.Mutex
 	var last time.Time
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		// client-go's default handler would log every retry at ERROR; the
+		// failure is logged here instead, once per change of state.
+		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+			return
+		}
+		cause := health.Cause(err)
+		b.listMu.Lock()
+		b.listErr[inf] = r.TypeDescription() + ": " + cause
+		b.listMu.Unlock()
 		mu.Lock()
 		now := time.Now()
-		quiet := now.Sub(last) < time.Minute
+		quiet := now.Sub(last) < time.Minute || b.health.Failing()
 		if !quiet {
 			last = now
 		}
 		mu.Unlock()
-		if !quiet && !errors.Is(err, context.Canceled) {
-			b.logger.Warn("kubernetes API list/watch failed; serving the last known state and retrying", "resource", r.TypeDescription(), "err", err)
+		lvl := slog.LevelWarn
+		if quiet {
+			lvl = slog.LevelDebug
 		}
-		cache.DefaultWatchErrorHandler(ctx, r, err)
+		b.logger.Log(ctx, lvl, "kubernetes API list/watch failed; serving the last known state and retrying", "resource", r.TypeDescription(), "err", cause)
 	})
+}
+
+// Endpoint names the API server (its URL, never credentials).
+func (b *Backend) Endpoint() string { return b.endpoint }
+
+// Problem is why the backend cannot use the API server right now: the
+// connection's problem ("connection refused", "x509: ...", "401
+// Unauthorized"), else the last list/watch error of an informer that has
+// not synced yet (e.g. a missing permission); "" when there is none.
+func (b *Backend) Problem() string {
+	if p := b.health.Problem(); p != "" {
+		return p
+	}
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	for _, inf := range b.informers() {
+		if e := b.listErr[inf]; e != "" && !inf.HasSynced() {
+			return e
+		}
+	}
+	return ""
 }
 
 // Synced reports whether every informer has listed once.

@@ -399,6 +399,13 @@ func (src *Source) Serial() uint32 { return src.ix.serial.Load() }
 // Synced reports whether the first full sync is done.
 func (src *Source) Synced() bool { return src.synced.Load() }
 
+// Endpoint names the API server behind the source.
+func (src *Source) Endpoint() string { return src.b.Endpoint() }
+
+// Problem is why the source's backend cannot use the API server right
+// now, "" when it can (see Backend.Problem).
+func (src *Source) Problem() string { return src.b.Problem() }
+
 // WaitSynced blocks until the first sync is done or ctx ends.
 func (src *Source) WaitSynced(ctx context.Context) error {
 	select {

@@ -1,0 +1,123 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/dnsd/dnsd/internal/health"
+)
+
+// Saying why: the backend's current problem (a short cause), found out
+// within moments of a failed attempt and logged once per change of state.
+
+// probeEndpoint dials an etcd endpoint (an http:// or https:// URL) and,
+// with tlsCfg, completes a TLS handshake: it tells "connection refused"
+// and certificate problems apart without etcd's client, which only says
+// that its calls time out.
+func probeEndpoint(ctx context.Context, endpoint string, tlsCfg *tls.Config) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("endpoint %q: not a URL", endpoint)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if u.Scheme != "https" || tlsCfg == nil {
+		return nil
+	}
+	cfg := tlsCfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	return tls.Client(conn, cfg).HandshakeContext(ctx)
+}
+
+// trouble records cause as the backend's current problem: one WARN line
+// when etcd becomes unusable and one when the cause changes.
+func (b *Backend) trouble(cause string) {
+	if cause == "" || b.ctx.Err() != nil {
+		return
+	}
+	msg := "etcd unreachable; names answer SERVFAIL until the first sync"
+	if b.synced.Load() {
+		msg = "etcd unreachable; serving the last data"
+	}
+	b.health.Fail(msg, cause, "records", b.records.Load())
+}
+
+// healthy clears the backend's problem, logging the recovery once.
+func (b *Backend) healthy() {
+	if b.health.Failing() {
+		b.health.Recover("etcd reachable again; the watch resumes where it stopped", "records", b.records.Load())
+	}
+}
+
+// diagnoseAfter is how long a connection attempt may stay silent before
+// the backend dials the endpoints itself to find out why.
+const diagnoseAfter = time.Second
+
+// diagnose dials every endpoint (and does the TLS handshake when etcd is
+// reached over TLS) and returns the first failure, or "" when all answer.
+func (b *Backend) diagnose() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+	defer cancel()
+	var causes []string
+	for _, ep := range b.opts.Endpoints {
+		if err := probeEndpoint(ctx, ep, b.opts.TLS); err != nil {
+			causes = append(causes, health.Cause(err))
+		}
+	}
+	if len(causes) < len(b.opts.Endpoints) {
+		return "" // one answers: the client will get there
+	}
+	return strings.Join(causes, "; ")
+}
+
+// waitState waits for conn to leave state st (false when the backend is
+// closed). An attempt that stays CONNECTING longer than diagnoseAfter (a
+// server that drops packets makes gRPC wait up to DialTimeout) is
+// diagnosed meanwhile, so its cause is known in a few seconds.
+func (b *Backend) waitState(conn *grpc.ClientConn, st connectivity.State) bool {
+	if st == connectivity.Connecting {
+		ctx, cancel := context.WithTimeout(b.ctx, diagnoseAfter)
+		changed := conn.WaitForStateChange(ctx, st)
+		cancel()
+		if changed {
+			return true
+		}
+		if b.ctx.Err() != nil {
+			return false
+		}
+		b.trouble(b.diagnose())
+	}
+	return conn.WaitForStateChange(b.ctx, st)
+}
+
+// probe makes one call that does not wait for the connection, and returns
+// the cause it fails with ("" if it does not fail for a connection
+// reason).
+func (b *Backend) probe(conn *grpc.ClientConn) string {
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+	defer cancel()
+	_, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{}, grpc.WaitForReady(false))
+	if err == nil || b.ctx.Err() != nil {
+		return ""
+	}
+	c := health.Cause(err)
+	if health.Vague(c) {
+		return b.diagnose()
+	}
+	return c
+}
