@@ -42,12 +42,13 @@ type resolution struct {
 // match is the zone of name: the view's zones first, then the default
 // ones (never another view's).
 func (r *resolution) match(name string) *zone {
-	if r.view != nil {
-		if z := r.view.table.match(name); z != nil {
-			return z
-		}
+	if r.view == nil {
+		return r.p.table.match(name)
 	}
-	return r.p.match(name)
+	if z := r.view.table.match(name); z != nil {
+		return z
+	}
+	return r.p.table.match(name)
 }
 
 // outcome is what a zone's source list says about one name.
