@@ -10,6 +10,8 @@
 #
 # DURATION is anything -fuzztime takes (30s, 10m, 100000x). On a shared
 # or small machine pass -parallel 1 (one fuzzing worker per target).
+# Minimizing each new interesting input is capped at 10s (Go's default is
+# 60s, which can eat a whole short run); pass -fuzzminimizetime to change.
 #
 # A failing input is written by Go to testdata/fuzz/FuzzX/ in the target's
 # package; `go test` replays everything there as a regression test from
@@ -22,6 +24,8 @@ cd "$(dirname "$0")/.."
 duration=${1:-30s}
 shift || true
 only=${FUZZ_ONLY:-.}
+minimize="-fuzzminimizetime=10s"
+case " $* " in *" -fuzzminimizetime"*) minimize="" ;; esac
 
 # package directory <TAB> target, for every target in a tracked (or, outside
 # git, any) test file.
@@ -41,7 +45,7 @@ while IFS=$'\t' read -r dir target; do
 	echo "=== $target ($pkg) for $duration $*"
 	start=$(date +%s)
 	log=$(mktemp)
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" "$@" "$pkg" 2>&1 | tee "$log"
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" $minimize "$@" "$pkg" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	took=$(( $(date +%s) - start ))
 	# The last progress line: "fuzz: elapsed: 1m0s, execs: 123 (2/sec), new interesting: ..."

@@ -195,8 +195,8 @@ func checkTarget(t *testing.T, target string) {
 	}
 }
 
-// FuzzIndex applies a sequence of puts and deletes (one input byte each:
-// the key, the value, put or delete) to an index and checks it against a
+// FuzzIndex applies up to 64 puts and deletes (one input byte each: the
+// key, the value, put or delete) to an index and checks it against a
 // plain map of the live keys after every step: the record count; each
 // name's own records are its keys' records in key order; the tree holds
 // exactly the live names and their ancestors, each with the right key
@@ -224,8 +224,8 @@ func FuzzIndex(f *testing.F) {
 		`{"host":"other.test"}`, `{"host":"10.0.0.9","ttl":5,"group":"g1"}`,
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		if len(ops) > 256 {
-			ops = ops[:256]
+		if len(ops) > 64 {
+			return // longer inputs find nothing new and are slow to minimize
 		}
 		ix := newIndex("/skydns", 60)
 		live := map[string]string{} // key -> value
