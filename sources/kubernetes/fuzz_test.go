@@ -77,7 +77,7 @@ func FuzzPodName(f *testing.F) {
 //   - targets (CNAME, SRV, PTR) are valid names; each PTR sits at its
 //     address's reverse name (as miekg/dns writes it);
 //   - every address served is one of the input's;
-//   - the records the specification requires are there: the service's
+//   - the records docs/sources/kubernetes.md promises are there: the service's
 //     A/AAAA for each cluster IP (or the ready endpoint's, headless), the
 //     CNAME of an ExternalName, the endpoint's own name, the pod's
 //     dashed name.
@@ -240,7 +240,7 @@ func FuzzServiceRecords(f *testing.F) {
 			}
 		}
 
-		// What the specification requires.
+		// What docs/sources/kubernetes.md promises.
 		svcFQDN := strings.ToLower(svcName + "." + ns + ".svc.cluster.local.")
 		a1, _ := netip.ParseAddr(ip1)
 		a1 = a1.Unmap()
