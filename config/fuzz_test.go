@@ -2,14 +2,22 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/miekg/dns"
 )
 
-// FuzzParse checks that Parse never panics and that every failure is an
-// ErrorList whose positions lie within the input.
+// FuzzParse checks that Parse never panics, gives the same result twice
+// (no map order leaks into configs or error lists), that every failure is
+// an ErrorList whose positions lie within the input, and that a config it
+// accepts holds what the types promise (checkConfig).
 func FuzzParse(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*/*.yaml")
 	for _, s := range seeds {
@@ -25,10 +33,15 @@ func FuzzParse(f *testing.F) {
 	const file = "testdata/good/fuzz.yaml"
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(file, data)
+		cfg2, err2 := Parse(file, data)
+		if !reflect.DeepEqual(cfg, cfg2) || fmt.Sprint(err) != fmt.Sprint(err2) {
+			t.Fatalf("two parses differ:\n%+v %v\n%+v %v", cfg, err, cfg2, err2)
+		}
 		if err == nil {
 			if cfg == nil {
 				t.Fatal("nil config without error")
 			}
+			checkConfig(t, cfg)
 			return
 		}
 		var list ErrorList
@@ -47,4 +60,60 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkConfig checks a config Parse accepted: listen addresses are
+// host:port with an IP literal or empty host and a port in 1..65535; zone
+// names, inline hosts names and forward exceptions are lower-case FQDNs;
+// every zone has sources, each of its kind.
+func checkConfig(t *testing.T, cfg *Config) {
+	t.Helper()
+	fqdn := func(what, n string) {
+		t.Helper()
+		if _, ok := dns.IsDomainName(n); !ok || !dns.IsFqdn(n) || strings.ToLower(n) != n {
+			t.Fatalf("%s %q is not a lower-case FQDN", what, n)
+		}
+	}
+	for _, l := range cfg.Listen {
+		host, port, err := net.SplitHostPort(l.Addr)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 1 || n > 65535 || host != "" && net.ParseIP(host) == nil {
+			t.Fatalf("listen address %q is not host:port", l.Addr)
+		}
+	}
+	if len(cfg.Zones) == 0 {
+		t.Fatal("a config without zones")
+	}
+	for _, z := range cfg.Zones {
+		if len(z.Names) == 0 || len(z.Sources) == 0 {
+			t.Fatalf("zone %q: %d names, %d sources", z.Key, len(z.Names), len(z.Sources))
+		}
+		for _, n := range z.Names {
+			fqdn("zone", n)
+		}
+		for _, s := range z.Sources {
+			set := map[string]bool{KindKubernetes: s.Kubernetes != nil, KindEtcd: s.Etcd != nil, KindHosts: s.Hosts != nil, KindForward: s.Forward != nil}
+			count := 0
+			for _, v := range set {
+				if v {
+					count++
+				}
+			}
+			if count != 1 || !set[s.Kind] {
+				t.Fatalf("zone %q: a %s source with settings %v", z.Key, s.Kind, set)
+			}
+			if s.Hosts != nil {
+				for _, e := range s.Hosts.Entries {
+					for _, n := range e.Names {
+						fqdn("hosts entry name", n)
+					}
+				}
+			}
+			if s.Forward != nil {
+				for _, n := range s.Forward.Except {
+					fqdn("forward exception", n)
+				}
+			}
+		}
+	}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // FuzzServeRaw feeds raw bytes through the packet handler: it must never
-// panic, and whatever it answers must unpack and echo the query's ID.
+// panic, never answer what miekg/dns cannot unpack or a response, and
+// whatever it answers must unpack and echo the query's ID.
 func FuzzServeRaw(f *testing.F) {
 	seed := func(m *dns.Msg) {
 		b, err := m.Pack()
@@ -62,6 +63,13 @@ func FuzzServeRaw(f *testing.F) {
 		}
 		out := s.serveRaw(context.Background(), sc, proto, client, false, in)
 		defer s.release(sc)
+		// Unparseable packets and responses are never answered.
+		if err := new(dns.Msg).Unpack(in); err != nil || in[2]&0x80 != 0 {
+			if out != nil {
+				t.Fatalf("answered a packet that is unparseable (%v) or a response", err)
+			}
+			return
+		}
 		if out == nil {
 			return
 		}

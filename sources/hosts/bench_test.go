@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,47 +13,6 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 )
-
-func FuzzParseLine(f *testing.F) {
-	for _, s := range []string{
-		"", "# c", "10.0.0.1 a b.c. D.E # x", "::1 localhost", "fe80::1%eth0 l",
-		"10.0.0.1", "1.2.3.4 a..b", "2001:db8::1\tv6\r", "::ffff:1.2.3.4 m", "1.2.3.4 " + strings.Repeat("a.", 130),
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		addr, names, err := ParseLine(line)
-		if err != nil {
-			if addr.IsValid() || names != nil {
-				t.Fatalf("error %v with results %v %q", err, addr, names)
-			}
-			return
-		}
-		if len(names) == 0 {
-			if addr.IsValid() {
-				t.Fatalf("address %v without names", addr)
-			}
-			return
-		}
-		if !addr.IsValid() || addr.Zone() != "" {
-			t.Fatalf("invalid address %v", addr)
-		}
-		// The address is the first field, as netip reads it (zone dropped).
-		field := strings.Fields(strings.SplitN(string(line), "#", 2)[0])[0]
-		field, _, _ = strings.Cut(field, "%")
-		if want, err := netip.ParseAddr(field); err != nil || want.Unmap() != addr {
-			t.Fatalf("address %v, netip reads %q as %v, %v", addr, field, want, err)
-		}
-		for _, n := range names {
-			if _, ok := dns.IsDomainName(n); !ok || !dns.IsFqdn(n) || n != strings.ToLower(n) || len(n) > 254 {
-				t.Fatalf("bad name %q from %q", n, line)
-			}
-			if _, err := dns.NewRR(n + " 60 IN A 10.0.0.1"); err != nil {
-				t.Fatalf("name %q from %q not usable: %v", n, line, err)
-			}
-		}
-	})
-}
 
 func benchSource(b *testing.B) *Source {
 	b.Helper()

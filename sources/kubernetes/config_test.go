@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,39 +68,4 @@ func TestRESTConfig(t *testing.T) {
 			t.Errorf("%+v: QPS %v burst %d content %s", tc.cfg, rc.QPS, rc.Burst, rc.ContentType)
 		}
 	}
-}
-
-func FuzzUndash(f *testing.F) {
-	for _, s := range []string{"10-244-4-10", "fd00-10-244--5", "--1", "1-2-3", "a-b-c-d", "2001-0db8-0000-0000-0000-0000-0000-0001"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, label string) {
-		a, ok := undash(label)
-		if !ok {
-			return
-		}
-		if !a.IsValid() || a.Zone() != "" || a.Is4In6() {
-			t.Fatalf("undash(%q) = %v", label, a)
-		}
-		// The canonical label of the address parses back to it.
-		if b, ok := undash(dashed(a)); !ok || b != a {
-			t.Fatalf("undash(dashed(%v)) = %v %v", a, b, ok)
-		}
-	})
-}
-
-func FuzzPodName(f *testing.F) {
-	for _, s := range []string{"1-2-3-4.default.pod.cluster.local.", "x.pod.cluster.local.", ".pod.cluster.local.", "a.b.c.pod.cluster.local."} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, name string) {
-		a, ok := podName(name, "cluster.local.")
-		if !ok {
-			return
-		}
-		label, _, _ := strings.Cut(name, ".")
-		if b, ok2 := undash(label); !ok2 || b != a || a == (netip.Addr{}) {
-			t.Fatalf("podName(%q) = %v, label %q", name, a, label)
-		}
-	})
 }

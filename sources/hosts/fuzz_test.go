@@ -1,0 +1,260 @@
+package hosts
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// FuzzParseLine checks one hosts line:
+//   - a bad line is an error wrapping ErrBadLine, and parseLine leaves
+//     the arena as it was;
+//   - a good line's address has no zone and is never IPv4-mapped; its
+//     names are valid lower-case FQDNs of at most 254 characters;
+//   - the address is the first field as net/netip reads it, and the
+//     hand-written IPv4 parser agrees with net/netip on any first field;
+//   - the result is idempotent: the line written back (address, names)
+//     parses to the same thing, as does the same line in upper case
+//     without trailing dots, and the line with a comment appended.
+func FuzzParseLine(f *testing.F) {
+	for _, s := range []string{
+		"10.0.0.10 db db.example.internal",
+		"  fd00::10\tDB.Example.Internal.  # comment",
+		"fe80::1%eth0 link.local",
+		"::ffff:10.0.0.1 mapped",
+		"# only a comment",
+		"",
+		"10.0.0.1",
+		"10.0.0.01 leading.zero",
+		"256.1.1.1 too.big",
+		"1.2.3.4.5 five",
+		"10.0.0.1 bad..name",
+		"10.0.0.1 under_score -dash- a.b.c.d.e.f",
+		"10.0.0.1 " + strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61),
+		"10.0.0.1 " + strings.Repeat("x", 64),
+		"10.0.0.1 *.apps.example.internal",
+		"fe80::1% pct",
+		"1.2.3.4 a\rb\vc\fd",
+		"::1 localhost ip6-localhost ip6-loopback",
+		"0.0.0.0 .",
+		"1.2.3.4 " + strings.Repeat("a.", 130),
+		"2001:db8::1\tv6\r",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		arena := []byte("prefix.")
+		addr, a2, spans, kind, _ := parseLine(line, arena, []span{{0, 7}})
+		if kind != lineOK && (string(a2) != "prefix." || len(spans) != 1) {
+			t.Fatalf("bad line (%s) changed the arena: %q %v", kind, a2, spans)
+		}
+		if kind == lineOK && len(spans) > 1 && !addr.IsValid() {
+			t.Fatalf("names without an address")
+		}
+
+		// The IPv4 parser against net/netip, on the line's first field.
+		if first, _ := nextField(line, 0); !bytes.ContainsAny(first, "#") {
+			v4, ok := parseV4(first)
+			ref, err := netip.ParseAddr(string(first))
+			if ok != (err == nil && ref.Is4()) || ok && v4 != ref {
+				t.Fatalf("parseV4(%q) = %v %v; netip: %v %v", first, v4, ok, ref, err)
+			}
+		}
+
+		got, names, err := ParseLine(line)
+		if err != nil {
+			if !errors.Is(err, ErrBadLine) || kind == lineOK {
+				t.Fatalf("error %v (kind %s) for %q", err, kind, line)
+			}
+			return
+		}
+		if len(names) == 0 {
+			if got.IsValid() {
+				t.Fatalf("address %v without names", got)
+			}
+			return
+		}
+		if got != addr || got.Zone() != "" || got.Is4In6() || !got.IsValid() {
+			t.Fatalf("address %v (parseLine %v) from %q", got, addr, line)
+		}
+		// The address is the first field as net/netip reads it, zone
+		// dropped and IPv4-mapped unmapped.
+		field := strings.Fields(strings.SplitN(string(line), "#", 2)[0])[0]
+		field, _, _ = strings.Cut(field, "%")
+		if want, err := netip.ParseAddr(field); err != nil || want.Unmap() != got {
+			t.Fatalf("address %v, net/netip reads %q as %v, %v", got, field, want, err)
+		}
+		for _, n := range names {
+			checkName(t, n)
+		}
+
+		again := func(what, l string) {
+			t.Helper()
+			a, ns, err := ParseLine([]byte(l))
+			if err != nil || a != got || !slices.Equal(ns, names) {
+				t.Fatalf("%s %q parses to %v %q %v; first %v %q", what, l, a, ns, err, got, names)
+			}
+		}
+		again("written back", got.String()+" "+strings.Join(names, " "))
+		var upper []string
+		for _, n := range names {
+			upper = append(upper, strings.ToUpper(strings.TrimSuffix(n, ".")))
+		}
+		again("upper case", "\t"+got.String()+"\t"+strings.Join(upper, "  ")+" ")
+		again("with a comment", string(line)+" # 10.9.9.9 other")
+	})
+}
+
+// checkName requires n to be a valid lower-case FQDN that miekg/dns can
+// put on the wire.
+func checkName(t *testing.T, n string) {
+	t.Helper()
+	if _, ok := dns.IsDomainName(n); !ok || !dns.IsFqdn(n) || n == "." || strings.ToLower(n) != n ||
+		len(n) > 254 || strings.Contains(n, "..") || strings.ContainsAny(n, " \t\\\"") {
+		t.Fatalf("name %q is not a lower-case FQDN", n)
+	}
+	for _, l := range dns.SplitDomainName(n) {
+		if len(l) == 0 || len(l) > 63 {
+			t.Fatalf("name %q has a label of %d characters", n, len(l))
+		}
+	}
+	buf := make([]byte, 256)
+	if _, err := dns.PackDomainName(n, buf, 0, nil, false); err != nil {
+		t.Fatalf("name %q does not pack: %v", n, err)
+	}
+	if _, err := dns.NewRR(n + " 60 IN A 10.0.0.1"); err != nil {
+		t.Fatalf("name %q is not usable as an owner: %v", n, err)
+	}
+}
+
+// FuzzParseFile checks a whole file: parseData gives exactly the pairs
+// that ParseLine gives line by line (bad lines skipped), and the index
+// built from them holds, for every pair, the A/AAAA record at the name
+// and the PTR record at the address's reverse name (as miekg/dns writes
+// it), every record valid on the wire, and every ancestor of a name as
+// an empty non-terminal.
+func FuzzParseFile(f *testing.F) {
+	for _, s := range []string{
+		"10.0.0.10 db db.example.internal\nfd00::10 db.example.internal\n",
+		"# hosts\r\n127.0.0.1 localhost\r\n::1 localhost\r\n\r\n",
+		"10.0.0.1 a\n10.0.0.1 a\n10.0.0.2 a\nbad line\n10.0.0.3 a.b.c.d",
+		"10.0.0.1 x\n10.0.0.2 x\n10.0.0.3 x\n10.0.0.4 x\n10.0.0.5 x\n10.0.0.6 x\n10.0.0.7 x\n10.0.0.8 x\n10.0.0.9 x\n10.0.0.1 x\n",
+		"\n\n\n",
+		"fe80::1%eth0 link\n::ffff:192.0.2.1 mapped mapped.example\n",
+	} {
+		f.Add([]byte(s))
+	}
+	logger := slog.New(slog.DiscardHandler)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		type pair struct {
+			addr netip.Addr
+			name string
+		}
+		var want []pair
+		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+			a, names, err := ParseLine(line)
+			if err != nil {
+				continue
+			}
+			for _, n := range names {
+				want = append(want, pair{a, n})
+			}
+		}
+		d := parseData("fuzz.hosts", data, logger)
+		var got []pair
+		n4 := 0
+		for _, e := range d.entries {
+			got = append(got, pair{e.addr, d.names[e.name.off : e.name.off+e.name.n]})
+			if e.addr.Is4() {
+				n4++
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("parseData: %v\nline by line: %v", got, want)
+		}
+		if n4 != d.n4 {
+			t.Fatalf("n4 = %d, counted %d", d.n4, n4)
+		}
+
+		ix := buildIndex(60, len(d.entries), d.n4, func(add func(netip.Addr, string)) {
+			for _, p := range got {
+				add(p.addr, p.name)
+			}
+		})
+		records := 0
+		buf := make([]byte, 512)
+		for _, m := range []map[string][]dns.RR{ix.fwd, ix.rev} {
+			for name, rrs := range m {
+				checkName(t, name)
+				for _, rr := range rrs {
+					records++
+					if rr.Header().Name != name || rr.Header().Ttl != 60 || rr.Header().Class != dns.ClassINET {
+						t.Fatalf("record %v at %q", rr, name)
+					}
+					if _, err := dns.PackRR(rr, buf, 0, nil, false); err != nil {
+						t.Fatalf("record %v does not pack: %v", rr, err)
+					}
+				}
+				for _, anc := range ancestors(name) {
+					if _, ok := m[anc]; !ok {
+						t.Fatalf("%q exists but its ancestor %q does not", name, anc)
+					}
+				}
+			}
+		}
+		if records != ix.records {
+			t.Fatalf("index counts %d records, holds %d", ix.records, records)
+		}
+		for _, p := range got {
+			if !holds(ix.fwd[p.name], p.addr, "") {
+				t.Fatalf("%s has no record for %v: %v", p.name, p.addr, ix.fwd[p.name])
+			}
+			rname, err := dns.ReverseAddr(p.addr.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !holds(ix.rev[rname], netip.Addr{}, p.name) {
+				t.Fatalf("%s has no PTR to %s: %v", rname, p.name, ix.rev[rname])
+			}
+		}
+	})
+}
+
+// ancestors are name's proper ancestors, the root excluded.
+func ancestors(name string) []string {
+	var out []string
+	for i := 0; i < len(name)-1; i++ {
+		if name[i] == '.' && i+1 < len(name)-1 {
+			out = append(out, name[i+1:])
+		}
+	}
+	return out
+}
+
+// holds reports whether rrs has an A/AAAA record for addr (when valid)
+// or a PTR record to target.
+func holds(rrs []dns.RR, addr netip.Addr, target string) bool {
+	for _, rr := range rrs {
+		switch rr := rr.(type) {
+		case *dns.A:
+			if a, ok := netip.AddrFromSlice(rr.A); ok && addr.Is4() && a == addr {
+				return true
+			}
+		case *dns.AAAA:
+			if a, ok := netip.AddrFromSlice(rr.AAAA); ok && addr.Is6() && a == addr {
+				return true
+			}
+		case *dns.PTR:
+			if target != "" && rr.Ptr == target {
+				return true
+			}
+		}
+	}
+	return false
+}
