@@ -107,6 +107,7 @@ type entry struct {
 	hits       atomic.Uint32 // saturates at 255
 	refreshing atomic.Bool   // a prefetch is running
 	failedAt   atomic.Int64  // unix nanos of the last failed refresh
+	failedUp   atomic.Uint64 // the pool's recovery count when it failed (Pool.recoveries)
 
 	view  atomic.Pointer[snapshot] // response for one second of age
 	stale atomic.Pointer[dns.Msg]  // response with TTL StaleTTL
@@ -423,13 +424,14 @@ func (c *Cache) putLocked(sh *shard, per int, e *entry, now int64, replace bool)
 }
 
 // failed records a failed refresh of k's entry (serve-stale recheck).
-func (c *Cache) failed(k Key, now int64) {
+func (c *Cache) failed(k Key, now int64, recoveries uint64) {
 	t := c.tab.Load()
 	sh := t.shard(c, k)
 	sh.mu.RLock()
 	e := sh.m[k]
 	sh.mu.RUnlock()
 	if e != nil {
+		e.failedUp.Store(recoveries)
 		e.failedAt.Store(now)
 	}
 }

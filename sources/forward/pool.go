@@ -82,6 +82,10 @@ type Pool struct {
 
 	rr       atomic.Uint32
 	inflight atomic.Int64
+	// recoveries counts upstreams coming back up: a stale entry whose
+	// refresh failed before the last recovery is refreshed at once
+	// instead of after the failure recheck window.
+	recoveries atomic.Uint64
 	// group coalesces identical queries in flight (cache misses and
 	// prefetches) into one upstream exchange.
 	group singleflight.Group

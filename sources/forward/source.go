@@ -122,9 +122,10 @@ func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pi
 	if stale == nil {
 		return s.resolveNow(ctx, k)
 	}
-	if now-stale.failedAt.Load() < int64(FailureRecheck) {
-		// A refresh failed moments ago: do not make the client wait for
-		// the upstreams again (RFC 8767 §5, failure recheck timer).
+	if now-stale.failedAt.Load() < int64(FailureRecheck) && stale.failedUp.Load() == s.pool.recoveries.Load() {
+		// A refresh failed moments ago and no upstream has come back
+		// since: do not make the client wait for the upstreams again
+		// (RFC 8767 §5, failure recheck timer).
 		s.met.stale.Inc()
 		return answered(stale.staleResponse())
 	}
@@ -210,7 +211,7 @@ func (s *Source) fetch(ctx context.Context, k Key, background bool) (any, error)
 	m, err := s.pool.Exchange(ctx, k)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.cache.failed(k, s.cache.now())
+			s.cache.failed(k, s.cache.now(), s.pool.recoveries.Load())
 		}
 		return nil, err
 	}

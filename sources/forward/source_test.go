@@ -622,3 +622,29 @@ func TestPipelineForwards(t *testing.T) {
 		t.Error("Forwards with takes nil must accept any forward source")
 	}
 }
+
+// A stale entry whose refresh failed is refreshed at once when an upstream
+// has come back up since, not only after the failure recheck window.
+func TestStaleRefreshedWhenUpstreamRecovers(t *testing.T) {
+	u := startUpstream(t)
+	o := poolOpts(u.Addr)
+	o.Timeout = 100 * time.Millisecond
+	o.MaxFails = 1
+	cc := defaultCacheConfig()
+	cc.ServeStale = 10 * time.Minute
+	s := newTestSource(t, o, cc)
+	u.set(func(u *upstreamServer) { u.ttl = 60 })
+	s.lookup(t, "www.example.", dns.TypeA)
+	u.set(func(u *upstreamServer) { u.silent = true })
+	s.clock.advance(61 * time.Second)
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/30" {
+		t.Fatalf("stale answer: %s", got)
+	}
+	waitFor(t, "the upstream marked down", func() bool { return !s.pool.Up()[0] })
+	u.set(func(u *upstreamServer) { u.silent = false; u.ip = "192.0.2.9" })
+	waitFor(t, "the upstream back up (health probe)", func() bool { return s.pool.Up()[0] })
+	// Well inside the failure recheck window.
+	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.9/60" {
+		t.Fatalf("after the upstream came back: %s, want a fresh answer at once", got)
+	}
+}

@@ -303,6 +303,7 @@ func (u *upstream) succeeded() {
 		u.fails.Store(0)
 	}
 	if u.down.Load() && u.down.CompareAndSwap(true, false) {
+		u.pool.recoveries.Add(1)
 		u.pool.log.Warn("forward upstream is up again", "upstream", u.label)
 	}
 }
