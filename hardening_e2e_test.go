@@ -339,12 +339,12 @@ func TestHardeningHostsRewrittenInPlace(t *testing.T) {
 		}
 		rest := content.String()
 		for len(rest) > 0 {
-			n := min(len(rest), 1024)
+			n := min(len(rest), (content.Len()+3)/4) // in four pieces
 			if _, err := f.WriteString(rest[:n]); err != nil {
 				t.Fatal(err)
 			}
 			rest = rest[n:]
-			time.Sleep(2 * time.Millisecond) // a writer busy writing, as cp is
+			time.Sleep(10 * time.Millisecond) // well inside the 50 ms quiet window
 		}
 		f.Close()
 		time.Sleep(150 * time.Millisecond)

@@ -296,12 +296,12 @@ func TestInPlaceRewriteNeverHalfServed(t *testing.T) {
 		}
 		content := full.String()
 		for len(content) > 0 {
-			n := min(len(content), 512)
+			n := min(len(content), (full.Len()+3)/4) // in four pieces
 			if _, err := f.WriteString(content[:n]); err != nil {
 				t.Fatal(err)
 			}
 			content = content[n:]
-			time.Sleep(time.Millisecond) // a writer busy writing, as cp is
+			time.Sleep(10 * time.Millisecond) // well inside the quiet window; 30 ms in all, longer than the old 15 ms debounce
 		}
 		f.Close()
 		time.Sleep(2 * debounce)
