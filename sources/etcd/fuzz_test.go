@@ -247,6 +247,26 @@ func FuzzIndex(f *testing.F) {
 			}
 			checkIndex(t, ix, live)
 		}
+		// A view with another default TTL, cloned from the index, holds
+		// the same keys and names; records that took the default TTL have
+		// the new one, the others keep theirs.
+		c := ix.clone(ix.ttl + 7)
+		checkIndex(t, c, live)
+		for key, e := range ix.keys {
+			ce := c.keys[key]
+			if ce == nil || len(ce.p.rrs) != len(e.p.rrs) || ce.p.ownTTL != e.p.ownTTL {
+				t.Fatalf("clone: key %s differs", key)
+			}
+			for j, rr := range ce.p.rrs {
+				want := e.p.rrs[j].Header().Ttl
+				if !e.p.ownTTL {
+					want = ix.ttl + 7
+				}
+				if rr.Header().Ttl != want {
+					t.Fatalf("clone: %s has ttl %d, want %d", rr, rr.Header().Ttl, want)
+				}
+			}
+		}
 		for key := range live {
 			ix.del(key)
 		}
