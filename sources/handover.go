@@ -116,13 +116,15 @@ func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) 
 
 	h := &handover{next: src, nextSync: sy, prev: prev.src, prevKey: prev.key}
 	if set.handovers.ctx == nil {
-		set.handovers.ctx, set.handovers.cancel = context.WithCancel(context.Background())
+		set.handovers.ctx, set.handovers.cancel = context.WithCancel(r.ctx)
 	}
 	r.logger.Info("replacement backend not synced yet; the previous one keeps answering its zone until it is",
 		"zone", sl.zone, "kind", sl.kind, "previous", prev.key, "replacement", key)
 	ctx := set.handovers.ctx
 	set.handovers.wg.Add(1)
+	r.wg.Add(1)
 	go func() {
+		defer r.wg.Done()
 		defer set.handovers.wg.Done()
 		defer r.release([]string{prev.key})
 		if err := sy.WaitSynced(ctx); err != nil {

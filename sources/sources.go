@@ -34,6 +34,11 @@ type Registry struct {
 	backends map[string]*backend
 	serving  map[slot]slotSource // the serving pipeline's sources (see handover)
 
+	// ctx ends with Close: it stops every Set's handovers; wg counts them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
 	// serials hands out the SOA serials of every hosts and etcd source,
 	// so a zone's serial rises with any change of any of its sources.
 	serials pipeline.SerialClock
@@ -73,7 +78,8 @@ func NewRegistry(opts Options) *Registry {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, backends: make(map[string]*backend)}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
 }
 
 // Set is the backends one compiled pipeline holds. Release it once the
@@ -313,6 +319,8 @@ func (r *Registry) Len() int {
 
 // Close stops every backend regardless of references (process exit).
 func (r *Registry) Close() {
+	r.cancel()
+	r.wg.Wait() // handovers let go of their old backends
 	r.mu.Lock()
 	all := r.backends
 	r.backends = make(map[string]*backend)
