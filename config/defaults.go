@@ -11,6 +11,7 @@ const (
 	DefaultUDPBuffer         = 1232
 	DefaultMaxTCPConnections = 1000
 	DefaultMaxTCPPerClient   = 64
+	DefaultUDPRcvBuf         = 4 << 20
 	DefaultTCPIdleTimeout    = 10 * time.Second
 
 	DefaultCacheSize   = 100000
@@ -47,6 +48,7 @@ func defaultLimits() Limits {
 		UDPBuffer:         DefaultUDPBuffer,
 		MaxTCPConnections: DefaultMaxTCPConnections,
 		MaxTCPPerClient:   DefaultMaxTCPPerClient,
+		UDPRcvBuf:         DefaultUDPRcvBuf,
 		TCPIdleTimeout:    DefaultTCPIdleTimeout,
 	}
 }

@@ -250,7 +250,7 @@ func (p *parser) acl(m *mapping, a *ACL) {
 
 func (p *parser) limits(m *mapping, l *Limits) {
 	n, path := m.get("limits")
-	lm := p.mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "tcp_idle_timeout", "rate_per_client", "rate_drop")
+	lm := p.mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop")
 	if lm == nil {
 		return
 	}
@@ -259,6 +259,7 @@ func (p *parser) limits(m *mapping, l *Limits) {
 	l.UDPBuffer = uint16(buf)
 	lm.integer("max_tcp_connections", &l.MaxTCPConnections, 1, maxInt)
 	lm.integer("max_tcp_per_client", &l.MaxTCPPerClient, 1, maxInt)
+	lm.integer("udp_rcvbuf", &l.UDPRcvBuf, 0, 1<<30)
 	lm.duration("tcp_idle_timeout", &l.TCPIdleTimeout, positive)
 	lm.integer("rate_per_client", &l.RatePerClient, 0, maxInt)
 	lm.boolean("rate_drop", &l.RateDrop)

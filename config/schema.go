@@ -201,6 +201,7 @@ func rootSchema() *schema {
 				"udp_buffer":          integer("EDNS0 UDP buffer size advertised and used upstream.", DefaultUDPBuffer, 512, ptr(65535)),
 				"max_tcp_connections": integer("Concurrent TCP and TLS connections.", DefaultMaxTCPConnections, 1, nil),
 				"max_tcp_per_client":  integer("TCP and TLS connections per client /24 (/56 for IPv6).", DefaultMaxTCPPerClient, 1, nil),
+				"udp_rcvbuf":          integer("Receive buffer of each UDP listen socket, bytes; 0 = the kernel's default.", DefaultUDPRcvBuf, 0, ptr(1<<30)),
 				"tcp_idle_timeout":    duration("Idle TCP connections are closed after this.", DefaultTCPIdleTimeout),
 				"rate_per_client":     integer("UDP responses per second per client /24 (/56 for IPv6); 0 = off.", 0, 0, nil),
 				"rate_drop":           boolean("Over the rate: drop instead of answering TC=1.", false),

@@ -95,6 +95,7 @@ type settings struct {
 	udpBuffer int
 	maxTCP    int
 	maxPer    int
+	rcvbuf    int
 	idle      time.Duration
 	rate      int
 	rateDrop  bool
@@ -108,6 +109,7 @@ func compile(set Settings) *settings {
 		udpBuffer: int(set.Limits.UDPBuffer),
 		maxTCP:    set.Limits.MaxTCPConnections,
 		maxPer:    set.Limits.MaxTCPPerClient,
+		rcvbuf:    set.Limits.UDPRcvBuf,
 		idle:      set.Limits.TCPIdleTimeout,
 		rate:      set.Limits.RatePerClient,
 		rateDrop:  set.Limits.RateDrop,
@@ -263,10 +265,14 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		bound = append(bound, us...)
 	}
 
-	s.set.Store(compile(set))
+	st := compile(set)
+	s.set.Store(st)
 	for _, u := range bound {
 		s.units[u.key] = u
 		s.start(u)
+	}
+	if st.rcvbuf > 0 {
+		s.setRcvBufs(st.rcvbuf)
 	}
 	for k, u := range s.units {
 		if !want[k] {
@@ -350,4 +356,41 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		u.closeSockets()
 	}
 	return nil
+}
+
+// setRcvBufs applies limits.udp_rcvbuf to every UDP socket (new ones and
+// those kept from before, so a reload applies a change), and says once
+// when the kernel granted less. Caller holds s.mu.
+func (s *Server) setRcvBufs(n int) {
+	least := n
+	for _, u := range s.units {
+		for _, c := range u.udp {
+			got, err := setRcvBuf(c, n)
+			if err != nil {
+				s.log.Warn("cannot set the UDP receive buffer", "addr", c.LocalAddr().String(), "err", err)
+				continue
+			}
+			least = min(least, got)
+		}
+	}
+	if least < n {
+		s.log.Warn("UDP receive buffer smaller than limits.udp_rcvbuf: the kernel caps it (raise net.core.rmem_max, or run with CAP_NET_ADMIN)",
+			"wanted", n, "got", least)
+	}
+}
+
+// rcvBufs reports the granted receive buffer of every UDP socket (tests).
+func (s *Server) rcvBufs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for _, u := range s.units {
+		for _, c := range u.udp {
+			got, err := getRcvBuf(c)
+			if err == nil {
+				out = append(out, got)
+			}
+		}
+	}
+	return out
 }

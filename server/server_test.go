@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -976,4 +978,37 @@ func TestRotateAnswerDoesNotAllocate(t *testing.T) {
 	if answer[0].(*dns.A).A.String() != "192.0.2.1" {
 		t.Fatal("rotateAnswer wrote the source's slice")
 	}
+}
+
+// limits.udp_rcvbuf sets every UDP socket's receive buffer, at start and
+// again at a reload that changes it (the sockets are kept).
+func TestUDPReceiveBuffer(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the granted size is read back on Linux only")
+	}
+	set := Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPRcvBuf: 1 << 20}}
+	ts := startServer(t, nil, loopbackUDPTCP(), set)
+	check := func(want int) {
+		t.Helper()
+		bufs := ts.rcvBufs()
+		if len(bufs) == 0 {
+			t.Fatal("no UDP socket")
+		}
+		for _, b := range bufs {
+			// The kernel may cap it (net.core.rmem_max) for an unprivileged
+			// process; as root (CI) it grants the size asked for.
+			if b < want && os.Geteuid() == 0 {
+				t.Errorf("receive buffer %d, want at least %d", b, want)
+			}
+			if b < 212992/2 {
+				t.Errorf("receive buffer %d: not set at all", b)
+			}
+		}
+	}
+	check(1 << 20)
+	set.Limits.UDPRcvBuf = 2 << 20
+	if err := ts.Apply(context.Background(), loopbackUDPTCP(), set); err != nil {
+		t.Fatal(err)
+	}
+	check(2 << 20)
 }
