@@ -33,6 +33,8 @@ type Registry struct {
 	mu       sync.Mutex
 	backends map[string]*backend
 	serving  map[slot]slotSource // the serving pipeline's sources (see handover)
+	// hostsFiles: the hosts backends by files, shared by every ttl's view.
+	hostsFiles map[string]*sharedBackend
 
 	// ctx ends with Close: it stops every Set's handovers; wg counts them.
 	ctx    context.Context
@@ -225,36 +227,91 @@ func (r *Registry) source(ctx context.Context, cfg *config.Config, z config.Zone
 	}
 }
 
-// hostsSource builds a hosts source; backends are keyed on files + TTL.
+// hostsSource builds a hosts source. The files (in any order) are read and
+// watched by one shared backend whatever the sources' ttls; the registry
+// backend is that backend's View for the source's ttl, so a reload that
+// only changes ttl reads no file.
 func (r *Registry) hostsSource(z config.Zone, h *config.Hosts, set *Set) (pipeline.Source, error) {
-	var b *hosts.Backend
-	if len(h.Files) > 0 {
-		v, fresh, err := r.acquire(set, config.KindHosts, hostsKey(h), func() (any, io.Closer, error) {
+	if len(h.Files) == 0 {
+		return hosts.NewSource(nil, h.Entries, h.TTL, h.Reverse, &r.serials), nil
+	}
+	filesKey := hostsFilesKey(h)
+	v, fresh, err := r.acquire(set, config.KindHosts, filesKey+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
+		// Under r.mu (acquire holds it).
+		shared := r.hostsFiles[filesKey]
+		if shared == nil {
 			b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger, &r.serials)
 			if err != nil {
 				return nil, nil, err
 			}
-			return b, b, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		b = v.(*hosts.Backend)
-		if fresh {
-			if n, example := b.Outside(z.Names); n > 0 {
-				r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
+			shared = &sharedBackend{key: filesKey, closer: b, value: b}
+			if r.hostsFiles == nil {
+				r.hostsFiles = make(map[string]*sharedBackend)
 			}
+			r.hostsFiles[filesKey] = shared
+		}
+		shared.refs++
+		b := shared.value.(*hosts.Backend)
+		view := &closingView{View: b.View(h.TTL), release: func() { r.releaseShared(r.hostsFiles, shared) }}
+		return view, view, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	view := v.(*closingView).View.(*hosts.View)
+	if fresh {
+		if n, example := view.Backend().Outside(z.Names); n > 0 {
+			r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
 		}
 	}
-	return hosts.NewSource(b, h.Entries, h.TTL, h.Reverse, &r.serials), nil
+	return hosts.NewViewSource(view, h.Entries, h.TTL, h.Reverse, &r.serials), nil
 }
 
-// hostsKey identifies a hosts backend: the same files (in any order) with
-// the same TTL share one watcher and one index.
-func hostsKey(h *config.Hosts) string {
+// hostsFilesKey identifies a hosts backend: the same files, in any order.
+func hostsFilesKey(h *config.Hosts) string {
 	files := append([]string(nil), h.Files...)
 	sort.Strings(files)
-	return "files=" + strings.Join(files, "\x00") + " ttl=" + h.TTL.String()
+	return "files=" + strings.Join(files, "\x00")
+}
+
+// sharedBackend is a backend shared by the registry entries of several
+// views of it (hosts files read once for every ttl). Guarded by r.mu.
+type sharedBackend struct {
+	key    string
+	refs   int
+	value  any
+	closer io.Closer
+}
+
+// closingView is a registry backend value: a view that, closed, releases
+// its reference on the shared backend.
+type closingView struct {
+	View    io.Closer
+	release func()
+	once    sync.Once
+}
+
+func (v *closingView) Close() error {
+	v.once.Do(func() {
+		_ = v.View.Close()
+		v.release()
+	})
+	return nil
+}
+
+// releaseShared drops a reference on a shared backend of m and closes it
+// when it was the last.
+func (r *Registry) releaseShared(m map[string]*sharedBackend, s *sharedBackend) {
+	r.mu.Lock()
+	s.refs--
+	last := s.refs == 0 && m[s.key] == s
+	if last {
+		delete(m, s.key)
+	}
+	r.mu.Unlock()
+	if last {
+		_ = s.closer.Close()
+	}
 }
 
 // acquire returns the running backend for key, or opens one with open;

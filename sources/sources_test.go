@@ -92,27 +92,58 @@ func TestBackendSharedAcrossZonesAndReloads(t *testing.T) {
 	}
 }
 
-// A changed TTL is a different backend.
-func TestBackendKeyIncludesTTL(t *testing.T) {
+// A changed TTL is a new view of the same files: one backend (one
+// watcher, the files read once) serves both TTLs; each pipeline answers
+// with its own.
+func TestHostsTTLChangeSharesFiles(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	reg := NewRegistry(Options{})
 	defer reg.Close()
-	_, s1, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 10s}\n"), pipeline.Options{})
+	p1, s1, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 10s}\n"), pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, s2, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 20s}\n"), pipeline.Options{})
+	p2, s2, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 20s}\n"), pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reg.Len() != 2 || len(s2.Fresh) != 1 {
-		t.Fatalf("ttl change: %d backends, %d fresh; want 2, 1", reg.Len(), len(s2.Fresh))
+	if len(reg.hostsFiles) != 1 {
+		t.Fatalf("ttl change: %d hosts backends reading the files, want 1", len(reg.hostsFiles))
+	}
+	ttl := func(p *pipeline.Pipeline) uint32 {
+		m := new(dns.Msg)
+		m.SetQuestion("x.one.test.", dns.TypeA)
+		r := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: "x.one.test.", Type: dns.TypeA})
+		if len(r.Msg.Answer) != 1 {
+			t.Fatalf("x.one.test: %v", r.Msg)
+		}
+		return r.Msg.Answer[0].Header().Ttl
+	}
+	if a, b := ttl(p1), ttl(p2); a != 10 || b != 20 {
+		t.Fatalf("ttls %d and %d, want 10 (old pipeline) and 20 (new)", a, b)
 	}
 	s1.Release()
+	if len(reg.hostsFiles) != 1 || ttl(p2) != 20 {
+		t.Fatal("the files' backend went away with the old view")
+	}
+	// A change of the file reaches the remaining view.
+	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.9 x.one.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for resolveA(t, p2, "x.one.test.") != "10.0.0.9" {
+		if time.Now().After(deadline) {
+			t.Fatal("a change of the file did not reach the 20s view")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	s2.Release()
+	if len(reg.hostsFiles) != 0 || reg.Len() != 0 {
+		t.Fatalf("%d hosts backends, %d registry backends after every pipeline released them", len(reg.hostsFiles), reg.Len())
+	}
 }
 
 // Names of a hosts file outside the zone are logged once, when the backend

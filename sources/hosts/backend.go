@@ -53,9 +53,12 @@ type Backend struct {
 	logger  *slog.Logger
 	ttl     uint32
 	serials *pipeline.SerialClock
-	cur     atomic.Pointer[snapshot]
 
-	// Owned by the watch goroutine after OpenBackend returns.
+	// mu guards the files' data (written by the watch goroutine) and the
+	// views (taken and released by the registry). Readers never take it:
+	// each reads its View's snapshot.
+	mu    sync.Mutex
+	views map[uint32]*view // by TTL, never empty
 	files []*hostsFile
 	seed  maphash.Seed
 
@@ -133,7 +136,8 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		b.files = append(b.files, f)
 		dirs[f.dir] = true
 	}
-	b.publish(b.build(), 0)
+	b.views = map[uint32]*view{b.ttl: {ttl: b.ttl}}
+	b.publish(0)
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -164,32 +168,55 @@ func (b *Backend) Close() error {
 }
 
 // Serial increases whenever the data changes and never goes backwards.
-func (b *Backend) Serial() uint32 { return b.cur.Load().serial }
+func (b *Backend) Serial() uint32 { return b.snapshot().serial }
 
-// TTL is the TTL of the backend's records, in seconds.
+// TTL is the TTL the backend was opened with, in seconds.
 func (b *Backend) TTL() uint32 { return b.ttl }
 
 // Records is the number of records held (A, AAAA and PTR).
-func (b *Backend) Records() int { return b.cur.Load().ix.records }
+func (b *Backend) Records() int { return b.snapshot().ix.records }
 
-func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
-
-// publish stores ix with a new serial from the serial clock: at least
-// max(prev+1, now), and larger than any serial another source or Source
-// took before from the same clock.
-func (b *Backend) publish(ix *index, prev uint32) {
-	serial := max(b.serials.Next(), prev+1)
-	b.cur.Store(&snapshot{ix: ix, serial: serial})
+// snapshot is the data of the view with the backend's own TTL, or of any
+// view when that one has been let go of.
+func (b *Backend) snapshot() *snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.defaultView().cur.Load()
 }
 
-// build indexes the last good data of every file, in file order.
-func (b *Backend) build() *index {
+func (b *Backend) defaultView() *view {
+	if v := b.views[b.ttl]; v != nil {
+		return v
+	}
+	for _, v := range b.views {
+		return v
+	}
+	panic("hosts: backend without a view")
+}
+
+// publish indexes the files' data once per view and stores each with one
+// new serial from the serial clock: at least max(prev+1, now), and larger
+// than any serial another source or Source took before from the same
+// clock. Caller holds mu (or owns b, before OpenBackend returns).
+func (b *Backend) publish(prev uint32) *snapshot {
+	serial := max(b.serials.Next(), prev+1)
+	var last *snapshot
+	for _, v := range b.views {
+		last = &snapshot{ix: b.build(v.ttl), serial: serial}
+		v.cur.Store(last)
+	}
+	return last
+}
+
+// build indexes the last good data of every file, in file order, with
+// records of ttl.
+func (b *Backend) build(ttl uint32) *index {
 	n, n4 := 0, 0
 	for _, f := range b.files {
 		n += len(f.data.entries)
 		n4 += f.data.n4
 	}
-	return buildIndex(b.ttl, n, n4, func(add func(netip.Addr, string)) {
+	return buildIndex(ttl, n, n4, func(add func(netip.Addr, string)) {
 		for _, f := range b.files {
 			d := f.data
 			for _, e := range d.entries {
@@ -310,6 +337,8 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 			dirty[f] = true
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	changed := false
 	for _, f := range b.files {
 		if dirty[f] && b.reread(f) {
@@ -320,10 +349,9 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 		return
 	}
 	start := time.Now()
-	ix := b.build()
-	b.publish(ix, b.cur.Load().serial)
-	b.logger.Info("hosts data reloaded", "records", ix.records, "files", len(b.files),
-		"serial", b.cur.Load().serial, "duration", time.Since(start))
+	snap := b.publish(b.defaultView().cur.Load().serial)
+	b.logger.Info("hosts data reloaded", "records", snap.ix.records, "files", len(b.files),
+		"serial", snap.serial, "duration", time.Since(start))
 }
 
 // reread reads f again and reports whether its content changed. A file
@@ -447,3 +475,63 @@ func inZones(name string, zones []string) bool {
 	}
 	return false
 }
+
+// view is the backend's records with one TTL and the Views holding it.
+type view struct {
+	ttl  uint32
+	cur  atomic.Pointer[snapshot]
+	refs int // under Backend.mu
+}
+
+// View is a handle on the backend's records with one TTL. Sources of the
+// same files with different ttls share the backend (one watcher, one read
+// of each file) through Views; the records for a new TTL are indexed from
+// the data held, so a reload that only changes ttl reads no file.
+type View struct {
+	b    *Backend
+	v    *view
+	once sync.Once
+}
+
+// View returns the backend's records with TTL ttl, indexing them when no
+// View has that TTL yet. Close it when done.
+func (b *Backend) View(ttl time.Duration) *View {
+	t := pipeline.TTLSeconds(ttl)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := b.views[t]
+	if v == nil {
+		v = &view{ttl: t}
+		v.cur.Store(&snapshot{ix: b.build(t), serial: b.defaultView().cur.Load().serial})
+		b.views[t] = v
+	}
+	v.refs++
+	// Records nobody holds (those of the TTL the backend was opened with,
+	// before its first View) are kept only while they are the last ones.
+	for t2, o := range b.views {
+		if o.refs == 0 && len(b.views) > 1 {
+			delete(b.views, t2)
+		}
+	}
+	return &View{b: b, v: v}
+}
+
+// Close releases the View; its records are dropped when no View holds
+// them and others remain. Idempotent.
+func (h *View) Close() error {
+	h.once.Do(func() {
+		b := h.b
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		h.v.refs--
+		if h.v.refs <= 0 && len(b.views) > 1 && b.views[h.v.ttl] == h.v {
+			delete(b.views, h.v.ttl)
+		}
+	})
+	return nil
+}
+
+// Backend is the View's backend.
+func (h *View) Backend() *Backend { return h.b }
+
+func (h *View) snapshot() *snapshot { return h.v.cur.Load() }

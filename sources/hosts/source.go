@@ -3,6 +3,7 @@ package hosts
 import (
 	"context"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/dnsd/dnsd/config"
@@ -14,7 +15,8 @@ import (
 // nil) plus the zone's inline entries. It implements pipeline.Source.
 type Source struct {
 	backend *Backend
-	inline  *index // nil without entries
+	data    *atomic.Pointer[snapshot] // the backend's records with this source's TTL
+	inline  *index                    // nil without entries
 	ttl     uint32
 	reverse bool
 	serial  uint32 // taken when the Source is made: its inline entries' serial
@@ -28,8 +30,25 @@ var _ pipeline.Source = (*Source)(nil)
 // answers. The Source does not own b: closing b is the caller's job, after
 // the Source is no longer used.
 func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+	s := newSource(entries, ttl, reverse, serials)
+	if b != nil {
+		b.mu.Lock()
+		s.backend, s.data = b, &b.defaultView().cur
+		b.mu.Unlock()
+	}
+	return s
+}
+
+// NewViewSource is NewSource over the records of a backend View (which
+// carry the View's TTL). The Source does not own v.
+func NewViewSource(v *View, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+	s := newSource(entries, ttl, reverse, serials)
+	s.backend, s.data = v.b, &v.v.cur
+	return s
+}
+
+func newSource(entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := &Source{
-		backend: b,
 		ttl:     pipeline.TTLSeconds(ttl),
 		reverse: reverse,
 		serial:  serials.Next(),
@@ -69,8 +88,8 @@ func (s *Source) TTL() uint32 { return s.ttl }
 // (serials only rise), and a later change of the files gets a larger one still
 // (both come from the same pipeline.SerialClock).
 func (s *Source) Serial() uint32 {
-	if s.backend != nil {
-		return max(s.backend.Serial(), s.serial)
+	if s.data != nil {
+		return max(s.data.Load().serial, s.serial)
 	}
 	return s.serial
 }
@@ -87,8 +106,8 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 		parts[0], parts[1] = fwd, rev
 		found = ok
 	}
-	if s.backend != nil {
-		fwd, rev, ok := s.backend.snapshot().ix.lookup(q.Name, s.reverse)
+	if s.data != nil {
+		fwd, rev, ok := s.data.Load().ix.lookup(q.Name, s.reverse)
 		parts[2], parts[3] = fwd, rev
 		found = found || ok
 	}
