@@ -11,7 +11,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
@@ -43,17 +42,10 @@ func (st *etcdState) close() {}
 // with the source's ttl over a shared connection.
 type etcdView struct {
 	*etcd.View
-	release func()
-	once    sync.Once
+	releaser
 }
 
-func (v *etcdView) Close() error {
-	v.once.Do(func() {
-		_ = v.View.Close()
-		v.release()
-	})
-	return nil
-}
+func (v *etcdView) Close() error { return v.closeThen(v.View) }
 
 var _ pipeline.Syncer = (*etcdView)(nil)
 
@@ -119,7 +111,7 @@ func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.
 		}
 		if conn := r.etcd.conns[connKey]; conn != nil {
 			conn.refs++
-			view := &etcdView{View: conn.backend.View(c.TTL), release: func() { r.etcdConnRelease(conn) }}
+			view := &etcdView{View: conn.backend.View(c.TTL), releaser: releaser{release: func() { r.etcdConnRelease(conn) }}}
 			return view, view, nil
 		}
 		b, err := etcd.Open(etcd.Options{
@@ -142,7 +134,7 @@ func (r *Registry) etcdSource(ctx context.Context, cfg *config.Config, z config.
 		}
 		conn := &etcdConn{key: connKey, refs: 1, backend: b}
 		r.etcd.conns[connKey] = conn
-		view := &etcdView{View: b.View(c.TTL), release: func() { r.etcdConnRelease(conn) }}
+		view := &etcdView{View: b.View(c.TTL), releaser: releaser{release: func() { r.etcdConnRelease(conn) }}}
 		return view, view, nil
 	})
 	if err != nil {

@@ -117,17 +117,10 @@ func (r *Registry) kubeClientRelease(c *kubeClient) {
 // connection. It implements pipeline.Syncer for dnsd_source_synced.
 type kubeView struct {
 	*kubernetes.Source
-	release func()
-	once    sync.Once
+	releaser
 }
 
-func (v *kubeView) Close() error {
-	v.once.Do(func() {
-		_ = v.Source.Close()
-		v.release()
-	})
-	return nil
-}
+func (v *kubeView) Close() error { return v.closeThen(v.Source) }
 
 var _ pipeline.Syncer = (*kubeView)(nil)
 
@@ -186,7 +179,7 @@ func (r *Registry) kubernetesSource(ctx context.Context, cfg *config.Config, z c
 			r.kubeClientRelease(client)
 			return nil, nil, err
 		}
-		view := &kubeView{Source: src, release: func() { r.kubeClientRelease(client) }}
+		view := &kubeView{Source: src, releaser: releaser{release: func() { r.kubeClientRelease(client) }}}
 		return view, view, nil
 	})
 	if err != nil {

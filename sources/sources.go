@@ -252,13 +252,13 @@ func (r *Registry) hostsSource(z config.Zone, h *config.Hosts, set *Set) (pipeli
 		}
 		shared.refs++
 		b := shared.value.(*hosts.Backend)
-		view := &closingView{View: b.View(h.TTL), release: func() { r.releaseShared(r.hostsFiles, shared) }}
+		view := &hostsView{View: b.View(h.TTL), releaser: releaser{release: func() { r.releaseShared(r.hostsFiles, shared) }}}
 		return view, view, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	view := v.(*closingView).View.(*hosts.View)
+	view := v.(*hostsView).View
 	if fresh {
 		if n, example := view.Backend().Outside(z.Names); n > 0 {
 			r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
@@ -283,21 +283,30 @@ type sharedBackend struct {
 	closer io.Closer
 }
 
-// closingView is a registry backend value: a view that, closed, releases
-// its reference on the shared backend.
-type closingView struct {
-	View    io.Closer
+// releaser is the part of a registry backend value that is a view of a
+// shared connection or backend (etcd, kubernetes, hosts files): closing it
+// closes the view, then releases the view's reference on what it shares,
+// once.
+type releaser struct {
 	release func()
 	once    sync.Once
 }
 
-func (v *closingView) Close() error {
-	v.once.Do(func() {
-		_ = v.View.Close()
-		v.release()
+func (r *releaser) closeThen(view io.Closer) error {
+	r.once.Do(func() {
+		_ = view.Close()
+		r.release()
 	})
 	return nil
 }
+
+// hostsView is the registry's backend value for a hosts source with files.
+type hostsView struct {
+	*hosts.View
+	releaser
+}
+
+func (v *hostsView) Close() error { return v.closeThen(v.View) }
 
 // releaseShared drops a reference on a shared backend of m and closes it
 // when it was the last.
