@@ -165,21 +165,11 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		st := s.set.Load()
-		if s.tcpConns.Add(1) > int64(st.maxTCP) {
-			s.tcpConns.Add(-1)
-			_ = c.Close()
-			s.rejected(RejectTotal)
+		key, ok := s.admit(c)
+		if !ok {
 			continue
 		}
-		key := clientKey(tcpClient(c))
-		if !s.tcpPer.add(key, st.maxPer) {
-			s.tcpConns.Add(-1)
-			_ = c.Close()
-			s.rejected(RejectClient)
-			continue
-		}
-		return &countedConn{Conn: c, release: func() { s.tcpPer.remove(key); s.tcpConns.Add(-1) }}, nil
+		return &countedConn{Conn: c, release: func() { s.leave(key) }}, nil
 	}
 }
 

@@ -30,25 +30,12 @@ func (s *Server) acceptTCP(u *unit) {
 			continue
 		}
 		backoff = 0
-		st := s.set.Load()
-		if s.tcpConns.Add(1) > int64(st.maxTCP) {
-			s.tcpConns.Add(-1)
-			_ = c.Close()
-			s.rejected(RejectTotal)
-			s.log.Debug("tcp connection limit reached, closing new connection", "client", c.RemoteAddr().String(), "max", st.maxTCP)
-			continue
-		}
-		key := clientKey(tcpClient(c))
-		if !s.tcpPer.add(key, st.maxPer) {
-			s.tcpConns.Add(-1)
-			_ = c.Close()
-			s.rejected(RejectClient)
-			s.log.Debug("tcp per-client limit reached, closing new connection", "client", c.RemoteAddr().String(), "max", st.maxPer)
+		key, ok := s.admit(c)
+		if !ok {
 			continue
 		}
 		if !u.track(c) {
-			s.tcpPer.remove(key)
-			s.tcpConns.Add(-1)
+			s.leave(key)
 			_ = c.Close()
 			return
 		}
@@ -64,8 +51,7 @@ func (s *Server) acceptTCP(u *unit) {
 // trickling clients hold a connection; the same bound applies to writes.
 func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	defer s.handlers.Done()
-	defer s.tcpConns.Add(-1)
-	defer s.tcpPer.remove(key)
+	defer s.leave(key)
 	defer u.untrack(raw)
 	defer raw.Close()
 
@@ -134,6 +120,36 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 			return
 		}
 	}
+}
+
+// admit counts a new TCP, TLS or HTTPS connection against
+// max_tcp_connections and max_tcp_per_client, or closes it at once (and
+// reports why) when either is reached. An admitted connection's client
+// key must be given back with leave when it closes.
+func (s *Server) admit(c net.Conn) (key uint64, ok bool) {
+	st := s.set.Load()
+	if s.tcpConns.Add(1) > int64(st.maxTCP) {
+		s.tcpConns.Add(-1)
+		_ = c.Close()
+		s.rejected(RejectTotal)
+		s.log.Debug("tcp connection limit reached, closing new connection", "client", c.RemoteAddr().String(), "max", st.maxTCP)
+		return 0, false
+	}
+	key = clientKey(tcpClient(c))
+	if !s.tcpPer.add(key, st.maxPer) {
+		s.tcpConns.Add(-1)
+		_ = c.Close()
+		s.rejected(RejectClient)
+		s.log.Debug("tcp per-client limit reached, closing new connection", "client", c.RemoteAddr().String(), "max", st.maxPer)
+		return 0, false
+	}
+	return key, true
+}
+
+// leave gives back an admitted connection's places.
+func (s *Server) leave(key uint64) {
+	s.tcpPer.remove(key)
+	s.tcpConns.Add(-1)
 }
 
 // Reasons for Observer.TCPRejected.
