@@ -220,20 +220,7 @@ func (p *parser) acl(m *mapping, a *ACL) {
 	if am == nil {
 		return
 	}
-	prefixes := func(key string) ([]netip.Prefix, bool) {
-		vals, nodes, lpath, present := am.strings(key)
-		out := []netip.Prefix{}
-		for i, s := range vals {
-			pr, err := parsePrefix(s)
-			if err != nil {
-				p.errorf(nodes[i], indexPath(lpath, i), "%v", err)
-				continue
-			}
-			out = append(out, pr)
-		}
-		return out, present
-	}
-	allow, present := prefixes("allow")
+	allow, present := p.prefixList(am, "allow")
 	if present {
 		a.Default = false
 		a.Allow = allow
@@ -241,7 +228,7 @@ func (p *parser) acl(m *mapping, a *ACL) {
 			p.errorf(ln, lpath, "empty allow list: no client could query (omit allow for the default: loopback, RFC 1918 and RFC 4193 clients)")
 		}
 	}
-	a.Deny, _ = prefixes("deny")
+	a.Deny, _ = p.prefixList(am, "deny")
 	if len(a.Deny) == 0 {
 		a.Deny = nil
 	}
@@ -285,4 +272,20 @@ func (p *parser) cache(m *mapping, c *Cache) {
 		}
 		p.errorf(at, keyPath(path, key), "min_ttl (%s) is greater than max_ttl (%s)", c.MinTTL, c.MaxTTL)
 	}
+}
+
+// prefixList reads a list of CIDRs (or bare addresses) at key, reporting
+// each bad one; the list is empty, not nil, when present.
+func (p *parser) prefixList(m *mapping, key string) (out []netip.Prefix, present bool) {
+	vals, nodes, path, present := m.strings(key)
+	out = []netip.Prefix{}
+	for i, s := range vals {
+		pr, err := parsePrefix(s)
+		if err != nil {
+			p.errorf(nodes[i], indexPath(path, i), "%v", err)
+			continue
+		}
+		out = append(out, pr)
+	}
+	return out, present
 }

@@ -79,25 +79,14 @@ func viewName(s string) bool {
 	}) < 0
 }
 
-// prefixes reads a list of CIDRs (or bare addresses) at key.
+// prefixes reads a view's list of client CIDRs at key (nil when absent).
 func (p *parser) prefixes(m *mapping, key string) []netip.Prefix {
-	vals, nodes, path, present := m.strings(key)
+	out, present := p.prefixList(m, key)
 	if !present {
 		return nil
 	}
-	if len(vals) == 0 && len(nodes) == 0 {
-		if n, _ := m.get(key); n != nil && n.Kind == yaml.SequenceNode {
-			p.errorf(n, path, "empty %s list (omit %s to match every client)", key, key)
-		}
-	}
-	var out []netip.Prefix
-	for i, s := range vals {
-		pr, err := parsePrefix(s)
-		if err != nil {
-			p.errorf(nodes[i], indexPath(path, i), "%v", err)
-			continue
-		}
-		out = append(out, pr)
+	if n, path := m.get(key); n != nil && n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+		p.errorf(n, path, "empty %s list (omit %s to match every client)", key, key)
 	}
 	return out
 }
