@@ -460,16 +460,9 @@ func (o *observer) Observe(ob server.Observation) {
 	if o.queries.Load() {
 		o.log.Info("query", "client", ob.Client, "proto", ob.Proto, "name", ob.Name,
 			"type", metrics.TypeString(ob.Qtype), "rcode", metrics.RcodeString(ob.Rcode),
-			"view", viewName(ob.View), "zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
+			"view", metrics.ViewLabel(ob.View), "zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
 			"duration", ob.Duration)
 	}
 }
 
 func (o *observer) TCPRejected(reason string) { o.m.TCPRejected(reason) }
-
-func viewName(v string) string {
-	if v == "" {
-		return metrics.DefaultView
-	}
-	return v
-}

@@ -110,9 +110,7 @@ func (m *Metrics) Query(view, zone, proto string, qtype uint16, rcode int, sourc
 	if zone == "" {
 		zone = NoZone
 	}
-	if view == "" {
-		view = DefaultView
-	}
+	view = ViewLabel(view)
 	m.requests.WithLabelValues(view, zone, proto, TypeLabel(qtype)).Inc()
 	m.responses.WithLabelValues(view, zone, RcodeLabel(rcode), source).Inc()
 	m.duration.WithLabelValues(zone).Observe(d.Seconds())
@@ -164,6 +162,14 @@ func (c *syncedCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, name)
 	})
+}
+
+// ViewLabel is a view's label value: its name, DefaultView for none ("").
+func ViewLabel(view string) string {
+	if view == "" {
+		return DefaultView
+	}
+	return view
 }
 
 // TypeLabel is a query type's metric label: its name when dnsd knows it
