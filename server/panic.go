@@ -71,10 +71,8 @@ func (s *Server) recovered(sc *scratch, obs *Observation, r any, q *dns.Msg, qop
 			"panic", fmt.Sprint(r), "site", site, "proto", obs.Proto, "client", obs.Client,
 			"name", obs.Name, "qtype", dns.Type(obs.Qtype).String(), "stack", string(debug.Stack()))
 	}
-	if sc.pack != nil {
-		s.packs.Put(sc.pack)
-		sc.pack = nil
-	}
+	// sc's pack buffer, if the panic left one, is reused by finish or
+	// given back by the caller's release, as after any query.
 	if q == nil || st == nil {
 		return nil
 	}
@@ -82,10 +80,6 @@ func (s *Server) recovered(sc *scratch, obs *Observation, r any, q *dns.Msg, qop
 		// The SERVFAIL itself failed: send nothing.
 		if recover() != nil {
 			resp = nil
-			if sc.pack != nil {
-				s.packs.Put(sc.pack)
-				sc.pack = nil
-			}
 		}
 	}()
 	out := s.reply(sc, q, dns.RcodeServerFailure)
