@@ -62,8 +62,6 @@ func (s *Server) serveHTTPS(u *unit) {
 	}
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
-
 func (s *Server) serveDoH(u *unit, w http.ResponseWriter, r *http.Request) {
 	var msg []byte
 	switch r.Method {
@@ -107,8 +105,8 @@ func (s *Server) serveDoH(u *unit, w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	sc := s.scratches.Get().(*scratch)
+	defer s.scratches.Put(sc)
 	defer s.release(sc)
 	sc.listen = u.listen
 	out := s.serveRaw(r.Context(), sc, protoHTTPS, client, u.loopback, msg)

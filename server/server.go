@@ -170,9 +170,10 @@ type Server struct {
 	udpq     chan *udpJob  // hand-off from UDP readers to idle workers
 	tcpConns atomic.Int64
 
-	jobs    sync.Pool // *udpJob
-	packs   sync.Pool // *[]byte pack buffers
-	batches sync.Pool // *udpBatch (Linux)
+	jobs      sync.Pool // *udpJob
+	packs     sync.Pool // *[]byte pack buffers
+	batches   sync.Pool // *udpBatch (Linux)
+	scratches sync.Pool // *scratch (DNS over HTTPS requests)
 }
 
 // New returns a Server that is not listening yet. Until the first Apply
@@ -200,6 +201,7 @@ func New(opts Options) *Server {
 	}
 	s.jobs.New = func() any { return new(udpJob) }
 	s.batches.New = newBatchAny
+	s.scratches.New = func() any { return new(scratch) }
 	s.packs.New = func() any {
 		b := make([]byte, packBufSize)
 		return &b
