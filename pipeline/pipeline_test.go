@@ -135,7 +135,7 @@ func soa(zone string, serial, ttl uint32) string {
 	if zone == "." {
 		ns, mbox = "ns.dns.", "hostmaster."
 	}
-	return fmt.Sprintf("%s %d IN SOA %s %s %d 7200 1800 86400 %d", zone, ttl, ns, mbox, serial, ttl)
+	return fmt.Sprintf("%s %d IN SOA %s %s %d 14400 3600 1209600 %d", zone, ttl, ns, mbox, serial, ttl)
 }
 
 func TestResolve(t *testing.T) {
@@ -190,7 +190,7 @@ func TestResolve(t *testing.T) {
 		{name: "apex SOA synthesized", qname: "example.", qtype: SOA, aa: true, source: "etcd", zone: "example.",
 			answer: []string{exampleSOA300}},
 		{name: "apex SOA keeps query case", qname: "EXAMPLE.", qtype: SOA, aa: true, source: "etcd", zone: "example.",
-			answer: []string{"EXAMPLE. 300 IN SOA ns.dns.example. hostmaster.example. 9 7200 1800 86400 300"}},
+			answer: []string{"EXAMPLE. 300 IN SOA ns.dns.example. hostmaster.example. 9 14400 3600 1209600 300"}},
 		{name: "apex NS synthesized, glue from source data", qname: "example.", qtype: NS, aa: true, source: "etcd", zone: "example.",
 			answer: []string{"example. 300 IN NS ns.dns.example."},
 			extra:  []string{"ns.dns.example. 300 IN A 192.0.2.53"}},

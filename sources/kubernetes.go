@@ -160,7 +160,7 @@ func (r *Registry) kubernetesSource(ctx context.Context, cfg *config.Config, z c
 			r.logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context, "pods", withPods)
 			return kubernetes.NewBackend(cs, kubernetes.BackendOptions{
 				Pods: withPods, PodNames: podNames, Logger: r.logger.With("source", "kubernetes"), Metrics: metrics,
-				Health: cc.Health, Endpoint: rc.Host,
+				Health: cc.Health, Endpoint: rc.Host, Serials: &r.serials,
 			}), nil
 		})
 		if err != nil {

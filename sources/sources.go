@@ -157,6 +157,10 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 		set.Release()
 		return nil, nil, errors.Join(errs...)
 	}
+	if opts.Serial == 0 {
+		// A new generation raises every synthesized zone serial.
+		opts.Serial = r.serials.Next()
+	}
 	p, err := pipeline.New(zones, opts)
 	if err != nil {
 		set.Release()

@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // index is an immutable snapshot of hosts data. Readers never lock: a new
@@ -308,4 +310,26 @@ func appendUint8(dst []byte, v byte) []byte {
 		dst = append(dst, '0'+v/10%10)
 	}
 	return append(dst, '0'+v%10)
+}
+
+// list yields the records at names in zone until yield returns false;
+// it reports whether it went through.
+func (ix *index) list(zone string, reverse bool, yield func(dns.RR) bool) bool {
+	maps := []map[string][]dns.RR{ix.fwd}
+	if reverse {
+		maps = append(maps, ix.rev)
+	}
+	for _, m := range maps {
+		for name, rrs := range m {
+			if len(rrs) == 0 || !pipeline.InZone(name, zone) {
+				continue
+			}
+			for _, rr := range rrs {
+				if !yield(rr) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
