@@ -400,7 +400,20 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 		seen[ap.Addr()] = true
 		addrs = append(addrs, ap.Addr().Unmap())
 	}
-	return pipeline.Options{NSAddrs: addrs, Logger: logger}
+	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg)}
+}
+
+// transferSpecs turns the config's transfer items into the pipeline's.
+func transferSpecs(cfg *config.Config) []pipeline.TransferSpec {
+	out := make([]pipeline.TransferSpec, 0, len(cfg.Transfers))
+	for _, t := range cfg.Transfers {
+		spec := pipeline.TransferSpec{Zones: t.Zones, Allow: t.Allow, Notify: t.Notify}
+		if t.TSIG != nil {
+			spec.Key = &pipeline.TSIGKey{Name: t.TSIG.Name, Algorithm: t.TSIG.Algorithm, Secret: t.TSIG.Secret}
+		}
+		out = append(out, spec)
+	}
+	return out
 }
 
 func serverSettings(cfg *config.Config) (server.Settings, error) {
@@ -466,3 +479,5 @@ func (o *observer) Observe(ob server.Observation) {
 }
 
 func (o *observer) TCPRejected(reason string) { o.m.TCPRejected(reason) }
+
+func (o *observer) Transfer(zone, result string) { o.m.Transfer(zone, result) }

@@ -353,3 +353,12 @@ func (z *zone) answeredBefore(ctx context.Context, q *Question, i int, name stri
 	}
 	return false, nil
 }
+
+// Transferer answers zone transfer requests: *Pipeline implements it,
+// and so does the reload switch (the current generation's pipeline, held
+// only while the zone is listed, never while the server sends it).
+type Transferer interface {
+	Transfer(ctx context.Context, req *TransferRequest) TransferResult
+}
+
+var _ Transferer = (*Pipeline)(nil)
