@@ -187,6 +187,26 @@ func TestTransferProtocol(t *testing.T) {
 		}
 	})
 
+	t.Run("signed SOA query", func(t *testing.T) {
+		// Secondaries check the serial with a signed SOA query.
+		for _, netw := range []string{"udp", "tcp"} {
+			c := &dns.Client{Net: netw, Timeout: 2 * time.Second, TsigSecret: map[string]string{"xfr-key.": xfrSecret}}
+			m := new(dns.Msg)
+			m.SetQuestion("signed.internal.", dns.TypeSOA)
+			m.SetTsig("xfr-key.", dns.HmacSHA256, 300, time.Now().Unix())
+			r, _, err := c.Exchange(m, s.addr)
+			if err != nil || len(r.Answer) != 1 || r.IsTsig() == nil {
+				t.Errorf("signed SOA query over %s: %v %v", netw, r, err)
+			}
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("signed.internal.", dns.TypeSOA)
+		r := rawSigned(t, s.addr, m, "other-key.", xfrSecret)
+		if ts := r.IsTsig(); r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadKey {
+			t.Errorf("SOA query signed with an unknown key: %v, want NOTAUTH/BADKEY", r)
+		}
+	})
+
 	t.Run("refused", func(t *testing.T) {
 		for _, tc := range []struct{ netw, zone string }{
 			{"udp", "example.internal."},    // never over UDP

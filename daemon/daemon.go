@@ -54,6 +54,7 @@ type Daemon struct {
 	srv      *server.Server
 	notify   notifier
 	watchdog *time.Ticker // WATCHDOG=1 pings; nil without a systemd watchdog
+	notifies *secondaries // NOTIFY to the secondaries of transferred zones
 
 	mu   sync.Mutex // serialises Reload and Shutdown
 	cfg  *config.Config
@@ -116,6 +117,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.notifies = newSecondaries(func() *pipeline.Pipeline { return d.sw.current().p }, d.metrics, d.logger)
+	d.notifies.start()
 	waitCtx, cancel := context.WithCancel(context.Background())
 	d.stopWait = cancel
 	go func() {
@@ -228,6 +231,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	_ = d.notify.send(sd.SdNotifyStopping)
 	d.stopWait()
 	<-d.waitDone
+	d.notifies.Close()
 	err := d.srv.Shutdown(ctx)
 	d.http.stop(ctx)
 	d.reg.Close()

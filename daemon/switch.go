@@ -57,6 +57,9 @@ func (s *switcher) Transfer(ctx context.Context, req *pipeline.TransferRequest) 
 	}
 }
 
+// TSIGKey implements pipeline.Transferer.
+func (s *switcher) TSIGKey(name string) *pipeline.TSIGKey { return s.cur.Load().p.TSIGKey(name) }
+
 func (s *switcher) current() *generation { return s.cur.Load() }
 
 // swap installs g and returns the previous generation (nil at start).

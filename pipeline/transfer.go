@@ -359,6 +359,20 @@ func (z *zone) answeredBefore(ctx context.Context, q *Question, i int, name stri
 // only while the zone is listed, never while the server sends it).
 type Transferer interface {
 	Transfer(ctx context.Context, req *TransferRequest) TransferResult
+	// TSIGKey returns the transfer key named name (a FQDN, any case), nil
+	// when no transfer item has it. Secondaries sign their SOA queries
+	// with it too; the server verifies and signs those answers.
+	TSIGKey(name string) *TSIGKey
+}
+
+// TSIGKey implements Transferer.
+func (p *Pipeline) TSIGKey(name string) *TSIGKey {
+	for _, s := range p.xfrSpecs {
+		if s.Key != nil && strings.EqualFold(s.Key.Name, dns.Fqdn(name)) {
+			return s.Key
+		}
+	}
+	return nil
 }
 
 var _ Transferer = (*Pipeline)(nil)

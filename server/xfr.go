@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -127,17 +128,7 @@ func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport,
 		m := new(dns.Msg)
 		m.SetRcode(q, rcode)
 		if tsigErr != 0 {
-			// RFC 8945 §5.2: an unsigned error response whose TSIG record
-			// carries the error and no MAC.
-			ts := q.IsTsig()
-			m.Extra = append(m.Extra, &dns.TSIG{
-				Hdr:        dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-				Algorithm:  ts.Algorithm,
-				TimeSigned: uint64(time.Now().Unix()),
-				Fudge:      tsigFudge,
-				OrigId:     q.Id,
-				Error:      tsigErr,
-			})
+			tsigError(m, q, q.IsTsig(), tsigErr)
 		}
 		obs.Rcode = rcode
 		_, err := send(m, nil, "", false)
@@ -191,4 +182,53 @@ func transferResult(rcode int) string {
 		return TransferNotAuth
 	}
 	return TransferError
+}
+
+// tsigError adds to the error response m the TSIG record RFC 8945 §5.2
+// wants: the request's key and algorithm, the error, no MAC (the
+// response is unsigned).
+func tsigError(m, q *dns.Msg, ts *dns.TSIG, tsigErr uint16) *dns.Msg {
+	if tsigErr == 0 || ts == nil {
+		return m
+	}
+	m.Extra = append(m.Extra, &dns.TSIG{
+		Hdr:        dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm:  ts.Algorithm,
+		TimeSigned: uint64(time.Now().Unix()),
+		Fudge:      tsigFudge,
+		OrigId:     q.Id,
+		Error:      tsigErr,
+	})
+	return m
+}
+
+// verifyQuery checks a signed query against the transfer key of its
+// name: NOTAUTH with BADKEY (unknown key), BADSIG or BADTIME, else
+// success with sc set to sign the answer.
+func (s *Server) verifyQuery(sc *scratch, q *dns.Msg, ts *dns.TSIG, wire []byte) (rcode int, tsigErr uint16) {
+	tr, ok := s.resolver.(pipeline.Transferer)
+	if !ok {
+		return dns.RcodeNotAuth, dns.RcodeBadKey
+	}
+	key := tr.TSIGKey(ts.Hdr.Name)
+	if key == nil || !strings.EqualFold(key.Algorithm, ts.Algorithm) {
+		return dns.RcodeNotAuth, dns.RcodeBadKey
+	}
+	switch err := dns.TsigVerify(wire, key.Secret, "", false); {
+	case err == nil:
+	case errors.Is(err, dns.ErrTime):
+		return dns.RcodeNotAuth, dns.RcodeBadTime
+	default:
+		return dns.RcodeNotAuth, dns.RcodeBadSig
+	}
+	sc.sign, sc.signMAC = key, ts.MAC
+	return dns.RcodeSuccess, 0
+}
+
+// signed packs out signed with sc's key (a TSIG record after the other
+// additional records).
+func (s *Server) signed(sc *scratch, out *dns.Msg) ([]byte, error) {
+	out.SetTsig(sc.sign.Name, sc.sign.Algorithm, tsigFudge, time.Now().Unix())
+	b, _, err := dns.TsigGenerate(out, sc.sign.Secret, sc.signMAC, false)
+	return b, err
 }
