@@ -258,6 +258,15 @@ func TestTransferProtocol(t *testing.T) {
 		}
 	})
 
+	// The transfer settings reload with the zones: without the item, the
+	// zone is no longer transferred.
+	s.reload(t, strings.Replace(xfrCfg, "  - zones: [example.internal]\n    allow: [127.0.0.0/8]\n", "", 1), true, 1)
+	m := new(dns.Msg)
+	m.SetAxfr("example.internal.")
+	if r := specExchange(t, "tcp", s.addr, m); r.Rcode != dns.RcodeRefused {
+		t.Errorf("AXFR after the reload dropped the transfer item: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+
 	_, body := httpGet(t, s.base+"/metrics")
 	for _, want := range []string{
 		`dnsd_transfers_total{result="success",zone="example.internal."}`,
