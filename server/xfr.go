@@ -191,9 +191,10 @@ func tsigError(m, q *dns.Msg, ts *dns.TSIG, tsigErr uint16) *dns.Msg {
 	if tsigErr == 0 || ts == nil {
 		return m
 	}
+	alg := dns.Fqdn(ts.Algorithm) // "" (empty rdata in the request) packs as "."
 	m.Extra = append(m.Extra, &dns.TSIG{
 		Hdr:        dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-		Algorithm:  ts.Algorithm,
+		Algorithm:  alg,
 		TimeSigned: uint64(time.Now().Unix()),
 		Fudge:      tsigFudge,
 		OrigId:     q.Id,
