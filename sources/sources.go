@@ -41,8 +41,9 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// serials hands out the SOA serials of every hosts and etcd source,
-	// so a zone's serial rises with any change of any of its sources.
+	// serials hands out the SOA serials of every hosts, etcd and
+	// kubernetes source and of every built pipeline, so a zone's serial
+	// rises with any change of any of its sources and with every reload.
 	serials pipeline.SerialClock
 
 	// Per-kind process-lifetime state (metrics, the forward cache), each
