@@ -34,7 +34,7 @@ func TestSchemaInSync(t *testing.T) {
 // parser accepts there. The parser names its known keys when it meets an
 // unknown one; each probe puts an unknown key in one mapping.
 func TestSchemaKeys(t *testing.T) {
-	var root schema
+	var root Schema
 	data, err := JSONSchema()
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestSchemaKeys(t *testing.T) {
 	probes := []struct {
 		name string
 		yaml string
-		in   *schema
+		in   *Schema
 	}{
 		{"top level", "zz_probe: 1\n" + zone, &root},
 		{"tls", "tls: {zz_probe: 1}\n" + zone, root.Properties["tls"]},

@@ -11,30 +11,30 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-func (p *parser) kubernetes(n *yaml.Node, path string, src *Source) *Kubernetes {
+func (p *Parser) kubernetes(n *yaml.Node, path string, src *Source) *Kubernetes {
 	k := defaultKubernetes()
-	m := p.mapping(n, path, "kubeconfig", "context", "pods", "namespaces", "endpoint_pod_names",
+	m := p.Mapping(n, path, "kubeconfig", "context", "pods", "namespaces", "endpoint_pod_names",
 		"expose", "ttl", "sync_timeout", "fallthrough")
 	if m == nil {
 		return &k
 	}
-	m.optFile("kubeconfig", &k.Kubeconfig)
-	m.str("context", &k.Context)
-	m.enum("pods", &k.Pods, "disabled", "insecure", "verified")
-	vals, nodes, npath, _ := m.strings("namespaces")
+	m.OptFile("kubeconfig", &k.Kubeconfig)
+	m.Str("context", &k.Context)
+	m.Enum("pods", &k.Pods, "disabled", "insecure", "verified")
+	vals, nodes, npath, _ := m.Strings("namespaces")
 	for i, ns := range vals {
 		ns = strings.ToLower(ns)
 		if !isLabel1123(ns) {
-			p.errorf(nodes[i], indexPath(npath, i), "bad namespace %q: must be a DNS label (a-z, 0-9 and '-', at most 63 characters, starting and ending with a letter or digit)", vals[i])
+			p.Errorf(nodes[i], IndexPath(npath, i), "bad namespace %q: must be a DNS label (a-z, 0-9 and '-', at most 63 characters, starting and ending with a letter or digit)", vals[i])
 			continue
 		}
 		k.Namespaces = append(k.Namespaces, ns)
 	}
-	m.boolean("endpoint_pod_names", &k.EndpointPodNames)
-	m.enum("expose", &k.Expose, "cluster_ip", "external")
-	m.duration("ttl", &k.TTL, durLimit{Max: MaxKubernetesTTL, Seconds: true})
-	m.duration("sync_timeout", &k.SyncTimeout, positive)
-	m.boolean("fallthrough", &src.Fallthrough)
+	m.Bool("endpoint_pod_names", &k.EndpointPodNames)
+	m.Enum("expose", &k.Expose, "cluster_ip", "external")
+	m.Duration("ttl", &k.TTL, DurLimit{Max: MaxKubernetesTTL, Seconds: true})
+	m.Duration("sync_timeout", &k.SyncTimeout, Positive)
+	m.Bool("fallthrough", &src.Fallthrough)
 	return &k
 }
 
@@ -52,41 +52,41 @@ func isLabel1123(s string) bool {
 	return true
 }
 
-func (p *parser) etcd(n *yaml.Node, path string, src *Source) *Etcd {
+func (p *Parser) etcd(n *yaml.Node, path string, src *Source) *Etcd {
 	e := defaultEtcd()
-	m := p.mapping(n, path, "endpoints", "prefix", "tls", "username", "password_file", "password",
+	m := p.Mapping(n, path, "endpoints", "prefix", "tls", "username", "password_file", "password",
 		"ttl", "sync_timeout", "fallthrough")
 	if m == nil {
 		return &e
 	}
-	vals, nodes, epath, present := m.strings("endpoints")
+	vals, nodes, epath, present := m.Strings("endpoints")
 	if present {
 		e.Endpoints = nil
 		if len(vals) == 0 && len(nodes) == 0 {
-			if en, _ := m.get("endpoints"); en.Kind == yaml.SequenceNode && len(en.Content) == 0 {
-				p.errorf(en, epath, "no endpoints (omit endpoints for the default %q)", DefaultEtcdEndpoint)
+			if en, _ := m.Get("endpoints"); en.Kind == yaml.SequenceNode && len(en.Content) == 0 {
+				p.Errorf(en, epath, "no endpoints (omit endpoints for the default %q)", DefaultEtcdEndpoint)
 			}
 		}
 	}
 	https := false
 	seen := map[string]bool{}
 	for i, s := range vals {
-		ipath := indexPath(epath, i)
+		ipath := IndexPath(epath, i)
 		if err := checkEndpoint(s); err != nil {
-			p.errorf(nodes[i], ipath, "bad endpoint %q: %v", s, err)
+			p.Errorf(nodes[i], ipath, "bad endpoint %q: %v", s, err)
 			continue
 		}
 		if seen[s] {
-			p.errorf(nodes[i], ipath, "duplicate endpoint %q", s)
+			p.Errorf(nodes[i], ipath, "duplicate endpoint %q", s)
 			continue
 		}
 		seen[s] = true
 		https = https || strings.HasPrefix(s, "https://")
 		e.Endpoints = append(e.Endpoints, s)
 	}
-	if pn := m.str("prefix", &e.Prefix); pn != nil {
+	if pn := m.Str("prefix", &e.Prefix); pn != nil {
 		if !strings.HasPrefix(e.Prefix, "/") {
-			p.errorf(pn, keyPath(path, "prefix"), "prefix %q must start with \"/\"", e.Prefix)
+			p.Errorf(pn, KeyPath(path, "prefix"), "prefix %q must start with \"/\"", e.Prefix)
 		} else if e.Prefix != "/" {
 			e.Prefix = strings.TrimRight(e.Prefix, "/")
 			if e.Prefix == "" {
@@ -94,49 +94,49 @@ func (p *parser) etcd(n *yaml.Node, path string, src *Source) *Etcd {
 			}
 		}
 	}
-	if m.has("tls") {
-		tn, tpath := m.get("tls")
-		if tm := p.mapping(tn, tpath, "ca", "cert", "key", "server_name"); tm != nil {
-			tm.optFile("ca", &e.TLS.CA)
-			cn := tm.optFile("cert", &e.TLS.Cert)
-			kn := tm.optFile("key", &e.TLS.Key)
-			if sn := tm.str("server_name", &e.TLS.ServerName); sn != nil && e.TLS.ServerName != "" {
-				if name, err := normalizeName(e.TLS.ServerName); err != nil {
-					p.errorf(sn, keyPath(tpath, "server_name"), "bad server name: %v", err)
+	if m.Has("tls") {
+		tn, tpath := m.Get("tls")
+		if tm := p.Mapping(tn, tpath, "ca", "cert", "key", "server_name"); tm != nil {
+			tm.OptFile("ca", &e.TLS.CA)
+			cn := tm.OptFile("cert", &e.TLS.Cert)
+			kn := tm.OptFile("key", &e.TLS.Key)
+			if sn := tm.Str("server_name", &e.TLS.ServerName); sn != nil && e.TLS.ServerName != "" {
+				if name, err := NormalizeName(e.TLS.ServerName); err != nil {
+					p.Errorf(sn, KeyPath(tpath, "server_name"), "bad server name: %v", err)
 				} else {
 					e.TLS.ServerName = strings.TrimSuffix(name, ".")
 				}
 			}
 			certSet, keySet := cn != nil && cn.Value != "", kn != nil && kn.Value != ""
 			if certSet != keySet {
-				p.errorf(m.keyNode("tls"), tpath, "cert and key go together: set both (client certificate authentication) or neither")
+				p.Errorf(m.KeyNode("tls"), tpath, "cert and key go together: set both (client certificate authentication) or neither")
 			}
 			if e.TLS.Cert != "" && e.TLS.Key != "" {
-				p.checkKeyPair(m.keyNode("tls"), tpath, e.TLS.Cert, e.TLS.Key)
+				p.CheckKeyPair(m.KeyNode("tls"), tpath, e.TLS.Cert, e.TLS.Key)
 			}
 			if e.TLS.CA != "" {
-				p.checkCA(tm.keyNode("ca"), keyPath(tpath, "ca"), e.TLS.CA)
+				p.CheckCA(tm.KeyNode("ca"), KeyPath(tpath, "ca"), e.TLS.CA)
 			}
 			if (e.TLS != ClientTLS{}) && !https {
-				p.errorf(m.keyNode("tls"), tpath, "tls is set but no endpoint uses https://")
+				p.Errorf(m.KeyNode("tls"), tpath, "tls is set but no endpoint uses https://")
 			}
 		}
 	}
-	if m.has("password") {
-		p.errorf(m.keyNode("password"), keyPath(path, "password"), "passwords are never inline: use password_file")
+	if m.Has("password") {
+		p.Errorf(m.KeyNode("password"), KeyPath(path, "password"), "passwords are never inline: use password_file")
 	}
-	un := m.str("username", &e.Username)
-	pn := m.optFile("password_file", &e.PasswordFile)
+	un := m.Str("username", &e.Username)
+	pn := m.OptFile("password_file", &e.PasswordFile)
 	pwSet := pn != nil && pn.Value != ""
 	switch {
 	case e.Username != "" && !pwSet:
-		p.errorf(un, keyPath(path, "username"), "username needs password_file")
+		p.Errorf(un, KeyPath(path, "username"), "username needs password_file")
 	case e.Username == "" && pwSet:
-		p.errorf(pn, keyPath(path, "password_file"), "password_file needs username")
+		p.Errorf(pn, KeyPath(path, "password_file"), "password_file needs username")
 	}
-	m.duration("ttl", &e.TTL, durLimit{Max: MaxTTL, Seconds: true})
-	m.duration("sync_timeout", &e.SyncTimeout, positive)
-	m.boolean("fallthrough", &src.Fallthrough)
+	m.Duration("ttl", &e.TTL, DurLimit{Max: MaxTTL, Seconds: true})
+	m.Duration("sync_timeout", &e.SyncTimeout, Positive)
+	m.Bool("fallthrough", &src.Fallthrough)
 	return &e
 }
 
@@ -164,38 +164,38 @@ func checkEndpoint(s string) error {
 	return nil
 }
 
-func (p *parser) hosts(n *yaml.Node, path string, src *Source, z *Zone, kindNode *yaml.Node) *Hosts {
+func (p *Parser) hosts(n *yaml.Node, path string, src *Source, z *Zone, kindNode *yaml.Node) *Hosts {
 	h := defaultHosts()
-	m := p.mapping(n, path, "files", "entries", "ttl", "reverse", "fallthrough")
+	m := p.Mapping(n, path, "files", "entries", "ttl", "reverse", "fallthrough")
 	if m == nil {
 		return &h
 	}
-	vals, nodes, fpath, _ := m.strings("files")
+	vals, nodes, fpath, _ := m.Strings("files")
 	seen := map[string]int{}
 	for i, s := range vals {
-		ipath := indexPath(fpath, i)
-		full, ok := p.readableFile(nodes[i], ipath, s)
+		ipath := IndexPath(fpath, i)
+		full, ok := p.ReadableFile(nodes[i], ipath, s)
 		if !ok {
 			continue
 		}
 		if first, dup := seen[full]; dup {
-			p.errorf(nodes[i], ipath, "duplicate file %s (already at line %d)", full, first)
+			p.Errorf(nodes[i], ipath, "duplicate file %s (already at line %d)", full, first)
 			continue
 		}
 		seen[full] = nodes[i].Line
 		h.Files = append(h.Files, full)
 	}
-	evals, enodes, epath, _ := m.strings("entries")
+	evals, enodes, epath, _ := m.Strings("entries")
 	for i, s := range evals {
-		if e, ok := p.hostsEntry(enodes[i], indexPath(epath, i), s, z); ok {
+		if e, ok := p.hostsEntry(enodes[i], IndexPath(epath, i), s, z); ok {
 			h.Entries = append(h.Entries, e)
 		}
 	}
-	m.duration("ttl", &h.TTL, durLimit{Max: MaxTTL, Seconds: true})
-	m.boolean("reverse", &h.Reverse)
-	m.boolean("fallthrough", &src.Fallthrough)
-	if m.emptyList("files") && m.emptyList("entries") {
-		p.errorf(kindNode, path, "hosts needs files, entries or both")
+	m.Duration("ttl", &h.TTL, DurLimit{Max: MaxTTL, Seconds: true})
+	m.Bool("reverse", &h.Reverse)
+	m.Bool("fallthrough", &src.Fallthrough)
+	if m.EmptyList("files") && m.EmptyList("entries") {
+		p.Errorf(kindNode, path, "hosts needs files, entries or both")
 	}
 	return &h
 }
@@ -203,20 +203,20 @@ func (p *parser) hosts(n *yaml.Node, path string, src *Source, z *Zone, kindNode
 // hostsEntry parses an inline hosts entry "IP name [name...] [# comment]".
 // A name without a dot gets the key's first zone appended; every name
 // must be inside one of the key's zones.
-func (p *parser) hostsEntry(n *yaml.Node, path, s string, z *Zone) (HostsEntry, bool) {
-	e := HostsEntry{Line: s, Pos: p.pos(n)}
+func (p *Parser) hostsEntry(n *yaml.Node, path, s string, z *Zone) (HostsEntry, bool) {
+	e := HostsEntry{Line: s, Pos: p.Pos(n)}
 	line := s
 	if i := strings.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
 	}
 	f := strings.Fields(line)
 	if len(f) < 2 {
-		p.errorf(n, path, "bad entry %q: expected \"IP name [name...]\"", s)
+		p.Errorf(n, path, "bad entry %q: expected \"IP name [name...]\"", s)
 		return e, false
 	}
 	addr, err := netip.ParseAddr(f[0])
 	if err != nil || addr.Zone() != "" {
-		p.errorf(n, path, "bad entry %q: %q is not an IP address", s, f[0])
+		p.Errorf(n, path, "bad entry %q: %q is not an IP address", s, f[0])
 		return e, false
 	}
 	e.Addr = addr.Unmap()
@@ -229,14 +229,14 @@ func (p *parser) hostsEntry(n *yaml.Node, path, s string, z *Zone) (HostsEntry, 
 				full = name + "."
 			}
 		}
-		norm, err := normalizeName(full)
+		norm, err := NormalizeName(full)
 		if err != nil {
-			p.errorf(n, path, "bad entry %q: bad name: %v", s, err)
+			p.Errorf(n, path, "bad entry %q: bad name: %v", s, err)
 			ok = false
 			continue
 		}
 		if len(z.Names) > 0 && !inZones(norm, z.Names) {
-			p.errorf(n, path, "bad entry %q: name %q is outside this key's zones (%s)", s, norm, zoneList(z.Names))
+			p.Errorf(n, path, "bad entry %q: name %q is outside this key's zones (%s)", s, norm, zoneList(z.Names))
 			ok = false
 			continue
 		}
@@ -263,64 +263,64 @@ func inZones(name string, zones []string) bool {
 	return false
 }
 
-func (p *parser) forward(n *yaml.Node, path string, src *Source, kindNode *yaml.Node) *Forward {
+func (p *Parser) forward(n *yaml.Node, path string, src *Source, kindNode *yaml.Node) *Forward {
 	f := defaultForward()
-	m := p.mapping(n, path, "upstreams", "tls_ca", "policy", "timeout", "health_check",
+	m := p.Mapping(n, path, "upstreams", "tls_ca", "policy", "timeout", "health_check",
 		"max_fails", "max_concurrent", "except", "fallthrough")
 	if m == nil {
 		return &f
 	}
-	vals, nodes, upath, present := m.strings("upstreams")
+	vals, nodes, upath, present := m.Strings("upstreams")
 	if !present {
-		p.errorf(kindNode, path, "upstreams is required (e.g. [\"1.1.1.1\", \"resolv.conf\"])")
-	} else if un, _ := m.get("upstreams"); un.Kind == yaml.SequenceNode && len(un.Content) == 0 {
-		p.errorf(un, upath, "no upstreams")
+		p.Errorf(kindNode, path, "upstreams is required (e.g. [\"1.1.1.1\", \"resolv.conf\"])")
+	} else if un, _ := m.Get("upstreams"); un.Kind == yaml.SequenceNode && len(un.Content) == 0 {
+		p.Errorf(un, upath, "no upstreams")
 	}
 	seen := map[string]int{}
 	useTLS := false
 	for i, s := range vals {
-		ipath := indexPath(upath, i)
+		ipath := IndexPath(upath, i)
 		u, err := parseUpstream(s)
 		if err != nil {
-			p.errorf(nodes[i], ipath, "bad upstream %q: %v", s, err)
+			p.Errorf(nodes[i], ipath, "bad upstream %q: %v", s, err)
 			continue
 		}
-		u.Pos = p.pos(nodes[i])
+		u.Pos = p.Pos(nodes[i])
 		id := u.Proto + "://" + u.Addr + u.Path + "@" + u.ServerName
 		if u.ResolvConf {
 			id = "resolv.conf"
 		}
 		if first, dup := seen[id]; dup {
-			p.errorf(nodes[i], ipath, "duplicate upstream %q (same as %q)", s, vals[first])
+			p.Errorf(nodes[i], ipath, "duplicate upstream %q (same as %q)", s, vals[first])
 			continue
 		}
 		seen[id] = i
 		useTLS = useTLS || u.Proto == "tls" || u.Proto == "https"
 		f.Upstreams = append(f.Upstreams, u)
 	}
-	if cn := m.optFile("tls_ca", &f.TLSCA); cn != nil && cn.Value != "" {
+	if cn := m.OptFile("tls_ca", &f.TLSCA); cn != nil && cn.Value != "" {
 		if !useTLS && len(vals) > 0 {
-			p.errorf(cn, keyPath(path, "tls_ca"), "tls_ca is set but no upstream uses tls:// or https://")
+			p.Errorf(cn, KeyPath(path, "tls_ca"), "tls_ca is set but no upstream uses tls:// or https://")
 		}
 		if f.TLSCA != "" {
-			p.checkCA(cn, keyPath(path, "tls_ca"), f.TLSCA)
+			p.CheckCA(cn, KeyPath(path, "tls_ca"), f.TLSCA)
 		}
 	}
-	m.enum("policy", &f.Policy, "random", "round_robin", "sequential")
-	m.duration("timeout", &f.Timeout, positive)
-	m.duration("health_check", &f.HealthCheck, positive)
-	m.integer("max_fails", &f.MaxFails, 1, maxInt)
-	m.integer("max_concurrent", &f.MaxConcurrent, 1, maxInt)
-	evals, enodes, epath, _ := m.strings("except")
+	m.Enum("policy", &f.Policy, "random", "round_robin", "sequential")
+	m.Duration("timeout", &f.Timeout, Positive)
+	m.Duration("health_check", &f.HealthCheck, Positive)
+	m.Int("max_fails", &f.MaxFails, 1, MaxInt)
+	m.Int("max_concurrent", &f.MaxConcurrent, 1, MaxInt)
+	evals, enodes, epath, _ := m.Strings("except")
 	for i, s := range evals {
-		name, err := normalizeName(s)
+		name, err := NormalizeName(s)
 		if err != nil {
-			p.errorf(enodes[i], indexPath(epath, i), "bad name: %v", err)
+			p.Errorf(enodes[i], IndexPath(epath, i), "bad name: %v", err)
 			continue
 		}
 		f.Except = append(f.Except, name)
 	}
-	m.boolean("fallthrough", &src.Fallthrough)
+	m.Bool("fallthrough", &src.Fallthrough)
 	return &f
 }
 
@@ -349,7 +349,7 @@ func parseUpstream(s string) (Upstream, error) {
 		if u.Proto != "tls" && u.Proto != "https" {
 			return u, fmt.Errorf("@servername is only for tls:// and https:// upstreams")
 		}
-		name, err := normalizeName(rest[i+1:])
+		name, err := NormalizeName(rest[i+1:])
 		if err != nil {
 			return u, fmt.Errorf("bad server name: %v", err)
 		}

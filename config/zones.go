@@ -19,22 +19,22 @@ type zoneSeen struct {
 	pos Pos
 }
 
-func (p *parser) zones(m *mapping) []Zone {
-	n, path := m.get("zones")
+func (p *Parser) zones(m *Mapping) []Zone {
+	n, path := m.Get("zones")
 	if n == nil {
 		at := m.node
-		if m.has("zones") {
-			at = m.keyNode("zones")
+		if m.Has("zones") {
+			at = m.KeyNode("zones")
 		}
-		p.errorf(at, path, "no zones: nothing to serve (add a zones: mapping of zone names to sources)")
+		p.Errorf(at, path, "no zones: nothing to serve (add a zones: mapping of zone names to sources)")
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, path, "expected a mapping of zone names to source lists, got %s", describe(n))
+		p.Errorf(n, path, "expected a mapping of zone names to source lists, got %s", Describe(n))
 		return nil
 	}
 	if len(n.Content) == 0 {
-		p.errorf(n, path, "no zones: nothing to serve")
+		p.Errorf(n, path, "no zones: nothing to serve")
 		return nil
 	}
 	seen := map[string]zoneSeen{}
@@ -42,11 +42,11 @@ func (p *parser) zones(m *mapping) []Zone {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			p.errorf(k, path, "a zone key must be a string of zone names, got %s", describe(k))
+			p.Errorf(k, path, "a zone key must be a string of zone names, got %s", Describe(k))
 			continue
 		}
-		zpath := keyPath(path, k.Value)
-		z := Zone{Key: k.Value, Pos: p.pos(k)}
+		zpath := KeyPath(path, k.Value)
+		z := Zone{Key: k.Value, Pos: p.Pos(k)}
 		z.Names = p.zoneNames(k, zpath, seen)
 		z.Sources = p.sources(v, zpath, &z)
 		zones = append(zones, z)
@@ -56,15 +56,15 @@ func (p *parser) zones(m *mapping) []Zone {
 
 // zoneNames splits a zone key into normalised zone names, expanding CIDRs
 // into their reverse zones and reporting duplicates across all keys.
-func (p *parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) []string {
+func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) []string {
 	var names []string
 	toks := fieldsWithOffsets(k.Value)
 	if len(toks) == 0 {
-		p.errorf(k, path, "empty zone key: expected one or more zone names separated by spaces")
+		p.Errorf(k, path, "empty zone key: expected one or more zone names separated by spaces")
 		return nil
 	}
 	for _, t := range toks {
-		pos := p.pos(k)
+		pos := p.Pos(k)
 		switch k.Style {
 		case 0:
 			pos.Col += t.off
@@ -81,7 +81,7 @@ func (p *parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) 
 			}
 			expanded, from = ReverseZones(pr), " (from "+t.s+")"
 		} else {
-			name, err := normalizeName(t.s)
+			name, err := NormalizeName(t.s)
 			if err != nil {
 				p.errorAt(pos, path, "bad zone name: %v", err)
 				continue
@@ -124,11 +124,11 @@ func fieldsWithOffsets(s string) []token {
 	return toks
 }
 
-// normalizeName validates a domain name and returns it in lower case,
+// NormalizeName validates a domain name and returns it in lower case,
 // fully qualified. "." is the root. Labels are 1-63 characters of
 // letters, digits, '-' and '_'; the whole name at most 253 characters
 // (without the final dot).
-func normalizeName(s string) (string, error) {
+func NormalizeName(s string) (string, error) {
 	if s == "." {
 		return ".", nil
 	}
@@ -205,23 +205,23 @@ func ReverseZones(pr netip.Prefix) []string {
 
 // sources parses a zone's value: a non-empty list of single-key mappings
 // `kind: {settings}`.
-func (p *parser) sources(v *yaml.Node, path string, z *Zone) []Source {
+func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 	if isNull(v) {
-		p.errorf(v, path, "no sources: expected a list such as [- hosts: {files: [...]}]")
+		p.Errorf(v, path, "no sources: expected a list such as [- hosts: {files: [...]}]")
 		return nil
 	}
 	v = deref(v)
 	if v.Kind != yaml.SequenceNode {
-		p.errorf(v, path, "expected a list of sources (- kind: {settings}), got %s", describe(v))
+		p.Errorf(v, path, "expected a list of sources (- kind: {settings}), got %s", Describe(v))
 		return nil
 	}
 	if len(v.Content) == 0 {
-		p.errorf(v, path, "no sources: the list is empty")
+		p.Errorf(v, path, "no sources: the list is empty")
 		return nil
 	}
 	var out []Source
 	for i, it := range v.Content {
-		ipath := indexPath(path, i)
+		ipath := IndexPath(path, i)
 		it = deref(it)
 		var kindNode, settings *yaml.Node
 		switch {
@@ -234,19 +234,19 @@ func (p *parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 			for j := 0; j < len(it.Content); j += 2 {
 				keys = append(keys, it.Content[j].Value)
 			}
-			p.errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
+			p.Errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
 			continue
 		default:
-			p.errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(sourceKinds, ", "), describe(it))
+			p.Errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(sourceKinds, ", "), Describe(it))
 			continue
 		}
 		kind := kindNode.Value
 		if kindNode.Kind != yaml.ScalarNode || !slices.Contains(sourceKinds, kind) {
-			p.errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kind, strings.Join(sourceKinds, ", "))
+			p.Errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kind, strings.Join(sourceKinds, ", "))
 			continue
 		}
-		spath := keyPath(ipath, kind)
-		src := Source{Kind: kind, Fallthrough: defaultFallthrough(kind), Pos: p.pos(it)}
+		spath := KeyPath(ipath, kind)
+		src := Source{Kind: kind, Fallthrough: defaultFallthrough(kind), Pos: p.Pos(it)}
 		switch kind {
 		case KindKubernetes:
 			src.Kubernetes = p.kubernetes(settings, spath, &src)
