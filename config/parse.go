@@ -28,20 +28,21 @@ const maxConfigSize = 64 << 20
 // file gives an ErrorList with every problem found. A path that is not a
 // regular file (a FIFO, a device, a directory) is an error found without
 // reading it, so a start or a reload never blocks on it.
-func Load(path string) (*Config, error) {
+func Load(path string, kinds Kinds) (*Config, error) {
 	data, _, err := fsutil.ReadFile(path, maxConfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading config %s: %w", path, unwrapPathErr(err))
 	}
-	return Parse(path, data)
+	return Parse(path, data, kinds)
 }
 
 // Parse is Load on bytes already read from file. file names the source in
 // error positions, and relative paths inside the config (hosts files, TLS
 // material, ...) are resolved against its directory. Parse checks that
-// those files are readable but never touches the network.
-func Parse(file string, data []byte) (*Config, error) {
-	p := &Parser{file: file, dir: filepath.Dir(file)}
+// those files are readable but never touches the network. kinds are the
+// source kinds zones may use.
+func Parse(file string, data []byte, kinds Kinds) (*Config, error) {
+	p := &Parser{file: file, dir: filepath.Dir(file), kinds: kinds}
 	cfg := p.parse(data)
 	if len(p.errs) > 0 {
 		p.errs.sort()
@@ -52,9 +53,10 @@ func Parse(file string, data []byte) (*Config, error) {
 
 // Parser holds the state of one Parse call.
 type Parser struct {
-	file string
-	dir  string // directory of file, base of relative paths
-	errs ErrorList
+	file  string
+	dir   string // directory of file, base of relative paths
+	kinds Kinds
+	errs  ErrorList
 }
 
 // yamlLine extracts the line from yaml.v3 syntax errors ("yaml: line 3: ...").

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -18,12 +19,12 @@ import (
 // out-of-range numbers); dnsd check catches the rest (readable files,
 // duplicates, names inside their zone, whole-second TTLs, upper bounds of
 // durations).
-func JSONSchema() ([]byte, error) {
+func JSONSchema(kinds Kinds) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(rootSchema()); err != nil {
+	if err := enc.Encode(rootSchema(kinds)); err != nil {
 		return nil, fmt.Errorf("encoding the schema: %w", err)
 	}
 	return buf.Bytes(), nil
@@ -68,8 +69,8 @@ var (
 	noOthers  = false
 	durationP = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`
 	// host:port with an IP literal (IPv6 in brackets) or no host, port not 0.
-	hostPortP = `(\[[0-9A-Fa-f:.]+\]|[0-9.]*):[0-9]*[1-9][0-9]*`
-	NamePattern     = `[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?|\.`
+	hostPortP   = `(\[[0-9A-Fa-f:.]+\]|[0-9.]*):[0-9]*[1-9][0-9]*`
+	NamePattern = `[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?|\.`
 )
 
 // ObjectSchema is a mapping with exactly the keys in props.
@@ -135,21 +136,25 @@ func PatternSchema(desc, pattern string) *Schema {
 	return &Schema{Description: desc, Type: "string", Pattern: pattern}
 }
 
-func fallthroughKey(def bool) *Schema {
+// FallthroughSchema is the fallthrough key every source kind has.
+func FallthroughSchema(def bool) *Schema {
 	return BoolSchema("When the source has no data for a name, ask the next source of the zone instead of answering NXDOMAIN/NODATA.", def)
 }
 
-func rootSchema() *Schema {
+func rootSchema(kinds Kinds) *Schema {
 	cidr := PatternSchema("An address/prefix-length (10.0.0.0/8, fd00::/8) or a bare IP.", `^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$`)
-	kinds := map[string]string{
-		KindKubernetes: "kubernetes", KindEtcd: "etcd", KindHosts: "hosts", KindForward: "forward",
-	}
 	source := &Schema{Description: "One source: a mapping with exactly one key, the source kind, and its settings."}
-	for _, k := range sourceKinds {
+	defs := map[string]*Schema{}
+	for _, name := range kinds.names() {
+		k := kinds.lookup(name)
 		source.OneOf = append(source.OneOf, &Schema{
-			Type: "object", Required: []string{k}, AdditionalProperties: noOthers,
-			Properties: map[string]*Schema{k: {Ref: "#/$defs/" + kinds[k]}},
+			Type: "object", Required: []string{name}, AdditionalProperties: noOthers,
+			Properties: map[string]*Schema{name: {Ref: "#/$defs/" + name}},
 		})
+		def := *k.Schema()
+		def.Properties = maps.Clone(def.Properties)
+		def.Properties["fallthrough"] = FallthroughSchema(k.DefaultFallthrough())
+		defs[name] = &def
 	}
 	listenItem := PatternSchema("host:port with an IP literal ([v6]:port) or no host, optionally after udp://, tcp://, tls:// or https://.", `^((udp|tcp|tls|https)://)?`+hostPortP+`$`)
 	zones := &Schema{
@@ -232,69 +237,6 @@ func rootSchema() *Schema {
 				},
 			},
 		},
-		Defs: map[string]*Schema{
-			"kubernetes": ObjectSchema("Cluster DNS from a Kubernetes API server.", map[string]*Schema{
-				"kubeconfig":         FileSchema("kubeconfig file. Omitted: in-cluster config, then $KUBECONFIG, then ~/.kube/config."),
-				"context":            StringSchema("kubeconfig context; \"\" = the current one.", ""),
-				"pods":               EnumSchema("Pod A records (a-b-c-d.ns.pod.zone).", "disabled", "disabled", "insecure", "verified"),
-				"namespaces":         ListSchema("Only these namespaces are served; empty = all.", PatternSchema("A namespace name.", `^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)),
-				"endpoint_pod_names": BoolSchema("Name endpoints without a hostname by their pod's name instead of their dashed IP.", false),
-				"expose":             EnumSchema("cluster_ip, or external: LoadBalancer ingress and externalIPs.", "cluster_ip", "cluster_ip", "external"),
-				"ttl":                DurationSchema("TTL of the answers (at most 1h, whole seconds).", DefaultKubernetesTTL),
-				"sync_timeout":       DurationSchema("How long start-up readiness and a reload wait for the first sync.", DefaultSyncTimeout),
-				"fallthrough":        fallthroughKey(defaultFallthrough(KindKubernetes)),
-			}),
-			"etcd": {
-				Description: "SkyDNS records under an etcd prefix.", Type: TObject, AdditionalProperties: noOthers,
-				DependentRequired: map[string][]string{"username": {"password_file"}, "password_file": {"username"}},
-				Properties: map[string]*Schema{
-					"endpoints": {Description: fmt.Sprintf("etcd client URLs. Default [%q].", DefaultEtcdEndpoint), Type: TArray, MinItems: Ptr(1),
-						Items: PatternSchema("http://host:port or https://host:port.", `^https?://[^/@?#\s]+/?$`)},
-					"prefix": {Description: "Key prefix.", Type: TString, Default: DefaultEtcdPrefix, Pattern: `^/`},
-					"tls": ObjectSchema("TLS for https:// endpoints.", map[string]*Schema{
-						"ca":          FileSchema("PEM CA bundle (default: system roots)."),
-						"cert":        FileSchema("Client certificate (with key)."),
-						"key":         FileSchema("Client key (with cert)."),
-						"server_name": StringSchema("Name to verify in the server's certificate.", ""),
-					}),
-					"username":      StringSchema("User name; needs password_file.", ""),
-					"password_file": FileSchema("File holding the password (never inline)."),
-					"ttl":           DurationSchema("TTL of records without their own (whole seconds).", DefaultEtcdTTL),
-					"sync_timeout":  DurationSchema("How long start-up readiness and a reload wait for the first sync.", DefaultSyncTimeout),
-					"fallthrough":   fallthroughKey(defaultFallthrough(KindEtcd)),
-				},
-			},
-			"hosts": {
-				Description: "/etc/hosts-format files and inline entries; needs files, entries or both.", Type: "object", AdditionalProperties: noOthers,
-				AnyOf: []*Schema{
-					{Required: []string{"files"}, Properties: map[string]*Schema{"files": {Type: "array", MinItems: Ptr(1)}}},
-					{Required: []string{"entries"}, Properties: map[string]*Schema{"entries": {Type: "array", MinItems: Ptr(1)}}},
-				},
-				Properties: map[string]*Schema{
-					"files":       ListSchema("hosts files, watched for changes.", StringSchema("A hosts file (relative to dnsd.yaml's directory).", "")),
-					"entries":     ListSchema("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended.", PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
-					"ttl":         DurationSchema("TTL of the answers (whole seconds).", DefaultHostsTTL),
-					"reverse":     BoolSchema("Answer PTR queries for these addresses.", true),
-					"fallthrough": fallthroughKey(defaultFallthrough(KindHosts)),
-				},
-			},
-			"forward": {
-				Description: "Upstream resolvers with a health-checked pool and the response cache.", Type: "object", AdditionalProperties: noOthers,
-				Required: []string{"upstreams"},
-				Properties: map[string]*Schema{
-					"upstreams": {Description: "Upstream resolvers: IP, IP:port, [IPv6]:port, udp://, tcp://, tls://IP[:port][@servername], https://IP[:port][/path][@servername], or resolv.conf.",
-						Type: "array", MinItems: Ptr(1),
-						Items: PatternSchema("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+NamePattern+`))?|https://(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(/[^?#@ ]*)?(@(`+NamePattern+`))?)$`)},
-					"tls_ca":         FileSchema("PEM CA bundle for tls:// and https:// upstreams (default: system roots)."),
-					"policy":         EnumSchema("How an upstream is picked.", "random", "random", "round_robin", "sequential"),
-					"timeout":        DurationSchema("Per attempt.", DefaultForwardTimeout),
-					"health_check":   DurationSchema("Probe interval of an upstream after a failure.", DefaultForwardHealthCheck),
-					"max_fails":      IntSchema("Consecutive failures before an upstream is down.", DefaultForwardMaxFails, 1, nil),
-					"max_concurrent": IntSchema("Forwards in flight; over it: REFUSED.", DefaultForwardMaxConcurrent, 1, nil),
-					"except":         ListSchema("Names under these are not forwarded.", PatternSchema("A domain name.", `^(`+NamePattern+`)$`)),
-					"fallthrough":    fallthroughKey(defaultFallthrough(KindForward)),
-				},
-			},
-		},
+		Defs: defs,
 	}
 }

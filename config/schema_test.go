@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"bytes"
@@ -11,13 +11,16 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/sources"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 )
 
 // TestSchemaInSync: dnsd.schema.json is what go generate ./config writes.
 func TestSchemaInSync(t *testing.T) {
-	want, err := JSONSchema()
+	want, err := JSONSchema(sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func TestSchemaInSync(t *testing.T) {
 // unknown one; each probe puts an unknown key in one mapping.
 func TestSchemaKeys(t *testing.T) {
 	var root Schema
-	data, err := JSONSchema()
+	data, err := JSONSchema(sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +65,7 @@ func TestSchemaKeys(t *testing.T) {
 	}
 	known := regexp.MustCompile(`unknown key "zz_probe" \(known: ([^)]*)\)`)
 	for _, p := range probes {
-		_, err := Parse("probe.yaml", []byte(p.yaml))
+		_, err := Parse("probe.yaml", []byte(p.yaml), sources.ConfigKinds())
 		m := known.FindStringSubmatch(errString(err))
 		if m == nil {
 			t.Errorf("%s: the parser did not reject zz_probe with its known keys: %v", p.name, err)
@@ -93,8 +96,13 @@ func TestSchemaKeys(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if !slices.Equal(kinds, sourceKinds) {
-		t.Errorf("source kinds: the parser knows %q, the schema %q", sourceKinds, kinds)
+	var kindNames []string
+	for _, k := range sources.ConfigKinds() {
+		kindNames = append(kindNames, k.Name())
+	}
+	slices.Sort(kindNames)
+	if !slices.Equal(kinds, kindNames) {
+		t.Errorf("source kinds: the parser knows %q, the schema %q", kindNames, kinds)
 	}
 }
 
@@ -107,7 +115,7 @@ func errString(err error) string {
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	data, err := JSONSchema()
+	data, err := JSONSchema(sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}

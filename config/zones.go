@@ -10,9 +10,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// sourceKinds are the known source kinds, sorted.
-var sourceKinds = []string{KindEtcd, KindForward, KindHosts, KindKubernetes}
-
 // zoneSeen records where a zone name was first declared.
 type zoneSeen struct {
 	key string
@@ -220,12 +217,13 @@ func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 		return nil
 	}
 	var out []Source
+	known := p.kinds.names()
 	for i, it := range v.Content {
 		ipath := IndexPath(path, i)
 		it = deref(it)
 		var kindNode, settings *yaml.Node
 		switch {
-		case it.Kind == yaml.ScalarNode && slices.Contains(sourceKinds, it.Value):
+		case it.Kind == yaml.ScalarNode && p.kinds.lookup(it.Value) != nil:
 			kindNode = it // "- forward" without a colon: all defaults
 		case it.Kind == yaml.MappingNode && len(it.Content) == 2:
 			kindNode, settings = deref(it.Content[0]), it.Content[1]
@@ -237,26 +235,22 @@ func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 			p.Errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
 			continue
 		default:
-			p.Errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(sourceKinds, ", "), Describe(it))
+			p.Errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(known, ", "), Describe(it))
 			continue
 		}
-		kind := kindNode.Value
-		if kindNode.Kind != yaml.ScalarNode || !slices.Contains(sourceKinds, kind) {
-			p.Errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kind, strings.Join(sourceKinds, ", "))
+		kind := p.kinds.lookup(kindNode.Value)
+		if kindNode.Kind != yaml.ScalarNode || kind == nil {
+			p.Errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kindNode.Value, strings.Join(known, ", "))
 			continue
 		}
-		spath := KeyPath(ipath, kind)
-		src := Source{Kind: kind, Fallthrough: defaultFallthrough(kind), Pos: p.Pos(it)}
-		switch kind {
-		case KindKubernetes:
-			src.Kubernetes = p.kubernetes(settings, spath, &src)
-		case KindEtcd:
-			src.Etcd = p.etcd(settings, spath, &src)
-		case KindHosts:
-			src.Hosts = p.hosts(settings, spath, &src, z, kindNode)
-		case KindForward:
-			src.Forward = p.forward(settings, spath, &src, kindNode)
+		spath := KeyPath(ipath, kind.Name())
+		src := Source{Kind: kind.Name(), Fallthrough: kind.DefaultFallthrough(), Pos: p.Pos(it)}
+		m := p.Mapping(settings, spath, append(slices.Clone(kind.Keys()), "fallthrough")...)
+		if m == nil {
+			continue
 		}
+		m.Bool("fallthrough", &src.Fallthrough)
+		src.Settings = kind.ParseSettings(&SourceBlock{Mapping: m, Parser: p, Path: spath, Zone: z, At: kindNode})
 		out = append(out, src)
 	}
 	return out

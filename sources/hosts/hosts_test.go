@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 )
@@ -333,12 +332,12 @@ func TestEmptyNonTerminals(t *testing.T) {
 	expect(t, s, "b.example.internal.", "NOTMINE")
 }
 
-func entry(addr string, names ...string) config.HostsEntry {
-	return config.HostsEntry{Line: addr + " " + strings.Join(names, " "), Addr: netip.MustParseAddr(addr), Names: names}
+func entry(addr string, names ...string) Entry {
+	return Entry{Line: addr + " " + strings.Join(names, " "), Addr: netip.MustParseAddr(addr), Names: names}
 }
 
 func TestInlineEntries(t *testing.T) {
-	entries := []config.HostsEntry{
+	entries := []Entry{
 		entry("10.0.0.10", "db.example.internal.", "x.y.example.internal."),
 		entry("2001:db8::10", "db.example.internal."),
 		entry("10.0.0.10", "db.example.internal."),
@@ -377,8 +376,8 @@ func TestInlineEntries(t *testing.T) {
 // SOA serial increases whenever the data changes).
 func TestSerialNewSource(t *testing.T) {
 	var clock pipeline.SerialClock // one per process, as the registry has
-	e1 := []config.HostsEntry{entry("10.0.0.1", "inline.example.internal.")}
-	e2 := []config.HostsEntry{entry("10.0.0.2", "inline.example.internal.")}
+	e1 := []Entry{entry("10.0.0.1", "inline.example.internal.")}
+	e2 := []Entry{entry("10.0.0.2", "inline.example.internal.")}
 	a, b := NewSource(nil, e1, time.Hour, true, &clock), NewSource(nil, e2, time.Hour, true, &clock)
 	if b.Serial() <= a.Serial() {
 		t.Errorf("inline only: new Source serial %d, old %d", b.Serial(), a.Serial())
@@ -409,7 +408,7 @@ func TestSerialNewSource(t *testing.T) {
 func TestLookupHitDoesNotAllocate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n2001:db8::1 web6.example.internal\n")
-	s := NewSource(openBackend(t, path), []config.HostsEntry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true, nil)
+	s := NewSource(openBackend(t, path), []Entry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true, nil)
 	ctx := context.Background()
 	for _, name := range []string{"web.example.internal.", "web6.example.internal.", "inline.example.internal.", "example.internal.", "miss.example.internal.", "1.0.0.10.in-addr.arpa."} {
 		q := &pipeline.Question{Name: name, Type: dns.TypeA}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 )
@@ -29,7 +28,7 @@ var _ pipeline.Source = (*Source)(nil)
 // of the inline records and of negative answers; reverse enables PTR
 // answers. The Source does not own b: closing b is the caller's job, after
 // the Source is no longer used.
-func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+func NewSource(b *Backend, entries []Entry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := newSource(entries, ttl, reverse, serials)
 	if b != nil {
 		b.mu.Lock()
@@ -41,13 +40,13 @@ func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, rever
 
 // NewViewSource is NewSource over the records of a backend View (which
 // carry the View's TTL). The Source does not own v.
-func NewViewSource(v *View, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+func NewViewSource(v *View, entries []Entry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := newSource(entries, ttl, reverse, serials)
 	s.backend, s.data = v.b, &v.v.cur
 	return s
 }
 
-func newSource(entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := &Source{
 		ttl:     pipeline.TTLSeconds(ttl),
 		reverse: reverse,
