@@ -115,8 +115,8 @@ func (p *Parser) Errorf(n *yaml.Node, path, format string, args ...any) {
 	p.errs = append(p.errs, &Error{Pos: p.Pos(n), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// errorAt records a problem at an explicit position.
-func (p *Parser) errorAt(pos Pos, path, format string, args ...any) {
+// ErrorAt records a problem at an explicit position.
+func (p *Parser) ErrorAt(pos Pos, path, format string, args ...any) {
 	p.errs = append(p.errs, &Error{Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 

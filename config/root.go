@@ -22,7 +22,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 		Cache:  defaultCache(),
 	}
 	if isNull(root) {
-		p.errorAt(Pos{File: p.file, Line: 1, Col: 1}, "", "no zones: the file is empty (it needs at least a zones: mapping)")
+		p.ErrorAt(Pos{File: p.file, Line: 1, Col: 1}, "", "no zones: the file is empty (it needs at least a zones: mapping)")
 		return cfg
 	}
 	m := p.Mapping(root, "", rootKeys...)

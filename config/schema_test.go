@@ -205,7 +205,8 @@ func TestSchemaFixtures(t *testing.T) {
 		"etcd.yaml": {"/zones/skydns.local/0/etcd/endpoints/0", "/zones/skydns.local/0/etcd/endpoints/1",
 			"/zones/skydns.local/0/etcd/endpoints/2", "/zones/skydns.local/0/etcd/prefix",
 			"/zones/skydns.local/0/etcd", "/zones/other.local/0/etcd/endpoints"},
-		"files.yaml": nil, // unreadable, missing and mismatched files
+		"file.yaml":  {"/zones/dev.internal/0/file", "/zones/test.internal/0/file"}, // zone contents: dnsd check
+		"files.yaml": nil,                                                           // unreadable, missing and mismatched files
 		"forward.yaml": {"/zones/./0/forward/upstreams/2", "/zones/./0/forward/upstreams/5",
 			"/zones/./0/forward/policy", "/zones/./0/forward/max_fails", "/zones/./0/forward/max_concurrent",
 			"/zones/./0/forward/except/1", "/zones/corp.internal/0/forward"},

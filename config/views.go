@@ -48,7 +48,7 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 			v.Listen = p.listen(vm, true)
 			for j, l := range v.Listen {
 				if !containsListen(listen, l) {
-					p.errorAt(l.Pos, IndexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
+					p.ErrorAt(l.Pos, IndexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
 				}
 			}
 		}

@@ -73,21 +73,21 @@ func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) 
 		if strings.Contains(t.s, "/") {
 			pr, err := parsePrefix(t.s)
 			if err != nil {
-				p.errorAt(pos, path, "%v", err)
+				p.ErrorAt(pos, path, "%v", err)
 				continue
 			}
 			expanded, from = ReverseZones(pr), " (from "+t.s+")"
 		} else {
 			name, err := NormalizeName(t.s)
 			if err != nil {
-				p.errorAt(pos, path, "bad zone name: %v", err)
+				p.ErrorAt(pos, path, "bad zone name: %v", err)
 				continue
 			}
 			expanded = []string{name}
 		}
 		for _, name := range expanded {
 			if first, dup := seen[name]; dup {
-				p.errorAt(pos, path, "duplicate zone %q%s: already declared in key %q at %s", name, from, first.key, first.pos)
+				p.ErrorAt(pos, path, "duplicate zone %q%s: already declared in key %q at %s", name, from, first.key, first.pos)
 				continue
 			}
 			seen[name] = zoneSeen{key: k.Value, pos: pos}

@@ -20,6 +20,7 @@ import (
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd"
+	"github.com/dnsd/dnsd/sources/file"
 	"github.com/dnsd/dnsd/sources/forward"
 	"github.com/dnsd/dnsd/sources/hosts"
 	"github.com/dnsd/dnsd/sources/kind"
@@ -75,6 +76,7 @@ func Kinds() []kind.Kind {
 		etcd.NewKind(),
 		hosts.NewKind(),
 		forward.NewKind(),
+		file.NewKind(),
 	}
 }
 

@@ -1,0 +1,59 @@
+package file
+
+import (
+	"context"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Source answers one zone key from a Backend. It implements
+// pipeline.Source.
+type Source struct {
+	b   *Backend
+	ttl uint32
+}
+
+var _ pipeline.Source = (*Source)(nil)
+
+// NewSource returns the source over b.
+func NewSource(b *Backend) *Source {
+	ttl := uint32(DefaultTTL.Seconds())
+	if soa := b.snapshot().z.soa; soa != nil {
+		ttl = soa.Minttl
+	}
+	return &Source{b: b, ttl: ttl}
+}
+
+// Lookup implements pipeline.Source: every record at the name, an empty
+// Found for an empty non-terminal, else NotMine.
+func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	z := s.b.snapshot().z
+	if rrs, ok := z.names[q.Name]; ok {
+		return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+	}
+	if z.ents[q.Name] {
+		return pipeline.Result{Status: pipeline.Found}
+	}
+	return pipeline.Result{Status: pipeline.NotMine}
+}
+
+// Kind implements pipeline.Source.
+func (s *Source) Kind() string { return "file" }
+
+// TTL implements pipeline.Source: the SOA minimum of the file when it has
+// a SOA, else the default TTL.
+func (s *Source) TTL() uint32 {
+	if soa := s.b.snapshot().z.soa; soa != nil {
+		return min(soa.Minttl, soa.Hdr.Ttl)
+	}
+	return s.ttl
+}
+
+// Serial implements pipeline.Source: rises with every change of the zone.
+func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
+
+// SOA returns the file's SOA at the zone apex (its serial as written), or
+// nil when the file has none.
+func (s *Source) SOA() *dns.SOA { return s.b.snapshot().z.soa }
