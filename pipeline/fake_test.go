@@ -11,8 +11,10 @@ import (
 )
 
 // fakeSource is an in-memory local source: records by lower-case owner,
-// explicit empty non-terminals, "*.<parent>" wildcard owners, an optional
-// permanent failure. It records the questions it was asked.
+// explicit empty non-terminals, an optional permanent failure. Wildcard
+// records are stored under their "*.<parent>" owner like any other; the
+// source reports holding them (Wildcarder) and leaves matching them to the
+// pipeline. It records the questions it was asked.
 type fakeSource struct {
 	kind   string
 	ttl    uint32
@@ -50,12 +52,22 @@ func (f *fakeSource) Lookup(_ context.Context, q *Question) Result {
 	if f.ents[q.Name] {
 		return Result{Status: Found}
 	}
-	if i := strings.IndexByte(q.Name, '.'); i >= 0 && i < len(q.Name)-1 {
-		if rrs, ok := f.rrs["*"+q.Name[i:]]; ok {
-			return Result{Status: Found, RRs: rrs}
+	return Result{Status: NotMine}
+}
+
+// Wildcards reports whether an owner's first label is "*".
+func (f *fakeSource) Wildcards() bool {
+	for name := range f.rrs {
+		if strings.HasPrefix(name, "*.") || name == "*." {
+			return true
 		}
 	}
-	return Result{Status: NotMine}
+	for name := range f.ents {
+		if strings.HasPrefix(name, "*.") {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fakeSource) Kind() string   { return f.kind }

@@ -77,6 +77,22 @@ type Source interface {
 	Serial() uint32
 }
 
+// Wildcarder is implemented by local sources that can hold wildcard
+// records (RFC 4592): records whose owner's first label is "*", such as
+// "*.apps.example.internal.". A source stores and looks them up like any
+// other name (a Lookup of "*.apps.example.internal." returns them; its
+// parent "apps.example.internal." exists, as an empty non-terminal if
+// nothing else is there) and never matches them against other names
+// itself: the pipeline does, over all the zone's local sources (Resolve).
+//
+// Wildcards reports whether the source's current data holds any wildcard
+// name. The pipeline calls it for names the source does not know, so it
+// must be cheap (an atomic load) and never block. A source that does not
+// implement Wildcarder has no wildcards.
+type Wildcarder interface {
+	Wildcards() bool
+}
+
 // Syncer is implemented by sources whose backend loads asynchronously
 // (kubernetes, etcd). Synced reports whether the first full sync is done;
 // WaitSynced blocks until it is or ctx ends.
