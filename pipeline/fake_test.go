@@ -22,6 +22,7 @@ type fakeSource struct {
 	rrs    map[string][]dns.RR
 	ents   map[string]bool
 	fail   error
+	failAt map[string]error // failures for single names
 
 	mu    sync.Mutex
 	asked []string // "name type" of every Lookup
@@ -46,6 +47,9 @@ func (f *fakeSource) Lookup(_ context.Context, q *Question) Result {
 	if f.fail != nil {
 		return Result{Status: Failed, Err: f.fail}
 	}
+	if err := f.failAt[q.Name]; err != nil {
+		return Result{Status: Failed, Err: err}
+	}
 	if rrs, ok := f.rrs[q.Name]; ok {
 		return Result{Status: Found, RRs: rrs}
 	}
@@ -53,6 +57,20 @@ func (f *fakeSource) Lookup(_ context.Context, q *Question) Result {
 		return Result{Status: Found}
 	}
 	return Result{Status: NotMine}
+}
+
+// entsBelow records every ancestor of the source's owners strictly
+// between the owner and apex as an empty non-terminal, as a real source
+// derives them.
+func (f *fakeSource) entsBelow(apex string) *fakeSource {
+	for name := range f.rrs {
+		for up := parent(name); up != "" && up != apex && InZone(up, apex); up = parent(up) {
+			if _, ok := f.rrs[up]; !ok {
+				f.ents[up] = true
+			}
+		}
+	}
+	return f
 }
 
 // Wildcards reports whether an owner's first label is "*".
@@ -92,8 +110,12 @@ func (f *fakeSource) snapshot() map[string][]string {
 	return out
 }
 
-// benchSource is a lock-free local source for benchmarks.
-type benchSource struct{ rrs map[string][]dns.RR }
+// benchSource is a lock-free local source for benchmarks. It reports
+// wild from Wildcards, as a hosts source does (false for most data).
+type benchSource struct {
+	rrs  map[string][]dns.RR // a nil value is an empty non-terminal
+	wild bool
+}
 
 func (b *benchSource) Lookup(_ context.Context, q *Question) Result {
 	if rrs, ok := b.rrs[q.Name]; ok {
@@ -101,9 +123,10 @@ func (b *benchSource) Lookup(_ context.Context, q *Question) Result {
 	}
 	return Result{Status: NotMine}
 }
-func (b *benchSource) Kind() string   { return "hosts" }
-func (b *benchSource) TTL() uint32    { return 60 }
-func (b *benchSource) Serial() uint32 { return 1 }
+func (b *benchSource) Wildcards() bool { return b.wild }
+func (b *benchSource) Kind() string    { return "hosts" }
+func (b *benchSource) TTL() uint32     { return 60 }
+func (b *benchSource) Serial() uint32  { return 1 }
 
 // fakeForward behaves like the forward source: every query gets a
 // complete response (Answered), NXDOMAIN with the upstream's SOA for names
