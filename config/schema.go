@@ -272,7 +272,7 @@ func rootSchema() *schema {
 				},
 				Properties: map[string]*schema{
 					"files":       list("hosts files, watched for changes.", str("A hosts file (relative to dnsd.yaml's directory).", "")),
-					"entries":     list("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended.", patterned("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
+					"entries":     list("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended; a first label \"*\" makes a wildcard (*.apps).", patterned("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
 					"ttl":         duration("TTL of the answers (whole seconds).", DefaultHostsTTL),
 					"reverse":     boolean("Answer PTR queries for these addresses.", true),
 					"fallthrough": fallthroughKey(defaultFallthrough(KindHosts)),

@@ -202,7 +202,8 @@ func (p *parser) hosts(n *yaml.Node, path string, src *Source, z *Zone, kindNode
 
 // hostsEntry parses an inline hosts entry "IP name [name...] [# comment]".
 // A name without a dot gets the key's first zone appended; every name
-// must be inside one of the key's zones.
+// must be inside one of the key's zones. A name whose first label is "*"
+// is a wildcard ("*" alone: a wildcard at the key's first zone).
 func (p *parser) hostsEntry(n *yaml.Node, path, s string, z *Zone) (HostsEntry, bool) {
 	e := HostsEntry{Line: s, Pos: p.pos(n)}
 	line := s
@@ -229,7 +230,7 @@ func (p *parser) hostsEntry(n *yaml.Node, path, s string, z *Zone) (HostsEntry, 
 				full = name + "."
 			}
 		}
-		norm, err := normalizeName(full)
+		norm, err := normalizeHostsName(full)
 		if err != nil {
 			p.errorf(n, path, "bad entry %q: bad name: %v", s, err)
 			ok = false
