@@ -78,6 +78,10 @@ type outcome struct {
 //     chain, or a target in no zone, ends the chase with the partial chain
 //     and NOERROR. The rcode and authority section are those of the last
 //     link; a source failure anywhere gives SERVFAIL with no answer.
+//   - Wildcards (RFC 4592, wildcard.go): when every local source asked
+//     says NotMine and one holds wildcards, the wildcard below the
+//     closest encloser answers as if it were the name, before a forward
+//     source is asked or NXDOMAIN is given.
 //   - NODATA (name or empty non-terminal without the type) and NXDOMAIN
 //     carry the zone's synthesized SOA (serial = max of the sources'
 //     serials; TTL and minimum = the TTL of the source that answered, or
