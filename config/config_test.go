@@ -372,6 +372,7 @@ func TestEntryCompletion(t *testing.T) {
           - "10.0.0.10 db DB.Example.Internal. db.example.internal"
           - "10.0.0.11 web.example.internal"
           - "10.0.0.12 api.   # absolute, outside the zone"
+          - "10.0.0.80 *.apps.example.internal *"
   10.in-addr.arpa. example.test:
     - hosts: {entries: ["10.0.0.13 gw"]}
   .:
@@ -402,6 +403,7 @@ func TestEntryCompletion(t *testing.T) {
 		"10.0.0.10 db.example.internal. db.example.internal. db.example.internal.",
 		"10.0.0.11 web.example.internal.",
 		"10.0.0.12 api.example.internal.",
+		"10.0.0.80 *.apps.example.internal. *.example.internal.",
 		"10.0.0.13 gw.example.test.",
 		"::1 localhost.",
 		"10.0.0.14 mapped.",

@@ -126,6 +126,17 @@ func fieldsWithOffsets(s string) []token {
 // letters, digits, '-' and '_'; the whole name at most 253 characters
 // (without the final dot).
 func NormalizeName(s string) (string, error) {
+	return normalizeDomain(s, false)
+}
+
+// NormalizeWildcardName is NormalizeName for names that may be
+// wildcards: the first label may also be "*" alone
+// ("*.apps.example.internal").
+func NormalizeWildcardName(s string) (string, error) {
+	return normalizeDomain(s, true)
+}
+
+func normalizeDomain(s string, wildcard bool) (string, error) {
 	if s == "." {
 		return ".", nil
 	}
@@ -136,6 +147,7 @@ func NormalizeName(s string) (string, error) {
 	if len(name) > 253 {
 		return "", fmt.Errorf("%q is longer than 253 characters", s)
 	}
+	first := true
 	for label := range strings.SplitSeq(name, ".") {
 		if label == "" {
 			return "", fmt.Errorf("%q has an empty label", s)
@@ -143,7 +155,15 @@ func NormalizeName(s string) (string, error) {
 		if len(label) > 63 {
 			return "", fmt.Errorf("%q has a label longer than 63 characters", s)
 		}
+		if wildcard && first && label == "*" {
+			first = false
+			continue
+		}
+		first = false
 		for _, c := range []byte(label) {
+			if wildcard && c == '*' {
+				return "", fmt.Errorf("%q: '*' is allowed only as the whole first label (a wildcard: *.apps.example.internal)", s)
+			}
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 				return "", fmt.Errorf("%q: character %q is not allowed (letters, digits, '-' and '_')", s, rune(c))
 			}

@@ -15,7 +15,10 @@ type Source struct {
 	ttl uint32
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var (
+	_ pipeline.Source     = (*Source)(nil)
+	_ pipeline.Wildcarder = (*Source)(nil)
+)
 
 // NewSource returns the source over b.
 func NewSource(b *Backend) *Source {
@@ -57,3 +60,6 @@ func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
 // SOA returns the file's SOA at the zone apex (its serial as written), or
 // nil when the file has none.
 func (s *Source) SOA() *dns.SOA { return s.b.snapshot().z.soa }
+
+// Wildcards implements pipeline.Wildcarder.
+func (s *Source) Wildcards() bool { return s.b.snapshot().z.wildcards }

@@ -66,7 +66,8 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 
 // parseEntry parses an inline hosts entry "IP name [name...] [# comment]".
 // A name without a dot gets the key's first zone appended; every name
-// must be inside one of the key's zones.
+// must be inside one of the key's zones. A name whose first label is "*"
+// is a wildcard ("*" alone: a wildcard at the key's first zone).
 func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, bool) {
 	z := b.Zone
 	e := Entry{Line: s, Pos: b.Parser.Pos(n)}
@@ -94,7 +95,7 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 				full = name + "."
 			}
 		}
-		norm, err := config.NormalizeName(full)
+		norm, err := config.NormalizeWildcardName(full)
 		if err != nil {
 			b.Errorf(n, path, "bad entry %q: bad name: %v", s, err)
 			ok = false

@@ -160,6 +160,14 @@ func TestParseLine(t *testing.T) {
 		{line: "::ffff:10.0.0.1 mapped", addr: "10.0.0.1", names: []string{"mapped."}},
 		{line: "10.0.0.1 _srv-ok.x", addr: "10.0.0.1", names: []string{"_srv-ok.x."}},
 		{line: "10.0.0.1 " + strings.Repeat("a", 63) + ".b", addr: "10.0.0.1", names: []string{strings.Repeat("a", 63) + ".b."}},
+		{line: "10.0.0.80 *.Apps.Example.Internal", addr: "10.0.0.80", names: []string{"*.apps.example.internal."}},
+		{line: "10.0.0.80 *.x. *", addr: "10.0.0.80", names: []string{"*.x.", "*."}},
+		{line: "10.0.0.80 a.*.b", bad: true},
+		{line: "10.0.0.80 *a.b", bad: true},
+		{line: "10.0.0.80 a*.b", bad: true},
+		{line: "10.0.0.80 **.b", bad: true},
+		{line: "10.0.0.80 *.*.b", bad: true},
+		{line: "10.0.0.80 a.*", bad: true},
 		{line: "10.0.0.1", bad: true},
 		{line: "10.0.0.1 # no names", bad: true},
 		{line: "10.0.0.256 a", bad: true},
@@ -419,6 +427,71 @@ func TestLookupHitDoesNotAllocate(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Errorf("Lookup(%s) allocates %.1f times, want 0", name, allocs)
+		}
+	}
+}
+
+// A name whose first label is "*" is stored under its literal name with
+// its parent as an empty non-terminal, gets no PTR, and makes the source
+// report wildcards, from files and from inline entries; the pipeline
+// answers names below it.
+func TestWildcards(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.80 *.apps.example.internal\n10.0.0.81 db.example.internal\n")
+	b := openBackend(t, path)
+	s := NewSource(b, nil, time.Hour, true, nil)
+	if !s.Wildcards() {
+		t.Error("Wildcards() = false with *.apps.example.internal in the file")
+	}
+	expect(t, s, "*.apps.example.internal.", "A 10.0.0.80")
+	expect(t, s, "apps.example.internal.")
+	expect(t, s, "x.apps.example.internal.", "NOTMINE") // the pipeline matches, never the source
+	expect(t, s, "80.0.0.10.in-addr.arpa.", "NOTMINE")
+	expect(t, s, "81.0.0.10.in-addr.arpa.", "PTR db.example.internal.")
+
+	plain := NewSource(nil, []Entry{entry("10.0.0.1", "www.example.internal.")}, time.Hour, true, nil)
+	if plain.Wildcards() {
+		t.Error("Wildcards() = true without a wildcard")
+	}
+	inline := NewSource(nil, []Entry{entry("fd00::80", "*.web.example.internal.")}, time.Hour, true, nil)
+	if !inline.Wildcards() {
+		t.Error("Wildcards() = false with an inline wildcard")
+	}
+	expect(t, inline, "*.web.example.internal.", "AAAA fd00::80")
+	rev6, err := dns.ReverseAddr("fd00::80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, inline, rev6, "NOTMINE")
+	expect(t, NewSource(nil, []Entry{entry("fd00::80", "web.example.internal.")}, time.Hour, true, nil),
+		rev6, "PTR web.example.internal.") // the same name without "*" has one
+
+	// The file loses its wildcard: the source stops reporting one.
+	writeFile(t, path, "10.0.0.81 db.example.internal\n")
+	eventually(t, s, "*.apps.example.internal.", "NOTMINE")
+	if s.Wildcards() {
+		t.Error("Wildcards() = true after the wildcard was removed from the file")
+	}
+
+	// Through a pipeline: the wildcard answers names below it.
+	var p *pipeline.Pipeline
+	writeFile(t, path, "10.0.0.80 *.apps.example.internal\n10.0.0.81 db.example.internal\n")
+	eventually(t, s, "*.apps.example.internal.", "A 10.0.0.80")
+	p, err = pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.internal."}, Sources: []pipeline.SourceEntry{{Source: s}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{
+		"x.apps.example.internal.":   dns.RcodeSuccess,
+		"a.b.apps.example.internal.": dns.RcodeSuccess,
+		"x.db.example.internal.":     dns.RcodeNameError,
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		resp := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: name, Type: dns.TypeA})
+		if resp.Msg.Rcode != want || (want == dns.RcodeSuccess) != (len(resp.Msg.Answer) == 1) {
+			t.Errorf("%s: rcode %s answer %v", name, dns.RcodeToString[resp.Msg.Rcode], resp.Msg.Answer)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func (*Kind) Schema() *config.Schema {
 		},
 		Properties: map[string]*config.Schema{
 			"files":   config.ListSchema("hosts files, watched for changes.", config.StringSchema("A hosts file (relative to dnsd.yaml's directory).", "")),
-			"entries": config.ListSchema("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended.", config.PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
+			"entries": config.ListSchema("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended; a first label \"*\" makes a wildcard (*.apps).", config.PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
 			"ttl":     config.DurationSchema("TTL of the answers (whole seconds).", DefaultTTL),
 			"reverse": config.BoolSchema("Answer PTR queries for these addresses.", true),
 		},

@@ -21,7 +21,10 @@ type Source struct {
 	serial  uint32 // taken when the Source is made: its inline entries' serial
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var (
+	_ pipeline.Source     = (*Source)(nil)
+	_ pipeline.Wildcarder = (*Source)(nil)
+)
 
 // NewSource returns a Source over b (nil when only inline entries are
 // configured) and entries (names already lower-case FQDNs). ttl is the TTL
@@ -91,6 +94,17 @@ func (s *Source) Serial() uint32 {
 		return max(s.data.Load().serial, s.serial)
 	}
 	return s.serial
+}
+
+// Wildcards reports whether the inline entries or the files' current data
+// hold a wildcard name ("*.apps.example.internal"). The records of a
+// wildcard are found under that literal name; the pipeline matches them
+// against query names.
+func (s *Source) Wildcards() bool {
+	if s.inline != nil && s.inline.wild {
+		return true
+	}
+	return s.data != nil && s.data.Load().ix.wild
 }
 
 // Lookup returns every record held at q.Name (a lower-case FQDN): Found
