@@ -36,6 +36,9 @@ func specStart(t *testing.T, tmpl string, files map[string]string) *specDnsd {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		writeFile(t, filepath.Join(dir, name), content)
 	}
 	s := &specDnsd{dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), hport: freePort(t)}
