@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/miekg/dns"
 )
 
@@ -38,11 +39,11 @@ zones:
     - hosts: {entries: ["10.9.9.9 web", "10.9.9.10 other"]}
 `, map[string]string{"zones/extra/more.zone": "extra IN A 10.0.0.50\n", "zones/example.internal.zone": e2eZone})
 
-	soa := mustQuery(t, s.addr, "example.internal.", dns.TypeSOA)
+	soa := dnstest.Ask(t, s.addr, "example.internal.", dns.TypeSOA)
 	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Serial != 2024010101 || !soa.Authoritative {
 		t.Fatalf("apex SOA: %v", soa)
 	}
-	if got := rdata(mustQuery(t, s.addr, "example.internal.", dns.TypeNS)); got != "NOERROR:ns1.example.internal." {
+	if got := dnstest.RData(dnstest.Ask(t, s.addr, "example.internal.", dns.TypeNS)); got != "NOERROR:ns1.example.internal." {
 		t.Errorf("apex NS: %s", got)
 	}
 	cases := []struct {
@@ -64,11 +65,11 @@ zones:
 		{"mail.example.internal.", dns.TypeAAAA, "NOERROR:"},
 	}
 	for _, c := range cases {
-		if got := rdata(mustQuery(t, s.addr, c.name, c.qtype)); got != c.want {
+		if got := dnstest.RData(dnstest.Ask(t, s.addr, c.name, c.qtype)); got != c.want {
 			t.Errorf("%s %s: %s, want %s", c.name, dns.TypeToString[c.qtype], got, c.want)
 		}
 	}
-	mx := mustQuery(t, s.addr, "example.internal.", dns.TypeMX)
+	mx := dnstest.Ask(t, s.addr, "example.internal.", dns.TypeMX)
 	if len(mx.Extra) == 0 || !strings.Contains(mx.Extra[0].String(), "10.0.0.25") {
 		t.Errorf("MX without the target's address in additional: %v", mx.Extra)
 	}
@@ -79,7 +80,7 @@ zones:
 	waitAnswer(t, s.addr, "mail.example.internal.", dns.TypeA, "NOERROR:10.0.0.26")
 	replaceFile(t, zone, strings.Replace(e2eZone, "mail    IN A   10.0.0.25", "mail    IN A   10.0.0.999", 1))
 	s.waitLog("zone file not applied", 1)
-	if got := rdata(mustQuery(t, s.addr, "mail.example.internal.", dns.TypeA)); got != "NOERROR:10.0.0.26" {
+	if got := dnstest.RData(dnstest.Ask(t, s.addr, "mail.example.internal.", dns.TypeA)); got != "NOERROR:10.0.0.26" {
 		t.Errorf("after a broken edit: %s, want the last good zone", got)
 	}
 	if !strings.Contains(s.stderr.String(), "example.internal.zone:8:") {

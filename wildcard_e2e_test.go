@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/miekg/dns"
 )
 
@@ -15,7 +16,7 @@ import (
 // makes no PTR, follows the file as it changes, and under "." answers
 // before the query would be forwarded.
 func TestWildcardEndToEnd(t *testing.T) {
-	up := startE2EUpstream(t, nil)
+	up := dnstest.StartUpstream(t, nil)
 	hosts := "10.0.0.80 *.apps.example.internal\n" +
 		"10.0.0.81 db.apps.example.internal\n" +
 		"10.0.0.82 web.example.internal\n"
@@ -29,15 +30,15 @@ zones:
     - forward:
         upstreams: ["%s"]
         timeout: 500ms
-`, up.addr), map[string]string{"hosts": hosts})
+`, up.Addr), map[string]string{"hosts": hosts})
 
 	check := func(name string, qtype uint16, want string, nsSOA bool) *dns.Msg {
 		t.Helper()
-		r := mustQuery(t, s.addr, name, qtype)
-		if got := rdata(r); got != want {
+		r := dnstest.Ask(t, s.addr, name, qtype)
+		if got := dnstest.RData(r); got != want {
 			t.Errorf("%s %s: got %q, want %q", name, dns.TypeToString[qtype], got, want)
 		}
-		if (soaOf(r) != nil) != nsSOA {
+		if (dnstest.SOA(r) != nil) != nsSOA {
 			t.Errorf("%s %s: authority %v, want SOA %v", name, dns.TypeToString[qtype], r.Ns, nsSOA)
 		}
 		for _, rr := range r.Answer {
@@ -72,11 +73,11 @@ zones:
 	// Under ".": the inline wildcard answers before forward; other names
 	// are forwarded.
 	check("host.lab.internal.", dns.TypeA, "NOERROR:10.0.0.90", false)
-	if n := up.n.Load(); n != 0 {
+	if n := up.Queries(); n != 0 {
 		t.Errorf("upstream asked %d times for names a wildcard answers", n)
 	}
-	if r := mustQuery(t, s.addr, "www.example.com.", dns.TypeA); rdata(r) != "NOERROR:192.0.2.1" || up.n.Load() != 1 {
-		t.Errorf("www.example.com.: %q, upstream asked %d times; want it forwarded once", rdata(r), up.n.Load())
+	if r := dnstest.Ask(t, s.addr, "www.example.com.", dns.TypeA); dnstest.RData(r) != "NOERROR:192.0.2.1" || up.Queries() != 1 {
+		t.Errorf("www.example.com.: %q, upstream asked %d times; want it forwarded once", dnstest.RData(r), up.Queries())
 	}
 
 	// The file changes: the new wildcards are served, then their removal.

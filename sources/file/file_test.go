@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -131,17 +132,6 @@ func TestOutsideIgnored(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A changed file is applied (new serial); a file that turns bad or empty
 // keeps the last good zone; an included file's change is applied too.
 func TestWatch(t *testing.T) {
@@ -163,7 +153,7 @@ func TestWatch(t *testing.T) {
 	s := NewSource(open(t, c, true))
 	serial := s.Serial()
 	write(path, "$TTL 60\na IN A 10.0.0.2\n$INCLUDE inc.zone\n")
-	waitFor(t, "the change", func() bool {
+	dnstest.Eventually(t, "the change", 5*time.Second, func() bool {
 		r := lookup(t, s, "a.z.test.")
 		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.2"
 	})
@@ -171,7 +161,7 @@ func TestWatch(t *testing.T) {
 		t.Errorf("serial %d did not rise from %d", s.Serial(), serial)
 	}
 	write(filepath.Join(dir, "inc.zone"), "inc IN A 10.0.0.8\n")
-	waitFor(t, "the included file's change", func() bool {
+	dnstest.Eventually(t, "the included file's change", 5*time.Second, func() bool {
 		r := lookup(t, s, "inc.z.test.")
 		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.8"
 	})
