@@ -73,7 +73,7 @@ func TestLoadZoneFile(t *testing.T) {
 	if ttl := lookup(t, s, "www.example.internal.").RRs[0].Header().Ttl; ttl != 600 {
 		t.Errorf("own ttl: %d, want 600", ttl)
 	}
-	if soa := s.SOA(); soa == nil || soa.Serial != 2024010101 {
+	if soa := s.SOA("example.internal."); soa == nil || soa.Serial != 2024010101 {
 		t.Fatalf("file SOA %v, want serial 2024010101", soa)
 	}
 	if s.TTL() != 60 {
@@ -176,5 +176,34 @@ func TestWatch(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found {
 		t.Fatal("an emptied file dropped the zone")
+	}
+}
+
+// List yields every record of the zone, owners in the order they first
+// appear in the file, wildcards as they
+// are, and stops when told to.
+func TestList(t *testing.T) {
+	c := &Config{Path: "testdata/example.internal.zone", Origin: "example.internal.", Zones: []string{"example.internal."},
+		Records: []Record{{Text: "*.apps 60 IN A 10.0.0.80"}}}
+	s := NewSource(open(t, c, false))
+	var owners []string
+	if err := s.List("example.internal.", func(rr dns.RR) bool {
+		owners = append(owners, rr.Header().Name+" "+dns.TypeToString[rr.Header().Rrtype])
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(owners) != 13 || owners[0] != "example.internal. SOA" || owners[len(owners)-1] != "*.apps.example.internal. A" {
+		t.Fatalf("listed %d records: %q", len(owners), owners)
+	}
+	n := 0
+	_ = s.List("example.internal.", func(dns.RR) bool { n++; return n < 3 })
+	if n != 3 {
+		t.Fatalf("yield false did not stop the listing: %d records", n)
+	}
+	n = 0
+	_ = s.List("b.c.example.internal.", func(dns.RR) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("a zone below the origin lists %d records, want 1 (a.b.c)", n)
 	}
 }

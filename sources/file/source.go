@@ -57,9 +57,33 @@ func (s *Source) TTL() uint32 {
 // Serial implements pipeline.Source: rises with every change of the zone.
 func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
 
-// SOA returns the file's SOA at the zone apex (its serial as written), or
-// nil when the file has none.
-func (s *Source) SOA() *dns.SOA { return s.b.snapshot().z.soa }
+// SOA returns the file's SOA at zone's apex (its serial as written), or
+// nil when the file has none there. When the file is the zone's only
+// local source, it is the zone's SOA (pipeline.SOAer).
+func (s *Source) SOA(zone string) *dns.SOA {
+	if soa := s.b.snapshot().z.soa; soa != nil && soa.Hdr.Name == zone {
+		return soa
+	}
+	return nil
+}
+
+// List calls yield with every record at names in zone, wildcards as they
+// are, until yield returns false (zone transfers, pipeline.Lister). A file
+// source is never unsynced: List does not fail.
+func (s *Source) List(zone string, yield func(dns.RR) bool) error {
+	z := s.b.snapshot().z
+	for _, name := range z.order {
+		if !pipeline.InZone(name, zone) {
+			continue
+		}
+		for _, rr := range z.names[name] {
+			if !yield(rr) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
 
 // Wildcards implements pipeline.Wildcarder.
 func (s *Source) Wildcards() bool { return s.b.snapshot().z.wildcards }

@@ -25,6 +25,7 @@ const maxFileSize = 512 << 20
 // the apex SOA and what it took to build it.
 type zone struct {
 	names     map[string][]dns.RR // owner → records, owners lower case
+	order     []string            // owners in order of first appearance (transfers list them so)
 	ents      map[string]bool     // empty non-terminals
 	wildcards bool
 	soa       *dns.SOA // the file's SOA at the origin, nil when none
@@ -158,6 +159,9 @@ func (z *zone) add(rr dns.RR, zones []string) {
 	}
 	if strings.HasPrefix(name, "*.") {
 		z.wildcards = true
+	}
+	if _, seen := z.names[name]; !seen {
+		z.order = append(z.order, name)
 	}
 	z.names[name] = append(z.names[name], rr)
 	z.records++
