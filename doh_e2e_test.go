@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/net/http2"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/testpki"
 )
 
@@ -44,7 +45,7 @@ zones:
 	p := startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
 	url := fmt.Sprintf("https://127.0.0.1:%d/dns-query", dohPort)
-	want := rdata(mustQuery(t, fmt.Sprintf("127.0.0.1:%d", udp), "web.example.internal.", dns.TypeA))
+	want := dnstest.RData(dnstest.Ask(t, fmt.Sprintf("127.0.0.1:%d", udp), "web.example.internal.", dns.TypeA))
 	if want != "NOERROR:10.0.0.7,10.0.0.8" {
 		t.Fatalf("UDP answer %q", want)
 	}
@@ -79,7 +80,7 @@ zones:
 			if wantProto := map[string]int{"HTTP/2": 2, "HTTP/1.1": 1}[name]; resp.ProtoMajor != wantProto {
 				t.Errorf("%s %s: served over HTTP/%d", name, method, resp.ProtoMajor)
 			}
-			if got := rdata(r); got != want {
+			if got := dnstest.RData(r); got != want {
 				t.Errorf("%s %s: %s, want %s as over UDP", name, method, got, want)
 			}
 			if cc := resp.Header.Get("Cache-Control"); cc != "max-age=90" {
@@ -149,7 +150,7 @@ zones:
 		out, err := cmd.Output()
 		if err != nil {
 			t.Errorf("curl: %v", err)
-		} else if r := new(dns.Msg); r.Unpack(out) != nil || rdata(r) != want {
+		} else if r := new(dns.Msg); r.Unpack(out) != nil || dnstest.RData(r) != want {
 			t.Errorf("curl got %v, want %s", r, want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/miekg/dns"
 )
 
@@ -62,7 +63,7 @@ func wantEDE(t *testing.T, what string, r *dns.Msg, rcode int, code uint16, text
 func TestExtendedDNSErrors(t *testing.T) {
 	// The upstream answers slow.example.com after 1 s, says why for
 	// filtered.example.com, answers the rest with a 1 s TTL.
-	up := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		q := r.Question[0]
@@ -89,7 +90,7 @@ zones:
     - etcd: {endpoints: ["http://127.0.0.1:%d"], sync_timeout: 100ms}
   .:
     - forward: {upstreams: [%q], timeout: 300ms, max_concurrent: 1}
-`, dead, up.addr), nil)
+`, dead, up.Addr), nil)
 
 	wantEDE(t, "unsynced etcd", ednsQuery(t, s.addr, "", "db.etcd.internal", true), dns.RcodeServerFailure, dns.ExtendedErrorCodeNotReady, "etcd")
 	if r := ednsQuery(t, s.addr, "", "db.etcd.internal", false); r.IsEdns0() != nil || r.Rcode != dns.RcodeServerFailure {
@@ -106,13 +107,13 @@ zones:
 	<-done
 
 	// Stale: cached with a 1 s TTL, then the upstream goes away.
-	if r := ednsQuery(t, s.addr, "", "stale.example.com", true); rdata(r) != "NOERROR:192.0.2.1" {
+	if r := ednsQuery(t, s.addr, "", "stale.example.com", true); dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("stale.example.com: %v", r)
 	}
-	up.stop()
+	up.Stop()
 	time.Sleep(1500 * time.Millisecond)
 	r := ednsQuery(t, s.addr, "", "stale.example.com", true)
-	if rdata(r) != "NOERROR:192.0.2.1" {
+	if dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("expired entry, upstream gone: %v, want the stale answer", r)
 	}
 	wantEDE(t, "served stale", r, dns.RcodeSuccess, dns.ExtendedErrorCodeStaleAnswer, "")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
@@ -45,7 +46,7 @@ zones:
 
 	waitAnswer(t, addr, "web.example.internal", dns.TypeA, "NOERROR:10.0.1.1,10.0.1.2")
 	r, err := query(t, "tcp", addr, "_pg._tcp.example.internal", dns.TypeSRV)
-	if err != nil || rdata(r) != "NOERROR:10 100 5432 _pg._tcp.example.internal." || len(r.Extra) != 1 || !r.Authoritative {
+	if err != nil || dnstest.RData(r) != "NOERROR:10 100 5432 _pg._tcp.example.internal." || len(r.Extra) != 1 || !r.Authoritative {
 		t.Fatalf("SRV: %v %v", r, err)
 	}
 
@@ -70,7 +71,7 @@ zones:
 	p.waitLog("etcd unreachable; serving the last data", 1)
 	for range 5 {
 		r, err := query(t, "udp", addr, "db.example.internal", dns.TypeA)
-		if err != nil || rdata(r) != "NOERROR:10.0.0.5" {
+		if err != nil || dnstest.RData(r) != "NOERROR:10.0.0.5" {
 			t.Fatalf("during the outage: %v %v", r, err)
 		}
 		time.Sleep(50 * time.Millisecond)

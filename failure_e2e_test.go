@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
@@ -82,7 +83,7 @@ func (p *prober) run(names []string, offset int) {
 		if err != nil {
 			got = "error: " + err.Error()
 		} else {
-			got = rdata(r)
+			got = dnstest.RData(r)
 		}
 		p.mu.Lock()
 		p.n++
@@ -152,7 +153,7 @@ func recovered(t *testing.T, fault string, end time.Time, limit time.Duration, o
 // answers reports whether name's A answer is want now.
 func answers(t *testing.T, addr, name, want string) bool {
 	r, err := query(t, "udp", addr, name, dns.TypeA)
-	return err == nil && rdata(r) == want
+	return err == nil && dnstest.RData(r) == want
 }
 
 // eventuallyMetric polls /metrics until the series name{labels} has value
@@ -319,7 +320,7 @@ func TestFailureUpstreamsBlackholed(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	}
-	u1, u2 := startE2EUpstream(t, handler), startE2EUpstream(t, handler)
+	u1, u2 := dnstest.StartUpstream(t, handler), dnstest.StartUpstream(t, handler)
 	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 cache: {serve_stale: 1h}
@@ -332,7 +333,7 @@ zones:
         timeout: 300ms
         health_check: 100ms
         max_fails: 2
-`, u1.addr, u2.addr), nil)
+`, u1.Addr, u2.Addr), nil)
 	waitAnswer(t, s.addr, "cached.example.com", dns.TypeA, "NOERROR:192.0.2.1")
 
 	dark.Store(true)
@@ -342,7 +343,7 @@ zones:
 		"cached.example.com": {"NOERROR:192.0.2.1"}, // stale until the fault ends
 		"s.local.internal":   {"NOERROR:10.9.0.1"},
 	})
-	for _, u := range []string{u1.addr, u2.addr} {
+	for _, u := range []string{u1.Addr, u2.Addr} {
 		eventuallyMetric(t, s.base, "dnsd_forward_upstream_up", u, 0)
 	}
 	t.Logf("upstreams black-holed: both reported down after %s", time.Since(start).Round(time.Millisecond))
@@ -364,11 +365,11 @@ zones:
 	recovered(t, "upstreams-blackholed", end, 10*time.Second, func() bool {
 		return answers(t, s.addr, "cached.example.com", "NOERROR:192.0.2.2")
 	})
-	for _, u := range []string{u1.addr, u2.addr} {
+	for _, u := range []string{u1.Addr, u2.Addr} {
 		eventuallyMetric(t, s.base, "dnsd_forward_upstream_up", u, 1)
 	}
 	pr.finish(t)
-	for _, u := range []string{u1.addr, u2.addr} {
+	for _, u := range []string{u1.Addr, u2.Addr} {
 		if n := logCount(s.proc, "forward upstream is down", u); n != 1 {
 			t.Errorf("%s: %d 'down' lines, want 1", u, n)
 		}
@@ -488,7 +489,7 @@ zones:
 // of a hosts file, inline entries that differ between the two, and a
 // forwarded name: not one failed or wrong answer, no failed reload.
 func TestFailureReloadStorm(t *testing.T) {
-	up := startE2EUpstream(t, nil)
+	up := dnstest.StartUpstream(t, nil)
 	cfg := `listen: ["LISTEN"]
 http: "HTTP"
 zones:
@@ -497,7 +498,7 @@ zones:
   .:
     - forward: {upstreams: ["%s"]}
 `
-	s := specStart(t, fmt.Sprintf(cfg, "10.0.0.10", up.addr), map[string]string{"hosts": "10.0.0.1 a.example.internal\n"})
+	s := specStart(t, fmt.Sprintf(cfg, "10.0.0.10", up.Addr), map[string]string{"hosts": "10.0.0.1 a.example.internal\n"})
 	waitAnswer(t, s.addr, "flip.example.internal", dns.TypeA, "NOERROR:10.0.0.10")
 	pr := startProber(t, s.addr, 4, map[string][]string{
 		"a.example.internal":    {"NOERROR:10.0.0.1"},
@@ -511,7 +512,7 @@ zones:
 			ip = "10.0.0.12" // the last configuration is told apart
 		}
 		tmp := s.cfg + ".tmp"
-		writeFile(t, tmp, s.expand(fmt.Sprintf(cfg, ip, up.addr)))
+		writeFile(t, tmp, s.expand(fmt.Sprintf(cfg, ip, up.Addr)))
 		if err := os.Rename(tmp, s.cfg); err != nil {
 			t.Fatal(err)
 		}

@@ -7,85 +7,25 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
-
-// e2eUpstream is a miekg/dns server on UDP and TCP of one loopback port
-// answering A queries with 192.0.2.1; names starting with "short." get
-// TTL 1, others 300.
-type e2eUpstream struct {
-	addr    string
-	n       atomic.Int64
-	servers []*dns.Server
-	handler dns.HandlerFunc
-}
-
-func startE2EUpstream(t *testing.T, h dns.HandlerFunc) *e2eUpstream {
-	t.Helper()
-	u := &e2eUpstream{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	if h == nil {
-		h = func(w dns.ResponseWriter, r *dns.Msg) {
-			q := r.Question[0]
-			if !strings.HasPrefix(q.Name, "dnsd-loop-") && q.Name != "." {
-				u.n.Add(1)
-			}
-			m := new(dns.Msg)
-			m.SetReply(r)
-			m.RecursionAvailable = true
-			if q.Qtype == dns.TypeA {
-				ttl := uint32(300)
-				if strings.HasPrefix(q.Name, "short.") {
-					ttl = 1
-				}
-				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.ParseIP("192.0.2.1")})
-			}
-			if q.Qtype == dns.TypeTXT { // larger than 512 bytes
-				for i := 0; i < 20; i++ {
-					m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 300}, Txt: []string{strings.Repeat("x", 50)}})
-				}
-			}
-			_ = w.WriteMsg(m)
-		}
-	}
-	for _, netw := range []string{"udp", "tcp"} {
-		s := &dns.Server{Addr: u.addr, Net: netw, Handler: h}
-		started := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(started) }
-		go func() { _ = s.ListenAndServe() }()
-		select {
-		case <-started:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("upstream %s/%s did not start", netw, u.addr)
-		}
-		u.servers = append(u.servers, s)
-	}
-	t.Cleanup(u.stop)
-	return u
-}
-
-func (u *e2eUpstream) stop() {
-	for _, s := range u.servers {
-		_ = s.Shutdown()
-	}
-}
 
 // TestForwardCachingResolver: dnsd in front of an upstream answers like a
 // caching resolver: forwarded answers, cache hits that never reach the
 // upstream (across a reload too), local names untouched, and stale answers
 // once the upstream is gone.
 func TestForwardCachingResolver(t *testing.T) {
-	up := startE2EUpstream(t, nil)
+	up := dnstest.StartUpstream(t, nil)
 	dir := t.TempDir()
 	port, hport := freePort(t), freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -100,7 +40,7 @@ zones:
         upstreams: ["%s"]
         timeout: 300ms
         health_check: 100ms
-`, addr, hport, up.addr))
+`, addr, hport, up.Addr))
 	p := startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
 
@@ -108,23 +48,23 @@ zones:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rdata(r); got != "NOERROR:192.0.2.1" || !r.RecursionAvailable || r.Authoritative {
+	if got := dnstest.RData(r); got != "NOERROR:192.0.2.1" || !r.RecursionAvailable || r.Authoritative {
 		t.Fatalf("forwarded answer %q ra=%v aa=%v", got, r.RecursionAvailable, r.Authoritative)
 	}
 	for _, netw := range []string{"udp", "tcp"} {
 		r, err := query(t, netw, addr, "WWW.Example.COM", dns.TypeA)
-		if err != nil || rdata(r) != "NOERROR:192.0.2.1" || r.Question[0].Name != "WWW.Example.COM." {
+		if err != nil || dnstest.RData(r) != "NOERROR:192.0.2.1" || r.Question[0].Name != "WWW.Example.COM." {
 			t.Fatalf("%s cached answer: %v %v", netw, r, err)
 		}
 		if ttl := r.Answer[0].Header().Ttl; ttl > 300 || ttl < 290 {
 			t.Fatalf("cached TTL %d", ttl)
 		}
 	}
-	if n := up.n.Load(); n != 1 {
+	if n := up.Queries(); n != 1 {
 		t.Fatalf("3 queries for one name reached the upstream %d times; want 1", n)
 	}
 	r, err = query(t, "udp", addr, "db.example.internal", dns.TypeA)
-	if err != nil || rdata(r) != "NOERROR:10.0.0.10" || !r.Authoritative {
+	if err != nil || dnstest.RData(r) != "NOERROR:10.0.0.10" || !r.Authoritative {
 		t.Fatalf("local name: %v %v", r, err)
 	}
 
@@ -138,29 +78,29 @@ zones:
 	if err != nil || r.Truncated || len(r.Answer) != 20 {
 		t.Fatalf("big answer over TCP: %v %v", r, err)
 	}
-	if n := up.n.Load(); n != 2 {
+	if n := up.Queries(); n != 2 {
 		t.Fatalf("upstream asked %d times; want 2", n)
 	}
 
 	// A reload keeps the cache.
 	p.signal(syscall.SIGHUP)
 	p.waitLog("reloaded", 1)
-	if r, err := query(t, "udp", addr, "www.example.com", dns.TypeA); err != nil || rdata(r) != "NOERROR:192.0.2.1" {
+	if r, err := query(t, "udp", addr, "www.example.com", dns.TypeA); err != nil || dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("after reload: %v %v", r, err)
 	}
-	if n := up.n.Load(); n != 2 {
+	if n := up.Queries(); n != 2 {
 		t.Fatalf("the cache did not survive a reload: upstream asked %d times", n)
 	}
 
 	// The upstream dies: an expired entry is served stale (TTL 30), a name
 	// never seen gets SERVFAIL.
-	if r, err := query(t, "udp", addr, "short.example.com", dns.TypeA); err != nil || rdata(r) != "NOERROR:192.0.2.1" {
+	if r, err := query(t, "udp", addr, "short.example.com", dns.TypeA); err != nil || dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("short: %v %v", r, err)
 	}
-	up.stop()
+	up.Stop()
 	time.Sleep(1200 * time.Millisecond)
 	r, err = query(t, "udp", addr, "short.example.com", dns.TypeA)
-	if err != nil || rdata(r) != "NOERROR:192.0.2.1" || r.Answer[0].Header().Ttl != 30 {
+	if err != nil || dnstest.RData(r) != "NOERROR:192.0.2.1" || r.Answer[0].Header().Ttl != 30 {
 		t.Fatalf("stale answer: %v %v", r, err)
 	}
 	r, err = query(t, "udp", addr, "never.example.com", dns.TypeA)
@@ -174,8 +114,8 @@ zones:
 		"dnsd_cache_misses_total 5",
 		"dnsd_cache_entries ",
 		"dnsd_cache_stale_total 1",
-		fmt.Sprintf(`dnsd_forward_requests_total{rcode="NOERROR",upstream="udp://%s"}`, up.addr),
-		fmt.Sprintf(`dnsd_forward_upstream_up{upstream="udp://%s"} 0`, up.addr),
+		fmt.Sprintf(`dnsd_forward_requests_total{rcode="NOERROR",upstream="udp://%s"}`, up.Addr),
+		fmt.Sprintf(`dnsd_forward_upstream_up{upstream="udp://%s"} 0`, up.Addr),
 		"dnsd_forward_request_duration_seconds_bucket",
 		`dnsd_responses_total{rcode="NOERROR",source="forward",view="default",zone="."}`,
 	} {
@@ -189,9 +129,9 @@ zones:
 // query is answered (the dead one is tried, fails over, then marked down
 // and skipped).
 func TestForwardDeadUpstream(t *testing.T) {
-	good := startE2EUpstream(t, nil)
-	dead := startE2EUpstream(t, nil)
-	dead.stop()
+	good := dnstest.StartUpstream(t, nil)
+	dead := dnstest.StartUpstream(t, nil)
+	dead.Stop()
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
@@ -202,14 +142,14 @@ zones:
         policy: round_robin
         timeout: 300ms
         max_fails: 2
-`, addr, dead.addr, good.addr))
+`, addr, dead.Addr, good.Addr))
 	p := startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
 	var slow int
 	for i := 0; i < 40; i++ {
 		start := time.Now()
 		r, err := query(t, "udp", addr, fmt.Sprintf("n%d.example.com", i), dns.TypeA)
-		if err != nil || rdata(r) != "NOERROR:192.0.2.1" {
+		if err != nil || dnstest.RData(r) != "NOERROR:192.0.2.1" {
 			t.Fatalf("query %d: %v %v", i, r, err)
 		}
 		if time.Since(start) > 250*time.Millisecond {
@@ -228,7 +168,7 @@ zones:
 func TestForwardLoopDetected(t *testing.T) {
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	relay := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	relay := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		c := &dns.Client{Timeout: time.Second}
 		resp, _, err := c.Exchange(r, addr)
 		if err != nil {
@@ -236,7 +176,7 @@ func TestForwardLoopDetected(t *testing.T) {
 		}
 		_ = w.WriteMsg(resp)
 	})
-	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"%s\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 500ms}\n", addr, relay.addr))
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"%s\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 500ms}\n", addr, relay.Addr))
 	p := startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
 	p.waitLog("forwarding loop detected", 1)
@@ -254,7 +194,7 @@ func TestForwardLoopDetected(t *testing.T) {
 // to an external name is completed through the forward source, in one
 // answer.
 func TestForwardCNAMEFromLocalSource(t *testing.T) {
-	up := startE2EUpstream(t, nil)
+	up := dnstest.StartUpstream(t, nil)
 	srv := etcdtest.Start(t, etcdtest.Options{})
 	srv.Put("/skydns/internal/example/alias", `{"host":"www.example.com"}`)
 	dir := t.TempDir()
@@ -265,7 +205,7 @@ zones:
     - etcd: {endpoints: ["%s"], ttl: 60s, sync_timeout: 10s}
   .:
     - forward: {upstreams: ["%s"]}
-`, addr, srv.Endpoint(), up.addr))
+`, addr, srv.Endpoint(), up.Addr))
 	p := startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
 	waitAnswer(t, addr, "alias.example.internal", dns.TypeA, "NOERROR:www.example.com.,192.0.2.1")
@@ -273,7 +213,7 @@ zones:
 	if err != nil || len(r.Answer) != 2 || r.Answer[1].Header().Name != "www.example.com." {
 		t.Fatalf("CNAME chain: %v %v", r, err)
 	}
-	if n := up.n.Load(); n != 1 {
+	if n := up.Queries(); n != 1 {
 		t.Fatalf("upstream asked %d times; want 1 (www.example.com, then cached)", n)
 	}
 }
@@ -281,8 +221,8 @@ zones:
 // POST /cache/flush empties the response cache, or with ?name= drops that
 // name and the names below it; GET is 405.
 func TestForwardCacheFlush(t *testing.T) {
-	up := startE2EUpstream(t, nil)
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.addr), nil)
+	up := dnstest.StartUpstream(t, nil)
+	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.Addr), nil)
 	names := []string{"example.com", "a.example.com", "b.a.example.com", "notexample.com", "example.org"}
 	for _, n := range names {
 		waitAnswer(t, s.addr, n, dns.TypeA, "NOERROR:192.0.2.1")
@@ -303,10 +243,10 @@ func TestForwardCacheFlush(t *testing.T) {
 	if v := metricValue(scrape(t, s.base), "dnsd_cache_entries", ""); v != 2 {
 		t.Errorf("dnsd_cache_entries = %v after the flush, want 2", v)
 	}
-	before := up.n.Load()
+	before := up.Queries()
 	waitAnswer(t, s.addr, "a.example.com", dns.TypeA, "NOERROR:192.0.2.1")
 	waitAnswer(t, s.addr, "example.org", dns.TypeA, "NOERROR:192.0.2.1")
-	if got := up.n.Load() - before; got != 1 {
+	if got := up.Queries() - before; got != 1 {
 		t.Errorf("%d upstream queries for a flushed and a kept name, want 1 (the flushed one)", got)
 	}
 	if code, _ := httpGet(t, s.base+"/cache/flush"); code != http.StatusMethodNotAllowed {

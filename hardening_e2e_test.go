@@ -22,6 +22,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
@@ -71,7 +72,7 @@ func TestHardeningMetricLabelsBounded(t *testing.T) {
 		}
 	}
 	for i := 0; i < 50; i++ {
-		r := mustQuery(t, s.addr, fmt.Sprintf("n%d.elsewhere.test.", i), dns.TypeA)
+		r := dnstest.Ask(t, s.addr, fmt.Sprintf("n%d.elsewhere.test.", i), dns.TypeA)
 		if r.Rcode != dns.RcodeRefused {
 			t.Fatalf("name in no zone: %v", r)
 		}
@@ -259,7 +260,7 @@ zones:
 	for time.Now().Before(end) {
 		start := time.Now()
 		r, err := query(t, "udp", s.addr, "db.example.internal", dns.TypeA)
-		if err != nil || rdata(r) != "NOERROR:10.0.0.1" {
+		if err != nil || dnstest.RData(r) != "NOERROR:10.0.0.1" {
 			t.Errorf("local name during the flood: %v %v", r, err)
 		}
 		local = append(local, time.Since(start))
@@ -327,8 +328,8 @@ func TestHardeningHostsRewrittenInPlace(t *testing.T) {
 			default:
 			}
 			r, err := query(t, "udp", s.addr, "db.example.internal", dns.TypeA)
-			if err == nil && rdata(r) != "NOERROR:10.0.0.1" {
-				bad.Store(rdata(r))
+			if err == nil && dnstest.RData(r) != "NOERROR:10.0.0.1" {
+				bad.Store(dnstest.RData(r))
 			}
 		}
 	}()
@@ -447,7 +448,7 @@ func TestHardeningReloadDuringEtcdOutage(t *testing.T) {
 		t.Helper()
 		for i := 0; i < 10; i++ { // 1 s of answers
 			r, err := query(t, "udp", s.addr, "db.example.internal", dns.TypeA)
-			if err != nil || rdata(r) != "NOERROR:10.0.0.1" || r.Answer[0].Header().Ttl != ttl {
+			if err != nil || dnstest.RData(r) != "NOERROR:10.0.0.1" || r.Answer[0].Header().Ttl != ttl {
 				t.Fatalf("%s: %v %v, want 10.0.0.1 with ttl %d", what, r, err, ttl)
 			}
 			time.Sleep(100 * time.Millisecond)

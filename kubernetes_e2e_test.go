@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sclient "k8s.io/client-go/kubernetes"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
 
@@ -142,7 +143,7 @@ zones:
 	p.waitLog("kubernetes API server unreachable", 2) // once at start, once now
 	for _, netw := range []string{"udp", "tcp"} {
 		r, err := query(t, netw, addr, "api.e2e.svc.cluster.local", dns.TypeA)
-		if err != nil || rdata(r) != "NOERROR:"+svc.Spec.ClusterIP {
+		if err != nil || dnstest.RData(r) != "NOERROR:"+svc.Spec.ClusterIP {
 			t.Fatalf("%s during the outage: %v %v", netw, r, err)
 		}
 	}

@@ -126,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // check parses, validates and compiles the config without serving.
 func check(path string, stdout, stderr io.Writer) int {
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, sources.ConfigKinds())
 	if err == nil {
 		reg := sources.NewRegistry(sources.Options{Logger: discardLogger(), DryRun: true})
 		var set *sources.Set

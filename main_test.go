@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/testpki"
 
 	"github.com/miekg/dns"
@@ -189,7 +190,7 @@ func waitAnswer(t *testing.T, addr, name string, qtype uint16, want string) {
 	for time.Now().Before(deadline) {
 		r, err := query(t, "udp", addr, name, qtype)
 		if err == nil {
-			got = rdata(r)
+			got = dnstest.RData(r)
 			if got == want {
 				return
 			}
@@ -197,16 +198,6 @@ func waitAnswer(t *testing.T, addr, name string, qtype uint16, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s %s: got %q, want %q", name, dns.TypeToString[qtype], got, want)
-}
-
-// rdata renders an answer as "RCODE:rdata,rdata".
-func rdata(r *dns.Msg) string {
-	var parts []string
-	for _, rr := range r.Answer {
-		f := strings.Fields(rr.String())
-		parts = append(parts, strings.Join(f[4:], " "))
-	}
-	return dns.RcodeToString[r.Rcode] + ":" + strings.Join(parts, ",")
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -289,7 +280,7 @@ zones:
 		if err != nil {
 			t.Fatalf("%s: %v", netw, err)
 		}
-		if got := rdata(r); got != "NOERROR:10.0.0.10" || !r.Authoritative {
+		if got := dnstest.RData(r); got != "NOERROR:10.0.0.10" || !r.Authoritative {
 			t.Fatalf("%s: db A = %q aa=%v", netw, got, r.Authoritative)
 		}
 	}
@@ -391,7 +382,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			m.SetQuestion("a.example.internal.", dns.TypeA)
 			for ctx.Err() == nil {
 				r, _, err := c.Exchange(m, addr)
-				if err != nil || rdata(r) != "NOERROR:10.0.0.1" {
+				if err != nil || dnstest.RData(r) != "NOERROR:10.0.0.1" {
 					bad.Add(1)
 					firstErr.CompareAndSwap(nil, fmt.Sprintf("%s: %v %v", netw, err, r))
 					continue
@@ -439,7 +430,7 @@ zones:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rdata(r); got != "NOERROR:10.0.0.7" {
+	if got := dnstest.RData(r); got != "NOERROR:10.0.0.7" {
 		t.Fatalf("DoT answer %q", got)
 	}
 	// log.queries with format json: one JSON line for the query.

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/miekg/dns"
 )
 
 // rotate: true puts each address of a name first in turn, for local and
 // for cached forwarded answers; without it local answers keep file order.
 func TestRotateAnswers(t *testing.T) {
-	up := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		for i := 1; i <= 3; i++ {
@@ -22,12 +23,12 @@ func TestRotateAnswers(t *testing.T) {
 	})
 	hosts := "10.0.0.1 web.example.internal\n10.0.0.2 web.example.internal\n10.0.0.3 web.example.internal\n"
 	conf := func(rotate bool) string {
-		return fmt.Sprintf("listen: [\"LISTEN\"]\nrotate: %t\nzones:\n  example.internal:\n    - hosts: {files: [example.hosts]}\n  .:\n    - forward: {upstreams: [%q]}\n", rotate, up.addr)
+		return fmt.Sprintf("listen: [\"LISTEN\"]\nrotate: %t\nzones:\n  example.internal:\n    - hosts: {files: [example.hosts]}\n  .:\n    - forward: {upstreams: [%q]}\n", rotate, up.Addr)
 	}
 	firsts := func(addr, name string) map[string]int {
 		out := map[string]int{}
 		for i := 0; i < 6; i++ {
-			r := mustQuery(t, addr, name, dns.TypeA)
+			r := dnstest.Ask(t, addr, name, dns.TypeA)
 			if len(r.Answer) != 3 {
 				t.Fatalf("%s: %v", name, r)
 			}

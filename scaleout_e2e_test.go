@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
@@ -76,7 +77,7 @@ func reachAll(t *testing.T, fleet []*instance, start time.Time, name string, qty
 			}
 			r, _, err := c.Exchange(m, in.addr)
 			if err == nil {
-				last[i] = rdata(r)
+				last[i] = dnstest.RData(r)
 			} else {
 				last[i] = err.Error()
 			}
@@ -211,7 +212,7 @@ func TestScaleOutEtcd(t *testing.T) {
 	for range 20 {
 		for _, netw := range []string{"udp", "tcp"} {
 			r, err := query(t, netw, rest[0].addr, "web.example.internal", dns.TypeA)
-			if err != nil || rdata(r) != "NOERROR:10.0.1.1" {
+			if err != nil || dnstest.RData(r) != "NOERROR:10.0.1.1" {
 				t.Fatalf("%s after the other instance was killed: %v %v", netw, r, err)
 			}
 		}

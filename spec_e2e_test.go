@@ -21,6 +21,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
@@ -36,6 +37,9 @@ func specStart(t *testing.T, tmpl string, files map[string]string) *specDnsd {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		writeFile(t, filepath.Join(dir, name), content)
 	}
 	s := &specDnsd{dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), hport: freePort(t)}
@@ -65,33 +69,6 @@ func (s *specDnsd) reload(t *testing.T, tmpl string, ok bool, n int) {
 	}
 }
 
-func specExchange(t *testing.T, netw, addr string, m *dns.Msg) *dns.Msg {
-	t.Helper()
-	c := &dns.Client{Net: netw, Timeout: 2 * time.Second, UDPSize: 65535}
-	r, _, err := c.Exchange(m, addr)
-	if err != nil {
-		t.Fatalf("%s %v: %v", netw, m.Question, err)
-	}
-	return r
-}
-
-func mustQuery(t *testing.T, addr, name string, qtype uint16) *dns.Msg {
-	t.Helper()
-	m := new(dns.Msg)
-	m.SetQuestion(name, qtype)
-	return specExchange(t, "udp", addr, m)
-}
-
-// soaOf returns the SOA of r's authority section, or nil.
-func soaOf(r *dns.Msg) *dns.SOA {
-	for _, rr := range r.Ns {
-		if s, ok := rr.(*dns.SOA); ok {
-			return s
-		}
-	}
-	return nil
-}
-
 // checkNegative: AA=1, rcode, no answer, the zone's synthesized SOA with
 // minimum = ttl.
 func checkNegative(t *testing.T, r *dns.Msg, rcode int, zone string, ttl uint32) *dns.SOA {
@@ -100,7 +77,7 @@ func checkNegative(t *testing.T, r *dns.Msg, rcode int, zone string, ttl uint32)
 	if r.Rcode != rcode || !r.Authoritative {
 		t.Errorf("%s %s: rcode %s aa=%v, want %s aa=true", q, dns.TypeToString[r.Question[0].Qtype], dns.RcodeToString[r.Rcode], r.Authoritative, dns.RcodeToString[rcode])
 	}
-	soa := soaOf(r)
+	soa := dnstest.SOA(r)
 	if soa == nil {
 		t.Errorf("%s: negative answer without SOA: %v", q, r)
 		return nil
@@ -339,7 +316,7 @@ func TestSpecProtocol(t *testing.T) {
 		for _, netw := range []string{"udp", "tcp"} {
 			t.Run(tc.name+"/"+netw, func(t *testing.T) {
 				m := tc.msg()
-				r := specExchange(t, netw, s.addr, m)
+				r := dnstest.Exchange(t, netw, s.addr, m)
 				if r.Rcode != tc.rcode || r.Id != m.Id || !r.Response {
 					t.Errorf("rcode %s id %d, want %s id %d", dns.RcodeToString[r.Rcode], r.Id, dns.RcodeToString[tc.rcode], m.Id)
 				}
@@ -356,7 +333,7 @@ func TestSpecProtocol(t *testing.T) {
 	}
 
 	t.Run("ANY is minimal", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "db.example.internal.", dns.TypeANY)
+		r := dnstest.Ask(t, s.addr, "db.example.internal.", dns.TypeANY)
 		types := map[uint16]bool{}
 		for _, rr := range r.Answer {
 			types[rr.Header().Rrtype] = true
@@ -401,51 +378,51 @@ func TestSpecZonesAndNames(t *testing.T) {
 	const zone = "example.internal."
 
 	for _, name := range []string{"db.example.internal.", "DB.EXAMPLE.INTERNAL.", "Db.Example.Internal."} {
-		r := mustQuery(t, s.addr, name, dns.TypeA)
-		if rdata(r) != "NOERROR:10.0.0.10" || !r.Authoritative || r.Answer[0].Header().Name != name {
+		r := dnstest.Ask(t, s.addr, name, dns.TypeA)
+		if dnstest.RData(r) != "NOERROR:10.0.0.10" || !r.Authoritative || r.Answer[0].Header().Name != name {
 			t.Errorf("%s A: %v", name, r)
 		}
 		if r.Answer[0].Header().Ttl != 60 {
 			t.Errorf("%s TTL %d, want 60", name, r.Answer[0].Header().Ttl)
 		}
 	}
-	if r := mustQuery(t, s.addr, "db.example.internal.", dns.TypeAAAA); rdata(r) != "NOERROR:fd00::10" {
+	if r := dnstest.Ask(t, s.addr, "db.example.internal.", dns.TypeAAAA); dnstest.RData(r) != "NOERROR:fd00::10" {
 		t.Errorf("AAAA: %v", r)
 	}
 
 	t.Run("CIDR zone key answers PTR", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "5.0.100.10.in-addr.arpa.", dns.TypePTR)
-		if rdata(r) != "NOERROR:svc.example.internal." || !r.Authoritative {
+		r := dnstest.Ask(t, s.addr, "5.0.100.10.in-addr.arpa.", dns.TypePTR)
+		if dnstest.RData(r) != "NOERROR:svc.example.internal." || !r.Authoritative {
 			t.Errorf("PTR 10.100.0.5: %v", r)
 		}
 		// 10.96.0.0/12 covers 96..111.10.in-addr.arpa.
-		r = mustQuery(t, s.addr, "1.0.111.10.in-addr.arpa.", dns.TypePTR)
+		r = dnstest.Ask(t, s.addr, "1.0.111.10.in-addr.arpa.", dns.TypePTR)
 		checkNegative(t, r, dns.RcodeNameError, "111.10.in-addr.arpa.", 60)
-		r = mustQuery(t, s.addr, "1.0.112.10.in-addr.arpa.", dns.TypePTR)
+		r = dnstest.Ask(t, s.addr, "1.0.112.10.in-addr.arpa.", dns.TypePTR)
 		if r.Rcode != dns.RcodeRefused {
 			t.Errorf("10.112.0.1 outside 10.96.0.0/12: %v", r)
 		}
-		r = mustQuery(t, s.addr, "96.10.in-addr.arpa.", dns.TypeSOA)
+		r = dnstest.Ask(t, s.addr, "96.10.in-addr.arpa.", dns.TypeSOA)
 		if len(r.Answer) != 1 || r.Answer[0].(*dns.SOA).Ns != "ns.dns.96.10.in-addr.arpa." {
 			t.Errorf("apex SOA of 96.10.in-addr.arpa: %v", r)
 		}
 	})
 
 	t.Run("negative answers", func(t *testing.T) {
-		checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, zone, 60)
-		checkNegative(t, mustQuery(t, s.addr, "NOPE.Example.Internal.", dns.TypeTXT), dns.RcodeNameError, zone, 60)
-		r := mustQuery(t, s.addr, "db.example.internal.", dns.TypeMX)
+		checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, zone, 60)
+		checkNegative(t, dnstest.Ask(t, s.addr, "NOPE.Example.Internal.", dns.TypeTXT), dns.RcodeNameError, zone, 60)
+		r := dnstest.Ask(t, s.addr, "db.example.internal.", dns.TypeMX)
 		checkNegative(t, r, dns.RcodeSuccess, zone, 60)
 		if len(r.Answer) != 0 {
 			t.Errorf("NODATA with answers: %v", r)
 		}
 		// empty non-terminal
-		checkNegative(t, mustQuery(t, s.addr, "b.example.internal.", dns.TypeA), dns.RcodeSuccess, zone, 60)
+		checkNegative(t, dnstest.Ask(t, s.addr, "b.example.internal.", dns.TypeA), dns.RcodeSuccess, zone, 60)
 		// every name of a key is its own zone
-		checkNegative(t, mustQuery(t, s.addr, "nope.two.internal.", dns.TypeA), dns.RcodeNameError, "two.internal.", 40)
-		checkNegative(t, mustQuery(t, s.addr, "nope.one.internal.", dns.TypeA), dns.RcodeNameError, "one.internal.", 40)
+		checkNegative(t, dnstest.Ask(t, s.addr, "nope.two.internal.", dns.TypeA), dns.RcodeNameError, "two.internal.", 40)
+		checkNegative(t, dnstest.Ask(t, s.addr, "nope.one.internal.", dns.TypeA), dns.RcodeNameError, "one.internal.", 40)
 		// apex NODATA
-		checkNegative(t, mustQuery(t, s.addr, "example.internal.", dns.TypeA), dns.RcodeSuccess, zone, 60)
+		checkNegative(t, dnstest.Ask(t, s.addr, "example.internal.", dns.TypeA), dns.RcodeSuccess, zone, 60)
 	})
 
 	t.Run("longest suffix zone", func(t *testing.T) {
@@ -453,13 +430,13 @@ func TestSpecZonesAndNames(t *testing.T) {
 		// hosts default fallthrough: true → second source answers.
 		waitAnswer(t, s.addr, "y.sub.example.internal", dns.TypeA, "NOERROR:10.1.0.2")
 		// After the last source: NXDOMAIN with the sub zone's SOA.
-		r := mustQuery(t, s.addr, "db.sub.example.internal.", dns.TypeA)
+		r := dnstest.Ask(t, s.addr, "db.sub.example.internal.", dns.TypeA)
 		checkNegative(t, r, dns.RcodeNameError, "sub.example.internal.", 20)
 	})
 
 	t.Run("apex SOA and NS", func(t *testing.T) {
 		for _, name := range []string{"example.internal.", "EXAMPLE.internal."} {
-			r := mustQuery(t, s.addr, name, dns.TypeSOA)
+			r := dnstest.Ask(t, s.addr, name, dns.TypeSOA)
 			if len(r.Answer) != 1 || !r.Authoritative || r.Rcode != dns.RcodeSuccess {
 				t.Fatalf("SOA %s: %v", name, r)
 			}
@@ -468,16 +445,16 @@ func TestSpecZonesAndNames(t *testing.T) {
 				t.Errorf("SOA %v", soa)
 			}
 		}
-		r := mustQuery(t, s.addr, zone, dns.TypeNS)
-		if rdata(r) != "NOERROR:ns.dns.example.internal." || !r.Authoritative {
+		r := dnstest.Ask(t, s.addr, zone, dns.TypeNS)
+		if dnstest.RData(r) != "NOERROR:ns.dns.example.internal." || !r.Authoritative {
 			t.Fatalf("NS: %v", r)
 		}
 		if len(r.Extra) != 1 || r.Extra[0].String() != "ns.dns.example.internal.\t60\tIN\tA\t127.0.0.1" {
 			t.Errorf("NS glue: %v; want ns.dns.example.internal. A 127.0.0.1", r.Extra)
 		}
 		waitAnswer(t, s.addr, "ns.dns.example.internal", dns.TypeA, "NOERROR:127.0.0.1")
-		r = mustQuery(t, s.addr, "sub.example.internal.", dns.TypeNS)
-		if rdata(r) != "NOERROR:ns.dns.sub.example.internal." {
+		r = dnstest.Ask(t, s.addr, "sub.example.internal.", dns.TypeNS)
+		if dnstest.RData(r) != "NOERROR:ns.dns.sub.example.internal." {
 			t.Errorf("sub NS: %v", r)
 		}
 	})
@@ -490,8 +467,8 @@ zones:
   example.internal:
     - hosts: {entries: ["10.0.0.53 ns.dns.example.internal"], ttl: 60s}
 `, nil)
-	r := mustQuery(t, s.addr, "example.internal.", dns.TypeNS)
-	if rdata(r) != "NOERROR:ns.dns.example.internal." || len(r.Extra) != 1 || !strings.HasSuffix(r.Extra[0].String(), "10.0.0.53") {
+	r := dnstest.Ask(t, s.addr, "example.internal.", dns.TypeNS)
+	if dnstest.RData(r) != "NOERROR:ns.dns.example.internal." || len(r.Extra) != 1 || !strings.HasSuffix(r.Extra[0].String(), "10.0.0.53") {
 		t.Errorf("NS: %v", r)
 	}
 	waitAnswer(t, s.addr, "ns.dns.example.internal", dns.TypeA, "NOERROR:10.0.0.53")
@@ -506,14 +483,14 @@ zones:
 `, map[string]string{"a.hosts": "10.0.0.1 First.Example.Internal.  # comment\nfd00::1 first.example.internal\n10.9.9.9 outside.example.org\n"})
 	waitAnswer(t, s.addr, "first.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	waitAnswer(t, s.addr, "FIRST.example.internal", dns.TypeAAAA, "NOERROR:fd00::1")
-	r := mustQuery(t, s.addr, "second.example.internal.", dns.TypeA)
+	r := dnstest.Ask(t, s.addr, "second.example.internal.", dns.TypeA)
 	soa1 := checkNegative(t, r, dns.RcodeNameError, "example.internal.", 10)
 
 	// The serial increases when the file changes (within 100 ms).
 	time.Sleep(10 * time.Millisecond)
 	writeFile(t, filepath.Join(s.dir, "a.hosts"), "10.0.0.3 first.example.internal\n")
 	waitAnswer(t, s.addr, "first.example.internal", dns.TypeA, "NOERROR:10.0.0.3")
-	soa2 := checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
+	soa2 := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
 	if soa1 != nil && soa2 != nil && soa2.Serial <= soa1.Serial {
 		t.Errorf("serial %d after a change, was %d", soa2.Serial, soa1.Serial)
 	}
@@ -534,11 +511,11 @@ zones:
 `
 	}
 	s := specStart(t, cfg("10.0.0.1"), map[string]string{"a.hosts": "10.0.0.9 f.example.internal\n"})
-	soa := checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
+	soa := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
 	for i := 2; i <= 3; i++ {
 		s.reload(t, cfg(fmt.Sprintf("10.0.0.%d", i)), true, i-1)
 		waitAnswer(t, s.addr, "inline.example.internal", dns.TypeA, fmt.Sprintf("NOERROR:10.0.0.%d", i))
-		next := checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
+		next := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
 		if soa != nil && next != nil && next.Serial <= soa.Serial {
 			t.Errorf("reload %d changed inline entries: serial %d, was %d", i, next.Serial, soa.Serial)
 		}
@@ -555,7 +532,7 @@ zones:
 	for i := 4; i <= 5; i++ {
 		s.reload(t, cfg2(fmt.Sprintf("10.0.0.%d", i)), true, i-1)
 		waitAnswer(t, s.addr, "inline.example.internal", dns.TypeA, fmt.Sprintf("NOERROR:10.0.0.%d", i))
-		next := checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
+		next := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
 		if soa != nil && next != nil && next.Serial <= soa.Serial {
 			t.Errorf("reload %d changed inline entries: serial %d, was %d", i, next.Serial, soa.Serial)
 		}
@@ -575,7 +552,7 @@ zones:
 	for _, netw := range []string{"udp", "tcp"} {
 		m := new(dns.Msg)
 		m.SetQuestion("a.example.internal.", dns.TypeA)
-		if r := specExchange(t, netw, s.addr, m); r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
+		if r := dnstest.Exchange(t, netw, s.addr, m); r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
 			t.Errorf("%s: deny must win over allow: %v", netw, r)
 		}
 	}
@@ -635,22 +612,22 @@ zones:
 		{"nope.example.internal.", dns.TypeA, "NXDOMAIN:"},
 	}
 	for _, tc := range cases {
-		r := mustQuery(t, s.addr, tc.name, tc.qtype)
-		if got := rdata(r); got != tc.want || !r.Authoritative {
+		r := dnstest.Ask(t, s.addr, tc.name, tc.qtype)
+		if got := dnstest.RData(r); got != tc.want || !r.Authoritative {
 			t.Errorf("%s %s = %q aa=%v, want %q", tc.name, dns.TypeToString[tc.qtype], got, r.Authoritative, tc.want)
 		}
 	}
 
 	t.Run("CNAME to a name that does not exist", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "dangling.example.internal.", dns.TypeA)
-		if r.Rcode != dns.RcodeNameError || len(r.Answer) != 1 || soaOf(r) == nil || !r.Authoritative {
+		r := dnstest.Ask(t, s.addr, "dangling.example.internal.", dns.TypeA)
+		if r.Rcode != dns.RcodeNameError || len(r.Answer) != 1 || dnstest.SOA(r) == nil || !r.Authoritative {
 			t.Errorf("dangling CNAME: %v", r)
 		}
 	})
 	t.Run("CNAME loops", func(t *testing.T) {
 		for _, name := range []string{"loop1.example.internal.", "self.example.internal."} {
 			start := time.Now()
-			r := mustQuery(t, s.addr, name, dns.TypeA)
+			r := dnstest.Ask(t, s.addr, name, dns.TypeA)
 			if r.Rcode == dns.RcodeServerFailure && len(r.Answer) == 0 {
 				continue // acceptable too
 			}
@@ -660,7 +637,7 @@ zones:
 		}
 	})
 	t.Run("CNAME chain limit 8", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "c0.example.internal.", dns.TypeA)
+		r := dnstest.Ask(t, s.addr, "c0.example.internal.", dns.TypeA)
 		n := 0
 		for _, rr := range r.Answer {
 			if rr.Header().Rrtype == dns.TypeCNAME {
@@ -673,13 +650,13 @@ zones:
 		if n > 9 || n < 8 {
 			t.Errorf("chain of %d CNAMEs; want about 8: %v", n, r)
 		}
-		r = mustQuery(t, s.addr, "c3.example.internal.", dns.TypeA)
-		if !strings.HasSuffix(rdata(r), ",10.0.4.1") {
-			t.Errorf("a 7-link chain is not completed: %v", rdata(r))
+		r = dnstest.Ask(t, s.addr, "c3.example.internal.", dns.TypeA)
+		if !strings.HasSuffix(dnstest.RData(r), ",10.0.4.1") {
+			t.Errorf("a 7-link chain is not completed: %v", dnstest.RData(r))
 		}
 	})
 	t.Run("SRV additionals", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "_pg._tcp.example.internal.", dns.TypeSRV)
+		r := dnstest.Ask(t, s.addr, "_pg._tcp.example.internal.", dns.TypeSRV)
 		if len(r.Answer) != 2 {
 			t.Fatalf("SRV: %v", r)
 		}
@@ -694,22 +671,22 @@ zones:
 		}
 	})
 	t.Run("malformed value skipped", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "bad.example.internal.", dns.TypeA)
+		r := dnstest.Ask(t, s.addr, "bad.example.internal.", dns.TypeA)
 		if r.Rcode == dns.RcodeServerFailure {
 			t.Errorf("malformed value: %v", r)
 		}
 	})
 	t.Run("serial increases with a put, minimum is the etcd ttl", func(t *testing.T) {
-		soa1 := checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 30)
+		soa1 := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 30)
 		srv.Put("/skydns/internal/example/new", `{"host":"10.0.9.9"}`)
 		waitAnswer(t, s.addr, "new.example.internal", dns.TypeA, "NOERROR:10.0.9.9")
-		soa2 := checkNegative(t, mustQuery(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 30)
+		soa2 := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 30)
 		if soa1 != nil && soa2 != nil && soa2.Serial <= soa1.Serial {
 			t.Errorf("serial %d after a put, was %d", soa2.Serial, soa1.Serial)
 		}
 	})
 	t.Run("wildcard query label", func(t *testing.T) {
-		r := mustQuery(t, s.addr, "*.deep.example.internal.", dns.TypeA)
+		r := dnstest.Ask(t, s.addr, "*.deep.example.internal.", dns.TypeA)
 		if r.Rcode != dns.RcodeSuccess {
 			t.Errorf("* query: %v", r)
 		}
@@ -777,14 +754,14 @@ zones:
 	m := new(dns.Msg)
 	m.SetQuestion("small.example.internal.", dns.TypeA)
 	m.SetEdns0(4096, false)
-	r = specExchange(t, "udp", s.addr, m)
+	r = dnstest.Exchange(t, "udp", s.addr, m)
 	if o := r.IsEdns0(); o == nil || o.UDPSize() != 1400 || r.Truncated || len(r.Answer) != 1 {
 		t.Errorf("small with EDNS: %v", r)
 	}
 	// Default 1232.
 	s2 := specStart(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", nil)
 	m.SetQuestion("a.example.internal.", dns.TypeA)
-	r = specExchange(t, "udp", s2.addr, m)
+	r = dnstest.Exchange(t, "udp", s2.addr, m)
 	if o := r.IsEdns0(); o == nil || o.UDPSize() != 1232 {
 		t.Errorf("default buffer: %v", r)
 	}
@@ -823,7 +800,7 @@ func TestSpecForward(t *testing.T) {
 		_ = w.WriteMsg(m)
 	}
 	// bad answers SERVFAIL to everything except the root probe.
-	bad := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	bad := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeServerFailure)
 		if r.Question[0].Name == "." {
@@ -831,7 +808,7 @@ func TestSpecForward(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	good := startE2EUpstream(t, handler)
+	good := dnstest.StartUpstream(t, handler)
 	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
@@ -843,10 +820,10 @@ zones:
         policy: sequential
         timeout: 500ms
         except: [Corp.Internal.]
-`, bad.addr, good.addr), nil)
+`, bad.Addr, good.Addr), nil)
 
-	r := mustQuery(t, s.addr, "www.example.com.", dns.TypeA)
-	if rdata(r) != "NOERROR:192.0.2.1" || r.Authoritative {
+	r := dnstest.Ask(t, s.addr, "www.example.com.", dns.TypeA)
+	if dnstest.RData(r) != "NOERROR:192.0.2.1" || r.Authoritative {
 		t.Errorf("SERVFAIL from the first upstream must try the next: %v", r)
 	}
 	// ID rewritten: cached answers with other IDs.
@@ -854,38 +831,38 @@ zones:
 		m := new(dns.Msg)
 		m.SetQuestion("www.example.com.", dns.TypeA)
 		m.Id = uint16(1000 + i)
-		if r := specExchange(t, "udp", s.addr, m); r.Id != m.Id || rdata(r) != "NOERROR:192.0.2.1" {
+		if r := dnstest.Exchange(t, "udp", s.addr, m); r.Id != m.Id || dnstest.RData(r) != "NOERROR:192.0.2.1" {
 			t.Errorf("cached answer id %d, want %d", r.Id, m.Id)
 		}
 	}
 	// TC=1 from upstream over UDP: retried over TCP.
-	if r := mustQuery(t, s.addr, "tc.example.com.", dns.TypeA); rdata(r) != "NOERROR:192.0.2.9" || r.Truncated {
+	if r := dnstest.Ask(t, s.addr, "tc.example.com.", dns.TypeA); dnstest.RData(r) != "NOERROR:192.0.2.9" || r.Truncated {
 		t.Errorf("TC=1 upstream answer not retried over TCP: %v", r)
 	}
 	// DO bit passed to upstreams.
 	m := new(dns.Msg)
 	m.SetQuestion("do.example.com.", dns.TypeA)
 	m.SetEdns0(1232, true)
-	specExchange(t, "udp", s.addr, m)
+	dnstest.Exchange(t, "udp", s.addr, m)
 	if !sawDO.Load() {
 		t.Errorf("the DO bit did not reach the upstream")
 	}
 	// Upstream negative answer as given.
-	r = mustQuery(t, s.addr, "nx.example.com.", dns.TypeA)
-	if r.Rcode != dns.RcodeNameError || soaOf(r) == nil || soaOf(r).Serial != 7 {
+	r = dnstest.Ask(t, s.addr, "nx.example.com.", dns.TypeA)
+	if r.Rcode != dns.RcodeNameError || dnstest.SOA(r) == nil || dnstest.SOA(r).Serial != 7 {
 		t.Errorf("upstream NXDOMAIN: %v", r)
 	}
 	// except: not forwarded, falls through → NXDOMAIN with the root's SOA.
 	for _, name := range []string{"x.corp.internal.", "X.CORP.INTERNAL.", "corp.internal."} {
-		r = mustQuery(t, s.addr, name, dns.TypeA)
-		if r.Rcode != dns.RcodeNameError || soaOf(r) == nil || soaOf(r).Hdr.Name != "." {
+		r = dnstest.Ask(t, s.addr, name, dns.TypeA)
+		if r.Rcode != dns.RcodeNameError || dnstest.SOA(r) == nil || dnstest.SOA(r).Hdr.Name != "." {
 			t.Errorf("%s (except): %v", name, r)
 		}
 	}
 	_, metrics := httpGet(t, s.base+"/metrics")
 	for _, want := range []string{
-		`dnsd_forward_requests_total{rcode="SERVFAIL",upstream="udp://` + bad.addr + `"}`,
-		`dnsd_forward_upstream_up{upstream="udp://` + good.addr + `"} 1`,
+		`dnsd_forward_requests_total{rcode="SERVFAIL",upstream="udp://` + bad.Addr + `"}`,
+		`dnsd_forward_upstream_up{upstream="udp://` + good.Addr + `"} 1`,
 		"dnsd_cache_hits_total 3",
 		"dnsd_cache_entries ",
 	} {
@@ -895,7 +872,7 @@ zones:
 	}
 
 	// §5: a reload that puts a name under except drops its cache entry.
-	n := good.n.Load()
+	n := good.Queries()
 	s.reload(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
@@ -905,8 +882,8 @@ zones:
     - forward:
         upstreams: ["%s"]
         except: [example.com]
-`, good.addr), true, 1)
-	r = mustQuery(t, s.addr, "www.example.com.", dns.TypeA)
+`, good.Addr), true, 1)
+	r = dnstest.Ask(t, s.addr, "www.example.com.", dns.TypeA)
 	if r.Rcode != dns.RcodeNameError {
 		t.Errorf("after except: [example.com] the cached entry is still served: %v", r)
 	}
@@ -916,26 +893,26 @@ zones:
 // All upstreams down and serve_stale off: SERVFAIL, immediately after the
 // first timeout; never NXDOMAIN.
 func TestSpecForwardAllDown(t *testing.T) {
-	up := startE2EUpstream(t, nil)
+	up := dnstest.StartUpstream(t, nil)
 	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
 cache: {serve_stale: 0s}
 zones:
   .:
     - forward: {upstreams: ["%s"], timeout: 200ms, health_check: 100ms}
-`, up.addr), nil)
-	if r := mustQuery(t, s.addr, "short.example.com.", dns.TypeA); rdata(r) != "NOERROR:192.0.2.1" {
+`, up.Addr), nil)
+	if r := dnstest.Ask(t, s.addr, "short.example.com.", dns.TypeA); dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("%v", r)
 	}
-	up.stop()
+	up.Stop()
 	time.Sleep(1200 * time.Millisecond)
-	if r := mustQuery(t, s.addr, "short.example.com.", dns.TypeA); r.Rcode != dns.RcodeServerFailure {
+	if r := dnstest.Ask(t, s.addr, "short.example.com.", dns.TypeA); r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("expired, serve_stale off, upstream down: %v; want SERVFAIL", r)
 	}
 }
 
 // A source error never falls through to forward (§4.4).
 func TestSpecServfailNoFallthrough(t *testing.T) {
-	up := startE2EUpstream(t, nil)
+	up := dnstest.StartUpstream(t, nil)
 	dead := freePort(t)
 	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
@@ -943,15 +920,15 @@ zones:
   example.internal:
     - etcd: {endpoints: ["http://127.0.0.1:%d"], sync_timeout: 300ms}
     - forward: {upstreams: ["%s"]}
-`, dead, up.addr), nil)
+`, dead, up.Addr), nil)
 	for i := 0; i < 2; i++ {
-		r := mustQuery(t, s.addr, "db.example.internal.", dns.TypeA)
+		r := dnstest.Ask(t, s.addr, "db.example.internal.", dns.TypeA)
 		if r.Rcode != dns.RcodeServerFailure || len(r.Answer) != 0 {
 			t.Errorf("unsynced etcd: %v", r)
 		}
 		time.Sleep(400 * time.Millisecond)
 	}
-	if n := up.n.Load(); n != 0 {
+	if n := up.Queries(); n != 0 {
 		t.Errorf("an internal name leaked to the upstream %d times", n)
 	}
 	code, body := httpGet(t, s.base+"/ready")
@@ -974,10 +951,10 @@ zones:
 `
 	s := specStart(t, cfg, map[string]string{"a.hosts": "10.0.0.1 a.example.internal\n"})
 	waitAnswer(t, s.addr, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
-	mustQuery(t, s.addr, "nope.example.internal.", dns.TypeAAAA)
+	dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeAAAA)
 	m := new(dns.Msg)
 	m.SetQuestion("a.example.internal.", dns.TypeA)
-	specExchange(t, "tcp", s.addr, m)
+	dnstest.Exchange(t, "tcp", s.addr, m)
 
 	_, metrics := httpGet(t, s.base+"/metrics")
 	for _, re := range []string{
@@ -1052,7 +1029,7 @@ zones:
 	if code != 503 || !strings.Contains(body, "etcd") {
 		t.Errorf("/ready = %d %q; want 503 naming etcd", code, body)
 	}
-	r := mustQuery(t, s.addr, "a.example.internal.", dns.TypeA)
+	r := dnstest.Ask(t, s.addr, "a.example.internal.", dns.TypeA)
 	if r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("unsynced: %v", r)
 	}
@@ -1089,7 +1066,7 @@ func TestSpecStartConfigError(t *testing.T) {
 
 // SIGTERM: queries in flight are finished, then exit 0.
 func TestSpecGracefulStop(t *testing.T) {
-	up := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		if r.Question[0].Name == "slow.example.com." {
@@ -1098,7 +1075,7 @@ func TestSpecGracefulStop(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s}\n", up.addr), nil)
+	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s}\n", up.Addr), nil)
 	got := make(chan string, 1)
 	go func() {
 		r, err := query(t, "udp", s.addr, "slow.example.com", dns.TypeA)
@@ -1106,7 +1083,7 @@ func TestSpecGracefulStop(t *testing.T) {
 			got <- err.Error()
 			return
 		}
-		got <- rdata(r)
+		got <- dnstest.RData(r)
 	}()
 	time.Sleep(200 * time.Millisecond)
 	s.signal(syscall.SIGTERM)
@@ -1122,7 +1099,7 @@ func TestSpecRateLimit(t *testing.T) {
 	s := specStart(t, "listen: [\"LISTEN\"]\nlimits: {rate_per_client: 5}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", nil)
 	tc := 0
 	for i := 0; i < 30; i++ {
-		r := mustQuery(t, s.addr, "a.example.internal.", dns.TypeA)
+		r := dnstest.Ask(t, s.addr, "a.example.internal.", dns.TypeA)
 		if r.Truncated {
 			tc++
 			if len(r.Answer) != 0 {
@@ -1136,7 +1113,7 @@ func TestSpecRateLimit(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		m := new(dns.Msg)
 		m.SetQuestion("a.example.internal.", dns.TypeA)
-		if r := specExchange(t, "tcp", s.addr, m); rdata(r) != "NOERROR:10.0.0.1" || r.Truncated {
+		if r := dnstest.Exchange(t, "tcp", s.addr, m); dnstest.RData(r) != "NOERROR:10.0.0.1" || r.Truncated {
 			t.Fatalf("TCP rate limited: %v", r)
 		}
 	}
@@ -1145,7 +1122,7 @@ func TestSpecRateLimit(t *testing.T) {
 // udp:// and tcp:// listen only on that transport; REFUSED from an
 // upstream tries the next; ANY at an apex.
 func TestSpecListenSchemesAndRefusedUpstream(t *testing.T) {
-	refusing := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	refusing := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeRefused)
 		if r.Question[0].Name == "." {
@@ -1153,7 +1130,7 @@ func TestSpecListenSchemesAndRefusedUpstream(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	good := startE2EUpstream(t, nil)
+	good := dnstest.StartUpstream(t, nil)
 	up, tp := freePort(t), freePort(t)
 	specStart(t, fmt.Sprintf(`listen: ["udp://127.0.0.1:%d", "tcp://127.0.0.1:%d"]
 zones:
@@ -1161,25 +1138,25 @@ zones:
     - hosts: {entries: ["10.0.0.1 a"], ttl: 7s}
   .:
     - forward: {upstreams: ["%s", "%s"], policy: sequential}
-`, up, tp, refusing.addr, good.addr), nil)
+`, up, tp, refusing.Addr, good.Addr), nil)
 	ua, ta := fmt.Sprintf("127.0.0.1:%d", up), fmt.Sprintf("127.0.0.1:%d", tp)
 	waitAnswer(t, ua, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
-	if r, err := query(t, "tcp", ta, "a.example.internal", dns.TypeA); err != nil || rdata(r) != "NOERROR:10.0.0.1" {
+	if r, err := query(t, "tcp", ta, "a.example.internal", dns.TypeA); err != nil || dnstest.RData(r) != "NOERROR:10.0.0.1" {
 		t.Errorf("tcp://: %v %v", r, err)
 	}
 	if _, err := query(t, "tcp", ua, "a.example.internal", dns.TypeA); err == nil {
 		t.Errorf("udp:// listen answers TCP")
 	}
-	if r := mustQuery(t, ua, "www.example.com.", dns.TypeA); rdata(r) != "NOERROR:192.0.2.1" {
+	if r := dnstest.Ask(t, ua, "www.example.com.", dns.TypeA); dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Errorf("REFUSED from the first upstream must try the next: %v", r)
 	}
-	r := mustQuery(t, ua, "example.internal.", dns.TypeANY)
+	r := dnstest.Ask(t, ua, "example.internal.", dns.TypeANY)
 	if len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != dns.TypeSOA || !r.Authoritative {
 		t.Errorf("ANY at the apex: %v", r)
 	}
-	r = mustQuery(t, ua, "nope.example.internal.", dns.TypeANY)
+	r = dnstest.Ask(t, ua, "nope.example.internal.", dns.TypeANY)
 	checkNegative(t, r, dns.RcodeNameError, "example.internal.", 7)
-	r = mustQuery(t, ua, "example.internal.", dns.TypeNS)
+	r = dnstest.Ask(t, ua, "example.internal.", dns.TypeNS)
 	if len(r.Extra) != 1 || !strings.HasSuffix(r.Extra[0].String(), "127.0.0.1") {
 		t.Errorf("NS glue with udp:// and tcp:// listen: %v", r.Extra)
 	}
@@ -1187,7 +1164,7 @@ zones:
 
 // max_concurrent: in-flight forwards over it get REFUSED.
 func TestSpecForwardMaxConcurrent(t *testing.T) {
-	up := startE2EUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		if r.Question[0].Name != "." {
@@ -1196,7 +1173,7 @@ func TestSpecForwardMaxConcurrent(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s, max_concurrent: 1}\n", up.addr), nil)
+	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s, max_concurrent: 1}\n", up.Addr), nil)
 	res := make(chan int, 3)
 	for i := 0; i < 3; i++ {
 		go func(i int) {
@@ -1226,7 +1203,7 @@ func TestSpecReloadRemovesUnsyncedSource(t *testing.T) {
 	waitReady(t, s.base, 503)
 	s.reload(t, base, true, 1)
 	waitReady(t, s.base, 200)
-	if r := mustQuery(t, s.addr, "x.other.internal.", dns.TypeA); r.Rcode != dns.RcodeRefused {
+	if r := dnstest.Ask(t, s.addr, "x.other.internal.", dns.TypeA); r.Rcode != dns.RcodeRefused {
 		t.Errorf("removed zone: %v", r)
 	}
 	_, metrics := httpGet(t, s.base+"/metrics")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // Zone transfers through the built binary, with miekg/dns clients.
@@ -218,7 +220,7 @@ func TestTransferProtocol(t *testing.T) {
 			for _, qt := range []uint16{dns.TypeAXFR, dns.TypeIXFR} {
 				m := new(dns.Msg)
 				m.SetQuestion(tc.zone, qt)
-				r := specExchange(t, tc.netw, s.addr, m)
+				r := dnstest.Exchange(t, tc.netw, s.addr, m)
 				if r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
 					t.Errorf("%s %s over %s: %s with %d records, want REFUSED", dns.TypeToString[qt], tc.zone, tc.netw, dns.RcodeToString[r.Rcode], len(r.Answer))
 				}
@@ -263,7 +265,7 @@ func TestTransferProtocol(t *testing.T) {
 	s.reload(t, strings.Replace(xfrCfg, "  - zones: [example.internal]\n    allow: [127.0.0.0/8]\n", "", 1), true, 1)
 	m := new(dns.Msg)
 	m.SetAxfr("example.internal.")
-	if r := specExchange(t, "tcp", s.addr, m); r.Rcode != dns.RcodeRefused {
+	if r := dnstest.Exchange(t, "tcp", s.addr, m); r.Rcode != dns.RcodeRefused {
 		t.Errorf("AXFR after the reload dropped the transfer item: %s, want REFUSED", dns.RcodeToString[r.Rcode])
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
@@ -100,7 +101,7 @@ zone:
 		got := ""
 		for time.Now().Before(deadline) {
 			if r, err := query(t, "udp", knot, name, dns.TypeA); err == nil {
-				if got = rdata(r); got == want {
+				if got = dnstest.RData(r); got == want {
 					return
 				}
 			}

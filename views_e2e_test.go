@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/miekg/dns"
 )
 
@@ -60,7 +61,7 @@ views:
 		if err != nil {
 			t.Fatalf("%s -> %s %s: %v", from, server, name, err)
 		}
-		return rdata(r)
+		return dnstest.RData(r)
 	}
 	for _, c := range []struct{ from, server, want, why string }{
 		{"127.0.0.1", a1, "NOERROR:10.0.0.1", "no view matches: top-level zones"},

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"errors"
@@ -11,6 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/sources"
+	"github.com/dnsd/dnsd/sources/etcd"
+	"github.com/dnsd/dnsd/sources/forward"
+	"github.com/dnsd/dnsd/sources/hosts"
+	"github.com/dnsd/dnsd/sources/kubernetes"
 )
 
 // wants returns the "# want: " lines of a bad fixture: the exact errors
@@ -41,7 +48,7 @@ func TestBadFixtures(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatalf("%s has no # want: lines", file)
 			}
-			cfg, err := Load(file)
+			cfg, err := Load(file, sources.ConfigKinds())
 			if err == nil {
 				t.Fatalf("Load succeeded, want errors:\n%s", strings.Join(want, "\n"))
 			}
@@ -68,7 +75,7 @@ func TestBadFixtures(t *testing.T) {
 // that the joined message is one FILE:LINE:COL line per problem.
 func TestAllErrorsReported(t *testing.T) {
 	file := "testdata/bad/types.yaml"
-	_, err := Load(file)
+	_, err := Load(file, sources.ConfigKinds())
 	var list ErrorList
 	if !errors.As(err, &list) {
 		t.Fatalf("want ErrorList, got %v", err)
@@ -100,9 +107,9 @@ func TestAllErrorsReported(t *testing.T) {
 
 func TestLoadUnreadable(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "dnsd.yaml")
-	_, err := Load(missing)
+	_, err := Load(missing, sources.ConfigKinds())
 	if err == nil || !strings.Contains(err.Error(), missing) {
-		t.Fatalf("Load(missing) = %v, want an error naming %s", err, missing)
+		t.Fatalf("Load(missing, sources.ConfigKinds()) = %v, want an error naming %s", err, missing)
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("error %v does not wrap os.ErrNotExist", err)
@@ -111,9 +118,9 @@ func TestLoadUnreadable(t *testing.T) {
 
 func mustLoad(t *testing.T, file string) *Config {
 	t.Helper()
-	cfg, err := Load(file)
+	cfg, err := Load(file, sources.ConfigKinds())
 	if err != nil {
-		t.Fatalf("Load(%s):\n%v", file, err)
+		t.Fatalf("Load(%s, sources.ConfigKinds()):\n%v", file, err)
 	}
 	return cfg
 }
@@ -140,10 +147,10 @@ func TestDefaults(t *testing.T) {
 			Names: []string{"home.arpa."},
 			Pos:   Pos{file, 3, 3},
 			Sources: []Source{{
-				Kind: KindHosts, Fallthrough: true, Pos: Pos{file, 4, 7},
-				Hosts: &Hosts{
+				Kind: "hosts", Fallthrough: true, Pos: Pos{file, 4, 7},
+				Settings: &hosts.Config{
 					TTL: time.Hour, Reverse: true,
-					Entries: []HostsEntry{
+					Entries: []hosts.Entry{
 						{Line: "192.168.1.1 router", Addr: netip.MustParseAddr("192.168.1.1"),
 							Names: []string{"router.home.arpa."}, Pos: Pos{file, 5, 19}},
 						{Line: "192.168.1.10 nas", Addr: netip.MustParseAddr("192.168.1.10"),
@@ -176,23 +183,23 @@ func TestSourceDefaults(t *testing.T) {
 	}
 	cfg := mustLoad(t, file)
 	k := cfg.Zones[0].Sources[0]
-	if k.Fallthrough || !reflect.DeepEqual(*k.Kubernetes, Kubernetes{Pods: "disabled", Expose: "cluster_ip",
+	if k.Fallthrough || !reflect.DeepEqual(*k.Settings.(*kubernetes.Config), kubernetes.Config{Pods: "disabled", Expose: "cluster_ip",
 		TTL: 5 * time.Second, SyncTimeout: 5 * time.Second}) {
-		t.Errorf("kubernetes defaults: fallthrough=%v %+v", k.Fallthrough, *k.Kubernetes)
+		t.Errorf("kubernetes defaults: fallthrough=%v %+v", k.Fallthrough, *k.Settings.(*kubernetes.Config))
 	}
 	e := cfg.Zones[1].Sources[0]
-	if !e.Fallthrough || !reflect.DeepEqual(*e.Etcd, Etcd{Endpoints: []string{"http://127.0.0.1:2379"},
+	if !e.Fallthrough || !reflect.DeepEqual(*e.Settings.(*etcd.Config), etcd.Config{Endpoints: []string{"http://127.0.0.1:2379"},
 		Prefix: "/skydns", TTL: 5 * time.Minute, SyncTimeout: 5 * time.Second}) {
-		t.Errorf("etcd defaults: fallthrough=%v %+v", e.Fallthrough, *e.Etcd)
+		t.Errorf("etcd defaults: fallthrough=%v %+v", e.Fallthrough, *e.Settings.(*etcd.Config))
 	}
 	f := cfg.Zones[2].Sources[0]
-	wantF := Forward{
-		Upstreams: []Upstream{{ResolvConf: true, Raw: "resolv.conf", Pos: Pos{file, 7, 29}}},
+	wantF := forward.Config{
+		Upstreams: []forward.UpstreamConfig{{ResolvConf: true, Raw: "resolv.conf", Pos: Pos{file, 7, 29}}},
 		Policy:    "random", Timeout: 2 * time.Second, HealthCheck: 500 * time.Millisecond,
 		MaxFails: 2, MaxConcurrent: 1000,
 	}
-	if !f.Fallthrough || !reflect.DeepEqual(*f.Forward, wantF) {
-		t.Errorf("forward defaults: fallthrough=%v\ngot  %+v\nwant %+v", f.Fallthrough, *f.Forward, wantF)
+	if !f.Fallthrough || !reflect.DeepEqual(*f.Settings.(*forward.Config), wantF) {
+		t.Errorf("forward defaults: fallthrough=%v\ngot  %+v\nwant %+v", f.Fallthrough, *f.Settings.(*forward.Config), wantF)
 	}
 }
 
@@ -227,16 +234,16 @@ func TestSpecExample(t *testing.T) {
 	if !slices.Equal(kinds, []string{"kubernetes", "hosts", "etcd", "hosts", "forward"}) {
 		t.Errorf("source kinds = %v", kinds)
 	}
-	k := cfg.Zones[0].Sources[0].Kubernetes
+	k := cfg.Zones[0].Sources[0].Settings.(*kubernetes.Config)
 	if k.Kubeconfig != abs(t, "kubeconfig") || k.Namespaces != nil {
 		t.Errorf("kubernetes = %+v", k)
 	}
-	h := cfg.Zones[1].Sources[0].Hosts
+	h := cfg.Zones[1].Sources[0].Settings.(*hosts.Config)
 	if !slices.Equal(h.Files, []string{abs(t, "example.hosts")}) ||
 		!slices.Equal(h.Entries[0].Names, []string{"db.example.internal.", "db.example.internal."}) {
 		t.Errorf("hosts = %+v", h)
 	}
-	f := cfg.Zones[2].Sources[1].Forward
+	f := cfg.Zones[2].Sources[1].Settings.(*forward.Config)
 	var ups []string
 	for _, u := range f.Upstreams {
 		ups = append(ups, u.Proto+" "+u.Addr+" "+u.ServerName)
@@ -277,32 +284,32 @@ func TestProductionExample(t *testing.T) {
 		corp.Names[16] != "15.20.10.in-addr.arpa." || corp.Names[17] != "a.9.8.7.6.5.4.3.2.1.d.f.ip6.arpa." {
 		t.Errorf("corp zone names = %v", corp.Names)
 	}
-	h := corp.Sources[0].Hosts
+	h := corp.Sources[0].Settings.(*hosts.Config)
 	if h.Reverse || h.TTL != 10*time.Minute || len(h.Files) != 2 ||
 		!slices.Equal(h.Entries[0].Names, []string{"ns1.corp.internal.", "dns.corp.internal."}) {
 		t.Errorf("hosts = %+v", h)
 	}
 	e := corp.Sources[1]
-	if e.Fallthrough || e.Etcd.Prefix != "/dns/corp" || e.Etcd.PasswordFile != abs(t, "etcd.password") ||
-		e.Etcd.TLS.ServerName != "etcd.corp.internal" || e.Etcd.TTL != 30*time.Second || e.Etcd.SyncTimeout != 10*time.Second {
-		t.Errorf("etcd = %+v", e.Etcd)
+	if e.Fallthrough || e.Settings.(*etcd.Config).Prefix != "/dns/corp" || e.Settings.(*etcd.Config).PasswordFile != abs(t, "etcd.password") ||
+		e.Settings.(*etcd.Config).TLS.ServerName != "etcd.corp.internal" || e.Settings.(*etcd.Config).TTL != 30*time.Second || e.Settings.(*etcd.Config).SyncTimeout != 10*time.Second {
+		t.Errorf("etcd = %+v", e.Settings.(*etcd.Config))
 	}
 	k := cfg.Zones[1].Sources[0]
-	if !k.Fallthrough || k.Kubernetes.Pods != "verified" || k.Kubernetes.Expose != "external" || k.Kubernetes.TTL != 0 ||
-		!slices.Equal(k.Kubernetes.Namespaces, []string{"default", "kube-system", "payments"}) {
-		t.Errorf("kubernetes = %+v", k.Kubernetes)
+	if !k.Fallthrough || k.Settings.(*kubernetes.Config).Pods != "verified" || k.Settings.(*kubernetes.Config).Expose != "external" || k.Settings.(*kubernetes.Config).TTL != 0 ||
+		!slices.Equal(k.Settings.(*kubernetes.Config).Namespaces, []string{"default", "kube-system", "payments"}) {
+		t.Errorf("kubernetes = %+v", k.Settings.(*kubernetes.Config))
 	}
 	f := cfg.Zones[2].Sources[0]
-	if f.Fallthrough || f.Forward.Policy != "sequential" || f.Forward.Timeout != 1500*time.Millisecond ||
-		f.Forward.Upstreams[1].Addr != "[2606:4700:4700::1111]:853" || f.Forward.Upstreams[3].Addr != "[2001:db8::54]:53" ||
-		!slices.Equal(f.Forward.Except, []string{"corp.internal.", "lab.corp.internal."}) {
-		t.Errorf("forward = %+v", f.Forward)
+	if f.Fallthrough || f.Settings.(*forward.Config).Policy != "sequential" || f.Settings.(*forward.Config).Timeout != 1500*time.Millisecond ||
+		f.Settings.(*forward.Config).Upstreams[1].Addr != "[2606:4700:4700::1111]:853" || f.Settings.(*forward.Config).Upstreams[3].Addr != "[2001:db8::54]:53" ||
+		!slices.Equal(f.Settings.(*forward.Config).Except, []string{"corp.internal.", "lab.corp.internal."}) {
+		t.Errorf("forward = %+v", f.Settings.(*forward.Config))
 	}
 }
 
 func TestAnchors(t *testing.T) {
 	cfg := mustLoad(t, "testdata/good/anchors.yaml")
-	a, b := cfg.Zones[0].Sources[0].Hosts, cfg.Zones[1].Sources[0].Hosts
+	a, b := cfg.Zones[0].Sources[0].Settings.(*hosts.Config), cfg.Zones[1].Sources[0].Settings.(*hosts.Config)
 	if a.TTL != 5*time.Minute || b.TTL != time.Minute || !slices.Equal(a.Files, b.Files) || len(b.Files) != 1 {
 		t.Errorf("a = %+v, b = %+v", a, b)
 	}
@@ -350,7 +357,7 @@ func TestCIDRKey(t *testing.T) {
   97.10.in-addr.arpa:
     - hosts: {entries: ["10.97.0.1 x.97.10.in-addr.arpa"]}
 `
-	_, err := Parse("dnsd.yaml", []byte(data))
+	_, err := Parse("dnsd.yaml", []byte(data), sources.ConfigKinds())
 	want := `dnsd.yaml:4:3: zones."97.10.in-addr.arpa": duplicate zone "97.10.in-addr.arpa.": already declared in key "cluster.local 10.96.0.0/12" at dnsd.yaml:2:17`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
@@ -365,12 +372,13 @@ func TestEntryCompletion(t *testing.T) {
           - "10.0.0.10 db DB.Example.Internal. db.example.internal"
           - "10.0.0.11 web.example.internal"
           - "10.0.0.12 api.   # absolute, outside the zone"
+          - "10.0.0.80 *.apps.example.internal *"
   10.in-addr.arpa. example.test:
     - hosts: {entries: ["10.0.0.13 gw"]}
   .:
     - hosts: {entries: ["::1 localhost", "::ffff:10.0.0.14 mapped"]}
 `
-	_, err := Parse("dnsd.yaml", []byte(data))
+	_, err := Parse("dnsd.yaml", []byte(data), sources.ConfigKinds())
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 2 {
 		t.Fatalf("want 2 errors (api. outside the zone, duplicate 10.in-addr.arpa), got %v", err)
@@ -381,13 +389,13 @@ func TestEntryCompletion(t *testing.T) {
 
 	data = strings.Replace(data, "api.   # absolute, outside the zone", "api", 1)
 	data = strings.Replace(data, "10.in-addr.arpa. example.test", "example.test", 1)
-	cfg, err := Parse("dnsd.yaml", []byte(data))
+	cfg, err := Parse("dnsd.yaml", []byte(data), sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, z := range cfg.Zones {
-		for _, e := range z.Sources[0].Hosts.Entries {
+		for _, e := range z.Sources[0].Settings.(*hosts.Config).Entries {
 			got = append(got, e.Addr.String()+" "+strings.Join(e.Names, " "))
 		}
 	}
@@ -395,50 +403,13 @@ func TestEntryCompletion(t *testing.T) {
 		"10.0.0.10 db.example.internal. db.example.internal. db.example.internal.",
 		"10.0.0.11 web.example.internal.",
 		"10.0.0.12 api.example.internal.",
+		"10.0.0.80 *.apps.example.internal. *.example.internal.",
 		"10.0.0.13 gw.example.test.",
 		"::1 localhost.",
 		"10.0.0.14 mapped.",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("entries:\ngot  %q\nwant %q", got, want)
-	}
-}
-
-func TestUpstreams(t *testing.T) {
-	tests := []struct {
-		in, proto, addr, name string
-		err                   string
-	}{
-		{in: "1.1.1.1", proto: "udp", addr: "1.1.1.1:53"},
-		{in: "10.0.0.2:5353", proto: "udp", addr: "10.0.0.2:5353"},
-		{in: "[2001:db8::1]:5353", proto: "udp", addr: "[2001:db8::1]:5353"},
-		{in: "[2001:db8::1]", proto: "udp", addr: "[2001:db8::1]:53"},
-		{in: "2001:db8::1", proto: "udp", addr: "[2001:db8::1]:53"},
-		{in: "udp://8.8.8.8", proto: "udp", addr: "8.8.8.8:53"},
-		{in: "tcp://8.8.8.8", proto: "tcp", addr: "8.8.8.8:53"},
-		{in: "tcp://8.8.8.8:5353", proto: "tcp", addr: "8.8.8.8:5353"},
-		{in: "tls://9.9.9.9", proto: "tls", addr: "9.9.9.9:853"},
-		{in: "tls://9.9.9.9:853@dns.quad9.net", proto: "tls", addr: "9.9.9.9:853", name: "dns.quad9.net"},
-		{in: "tls://[2620:fe::fe]@DNS.Quad9.net.", proto: "tls", addr: "[2620:fe::fe]:853", name: "dns.quad9.net"},
-		{in: "tls://9.9.9.9:8853@dns.quad9.net", proto: "tls", addr: "9.9.9.9:8853", name: "dns.quad9.net"},
-		{in: "dns.google", err: "not an IP address"},
-		{in: "dns.google:53", err: "not an IP address"},
-		{in: "1.1.1.1:0", err: "port \"0\""},
-		{in: "tcp://1.1.1.1@x", err: "only for tls://"},
-		{in: "doh://1.1.1.1", err: "unknown scheme"},
-		{in: "[2001:db8::1", err: "expected IP"},
-	}
-	for _, tt := range tests {
-		u, err := parseUpstream(tt.in)
-		if tt.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("parseUpstream(%q) error = %v, want %q", tt.in, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || u.Proto != tt.proto || u.Addr != tt.addr || u.ServerName != tt.name || u.Raw != tt.in {
-			t.Errorf("parseUpstream(%q) = %+v, %v; want %s %s %s", tt.in, u, err, tt.proto, tt.addr, tt.name)
-		}
 	}
 }
 
@@ -468,14 +439,14 @@ func TestFilePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := mustLoad(t, file)
-	if got := cfg.Zones[0].Sources[0].Hosts.Files; !slices.Equal(got, []string{homeHosts, local}) {
+	if got := cfg.Zones[0].Sources[0].Settings.(*hosts.Config).Files; !slices.Equal(got, []string{homeHosts, local}) {
 		t.Errorf("files = %v, want %v", got, []string{homeHosts, local})
 	}
 }
 
 func TestYAMLSyntaxErrorPosition(t *testing.T) {
 	data := "zones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n\tbad: tab\n"
-	_, err := Parse("dnsd.yaml", []byte(data))
+	_, err := Parse("dnsd.yaml", []byte(data), sources.ConfigKinds())
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 1 || list[0].Pos.Line != 4 {
 		t.Fatalf("want one error on line 4, got %v", err)

@@ -18,24 +18,10 @@ const (
 	DefaultMaxTTL      = time.Hour
 	DefaultNegativeTTL = 5 * time.Minute
 	DefaultServeStale  = time.Hour
-
-	DefaultKubernetesTTL = 5 * time.Second
-	DefaultSyncTimeout   = 5 * time.Second
-	DefaultEtcdEndpoint  = "http://127.0.0.1:2379"
-	DefaultEtcdPrefix    = "/skydns"
-	DefaultEtcdTTL       = 5 * time.Minute
-	DefaultHostsTTL      = time.Hour
-
-	DefaultForwardTimeout       = 2 * time.Second
-	DefaultForwardHealthCheck   = 500 * time.Millisecond
-	DefaultForwardMaxFails      = 2
-	DefaultForwardMaxConcurrent = 1000
 )
 
 // Upper bounds of TTL settings.
 const (
-	// MaxKubernetesTTL is the largest kubernetes ttl (as CoreDNS's).
-	MaxKubernetesTTL = time.Hour
 	// MaxTTL bounds every other TTL setting: one week (RFC 8767 §4
 	// suggests capping TTLs at 7 days).
 	MaxTTL = 7 * 24 * time.Hour
@@ -62,37 +48,3 @@ func defaultCache() Cache {
 		Prefetch:    true,
 	}
 }
-
-func defaultKubernetes() Kubernetes {
-	return Kubernetes{
-		Pods:        "disabled",
-		Expose:      "cluster_ip",
-		TTL:         DefaultKubernetesTTL,
-		SyncTimeout: DefaultSyncTimeout,
-	}
-}
-
-func defaultEtcd() Etcd {
-	return Etcd{
-		Endpoints:   []string{DefaultEtcdEndpoint},
-		Prefix:      DefaultEtcdPrefix,
-		TTL:         DefaultEtcdTTL,
-		SyncTimeout: DefaultSyncTimeout,
-	}
-}
-
-func defaultHosts() Hosts { return Hosts{TTL: DefaultHostsTTL, Reverse: true} }
-
-func defaultForward() Forward {
-	return Forward{
-		Policy:        "random",
-		Timeout:       DefaultForwardTimeout,
-		HealthCheck:   DefaultForwardHealthCheck,
-		MaxFails:      DefaultForwardMaxFails,
-		MaxConcurrent: DefaultForwardMaxConcurrent,
-	}
-}
-
-// defaultFallthrough is the fallthrough of a source kind when not written
-// (false for kubernetes, true for the others: docs/configuration.md).
-func defaultFallthrough(kind string) bool { return kind != KindKubernetes }

@@ -28,20 +28,21 @@ const maxConfigSize = 64 << 20
 // file gives an ErrorList with every problem found. A path that is not a
 // regular file (a FIFO, a device, a directory) is an error found without
 // reading it, so a start or a reload never blocks on it.
-func Load(path string) (*Config, error) {
+func Load(path string, kinds Kinds) (*Config, error) {
 	data, _, err := fsutil.ReadFile(path, maxConfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading config %s: %w", path, unwrapPathErr(err))
 	}
-	return Parse(path, data)
+	return Parse(path, data, kinds)
 }
 
 // Parse is Load on bytes already read from file. file names the source in
 // error positions, and relative paths inside the config (hosts files, TLS
 // material, ...) are resolved against its directory. Parse checks that
-// those files are readable but never touches the network.
-func Parse(file string, data []byte) (*Config, error) {
-	p := &parser{file: file, dir: filepath.Dir(file)}
+// those files are readable but never touches the network. kinds are the
+// source kinds zones may use.
+func Parse(file string, data []byte, kinds Kinds) (*Config, error) {
+	p := &Parser{file: file, dir: filepath.Dir(file), kinds: kinds}
 	cfg := p.parse(data)
 	if len(p.errs) > 0 {
 		p.errs.sort()
@@ -50,17 +51,18 @@ func Parse(file string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// parser holds the state of one Parse call.
-type parser struct {
-	file string
-	dir  string // directory of file, base of relative paths
-	errs ErrorList
+// Parser holds the state of one Parse call.
+type Parser struct {
+	file  string
+	dir   string // directory of file, base of relative paths
+	kinds Kinds
+	errs  ErrorList
 }
 
 // yamlLine extracts the line from yaml.v3 syntax errors ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func (p *parser) parse(data []byte) *Config {
+func (p *Parser) parse(data []byte) *Config {
 	root, err := p.decode(data)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
@@ -78,7 +80,7 @@ func (p *parser) parse(data []byte) *Config {
 
 // decode reads exactly one YAML document. It returns a nil node for an
 // empty document.
-func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
+func (p *Parser) decode(data []byte) (root *yaml.Node, err error) {
 	// yaml.v3 is not supposed to panic, but a config file must never take
 	// the daemon down on reload: turn a panic into a syntax error.
 	defer func() {
@@ -108,17 +110,17 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 	return &doc, nil
 }
 
-// errorf records a problem at node n.
-func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
-	p.errs = append(p.errs, &Error{Pos: p.pos(n), Path: path, Msg: fmt.Sprintf(format, args...)})
+// Errorf records a problem at node n.
+func (p *Parser) Errorf(n *yaml.Node, path, format string, args ...any) {
+	p.errs = append(p.errs, &Error{Pos: p.Pos(n), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// errorAt records a problem at an explicit position.
-func (p *parser) errorAt(pos Pos, path, format string, args ...any) {
+// ErrorAt records a problem at an explicit position.
+func (p *Parser) ErrorAt(pos Pos, path, format string, args ...any) {
 	p.errs = append(p.errs, &Error{Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (p *parser) pos(n *yaml.Node) Pos {
+func (p *Parser) Pos(n *yaml.Node) Pos {
 	if n == nil || n.Line == 0 {
 		return Pos{File: p.file, Line: 1, Col: 1}
 	}
@@ -129,9 +131,9 @@ func (p *parser) pos(n *yaml.Node) Pos {
 
 var plainKey = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
-// keyPath appends a mapping key to a YAML path, quoting keys that are not
+// KeyPath appends a mapping key to a YAML path, quoting keys that are not
 // plain identifiers: zones."example.internal".
-func keyPath(path, key string) string {
+func KeyPath(path, key string) string {
 	if !plainKey.MatchString(key) {
 		key = strconv.Quote(key)
 	}
@@ -141,7 +143,7 @@ func keyPath(path, key string) string {
 	return path + "." + key
 }
 
-func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+func IndexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
 // ---- node helpers ----
 
@@ -158,8 +160,8 @@ func isNull(n *yaml.Node) bool {
 	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
 }
 
-// describe names what a node is, for "expected X, got Y" messages.
-func describe(n *yaml.Node) string {
+// Describe names what a node is, for "expected X, got Y" messages.
+func Describe(n *yaml.Node) string {
 	n = deref(n)
 	switch {
 	case n == nil || n.Kind == 0:
@@ -189,25 +191,25 @@ type field struct {
 	key, val *yaml.Node
 }
 
-// mapping is a checked YAML mapping: every key known, none duplicated.
-type mapping struct {
-	p      *parser
+// Mapping is a checked YAML Mapping: every key known, none duplicated.
+type Mapping struct {
+	p      *Parser
 	path   string
 	node   *yaml.Node // the mapping (nil when it was null)
 	fields map[string]field
 }
 
-// mapping checks that n is a mapping (null counts as empty) whose keys are
+// Mapping checks that n is a Mapping (null counts as empty) whose keys are
 // all in known, reporting unknown, duplicate and non-string keys. It
-// returns nil when n is not a mapping at all.
-func (p *parser) mapping(n *yaml.Node, path string, known ...string) *mapping {
-	m := &mapping{p: p, path: path, fields: map[string]field{}}
+// returns nil when n is not a Mapping at all.
+func (p *Parser) Mapping(n *yaml.Node, path string, known ...string) *Mapping {
+	m := &Mapping{p: p, path: path, fields: map[string]field{}}
 	if isNull(n) {
 		return m
 	}
 	n = deref(n)
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, path, "expected a mapping, got %s", describe(n))
+		p.Errorf(n, path, "expected a mapping, got %s", Describe(n))
 		return nil
 	}
 	m.node = n
@@ -223,11 +225,11 @@ func (p *parser) mapping(n *yaml.Node, path string, known ...string) *mapping {
 			continue
 		}
 		if prev, dup := m.fields[key]; dup {
-			p.errorf(k, keyPath(path, key), "duplicate key (first at line %d)", prev.key.Line)
+			p.Errorf(k, KeyPath(path, key), "duplicate key (first at line %d)", prev.key.Line)
 			continue
 		}
 		if !slices.Contains(known, key) {
-			p.errorf(k, keyPath(path, key), "unknown key %q (known: %s)", key, strings.Join(sorted(known), ", "))
+			p.Errorf(k, KeyPath(path, key), "unknown key %q (known: %s)", key, strings.Join(sorted(known), ", "))
 			continue
 		}
 		m.fields[key] = field{key: k, val: v}
@@ -242,7 +244,7 @@ func (p *parser) mapping(n *yaml.Node, path string, known ...string) *mapping {
 
 // merge applies a YAML merge key (<<: *anchor or <<: [*a, *b]); keys
 // written in the mapping itself win over merged ones.
-func (p *parser) merge(v *yaml.Node, path string, known []string, into map[string]field) {
+func (p *Parser) merge(v *yaml.Node, path string, known []string, into map[string]field) {
 	v = deref(v)
 	var srcs []*yaml.Node
 	switch v.Kind {
@@ -251,11 +253,11 @@ func (p *parser) merge(v *yaml.Node, path string, known []string, into map[strin
 	case yaml.SequenceNode:
 		srcs = v.Content
 	default:
-		p.errorf(v, path, "<< merges a mapping or a list of mappings, got %s", describe(v))
+		p.Errorf(v, path, "<< merges a mapping or a list of mappings, got %s", Describe(v))
 		return
 	}
 	for _, s := range srcs {
-		sm := p.mapping(s, path, known...)
+		sm := p.Mapping(s, path, known...)
 		if sm == nil {
 			continue
 		}
@@ -268,10 +270,10 @@ func (p *parser) merge(v *yaml.Node, path string, known []string, into map[strin
 }
 
 // key returns a mapping key as a string; keys must be scalars.
-func (p *parser) key(k *yaml.Node, path string) (string, bool) {
+func (p *Parser) key(k *yaml.Node, path string) (string, bool) {
 	k = deref(k)
 	if k.Kind != yaml.ScalarNode {
-		p.errorf(k, path, "a key must be a string, got %s", describe(k))
+		p.Errorf(k, path, "a key must be a string, got %s", Describe(k))
 		return "", false
 	}
 	return k.Value, true
@@ -283,9 +285,9 @@ func sorted(s []string) []string {
 	return s
 }
 
-// get returns the value node of key (nil when absent or null) and its path.
-func (m *mapping) get(key string) (*yaml.Node, string) {
-	path := keyPath(m.path, key)
+// Get returns the value node of key (nil when absent or null) and its path.
+func (m *Mapping) Get(key string) (*yaml.Node, string) {
+	path := KeyPath(m.path, key)
 	f, ok := m.fields[key]
 	if !ok || isNull(f.val) {
 		return nil, path
@@ -293,20 +295,20 @@ func (m *mapping) get(key string) (*yaml.Node, string) {
 	return deref(f.val), path
 }
 
-// emptyList reports whether key is absent, null or an empty list.
-func (m *mapping) emptyList(key string) bool {
-	n, _ := m.get(key)
+// EmptyList reports whether key is absent, null or an empty list.
+func (m *Mapping) EmptyList(key string) bool {
+	n, _ := m.Get(key)
 	return n == nil || (n.Kind == yaml.SequenceNode && len(n.Content) == 0)
 }
 
-// has reports whether key was written (even with a null value).
-func (m *mapping) has(key string) bool {
+// Has reports whether key was written (even with a null value).
+func (m *Mapping) Has(key string) bool {
 	_, ok := m.fields[key]
 	return ok
 }
 
-// keyNode returns the key node of key, or the mapping itself.
-func (m *mapping) keyNode(key string) *yaml.Node {
+// KeyNode returns the key node of key, or the mapping itself.
+func (m *Mapping) KeyNode(key string) *yaml.Node {
 	if f, ok := m.fields[key]; ok {
 		return f.key
 	}
@@ -314,17 +316,17 @@ func (m *mapping) keyNode(key string) *yaml.Node {
 }
 
 // scalar checks that n is a scalar and returns its text.
-func (p *parser) scalar(n *yaml.Node, path string) (string, bool) {
+func (p *Parser) scalar(n *yaml.Node, path string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
-		p.errorf(n, path, "expected a string, got %s", describe(n))
+		p.Errorf(n, path, "expected a string, got %s", Describe(n))
 		return "", false
 	}
 	return n.Value, true
 }
 
-// str sets *dst to the string at key, when present.
-func (m *mapping) str(key string, dst *string) *yaml.Node {
-	n, path := m.get(key)
+// Str sets *dst to the string at key, when present.
+func (m *Mapping) Str(key string, dst *string) *yaml.Node {
+	n, path := m.Get(key)
 	if n == nil {
 		return nil
 	}
@@ -334,38 +336,38 @@ func (m *mapping) str(key string, dst *string) *yaml.Node {
 	return n
 }
 
-// boolean sets *dst to the boolean at key, when present.
-func (m *mapping) boolean(key string, dst *bool) *yaml.Node {
-	n, path := m.get(key)
+// Bool sets *dst to the Bool at key, when present.
+func (m *Mapping) Bool(key string, dst *bool) *yaml.Node {
+	n, path := m.Get(key)
 	if n == nil {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		m.p.errorf(n, path, "expected true or false, got %s", describe(n))
+		m.p.Errorf(n, path, "expected true or false, got %s", Describe(n))
 		return n
 	}
 	var b bool
 	if err := n.Decode(&b); err != nil {
-		m.p.errorf(n, path, "expected true or false, got %s", describe(n))
+		m.p.Errorf(n, path, "expected true or false, got %s", Describe(n))
 		return n
 	}
 	*dst = b
 	return n
 }
 
-// integer sets *dst to the integer at key, when present and in [lo, hi].
-func (m *mapping) integer(key string, dst *int, lo, hi int) *yaml.Node {
-	n, path := m.get(key)
+// Int sets *dst to the Int at key, when present and in [lo, hi].
+func (m *Mapping) Int(key string, dst *int, lo, hi int) *yaml.Node {
+	n, path := m.Get(key)
 	if n == nil {
 		return nil
 	}
 	var v int64
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil {
-		m.p.errorf(n, path, "expected an integer, got %s", describe(n))
+		m.p.Errorf(n, path, "expected an integer, got %s", Describe(n))
 		return n
 	}
 	if v < int64(lo) || v > int64(hi) {
-		m.p.errorf(n, path, "%d is out of range: must be %s", v, rangeText(lo, hi))
+		m.p.Errorf(n, path, "%d is out of range: must be %s", v, rangeText(lo, hi))
 		return n
 	}
 	*dst = int(v)
@@ -374,94 +376,94 @@ func (m *mapping) integer(key string, dst *int, lo, hi int) *yaml.Node {
 
 func rangeText(lo, hi int) string {
 	switch {
-	case hi == maxInt:
+	case hi == MaxInt:
 		return fmt.Sprintf(">= %d", lo)
 	default:
 		return fmt.Sprintf("between %d and %d", lo, hi)
 	}
 }
 
-const maxInt = int(^uint(0) >> 1)
+const MaxInt = int(^uint(0) >> 1)
 
-// durLimit constrains a duration: Min (inclusive), Max (0 = none) and
+// DurLimit constrains a duration: Min (inclusive), Max (0 = none) and
 // whether it must be a whole number of seconds (DNS TTLs).
-type durLimit struct {
+type DurLimit struct {
 	Min, Max time.Duration
 	Seconds  bool
 }
 
 var (
-	nonNegative = durLimit{}
-	positive    = durLimit{Min: time.Nanosecond}
+	nonNegative = DurLimit{}
+	Positive    = DurLimit{Min: time.Nanosecond}
 )
 
-// duration sets *dst to the Go duration at key, when present and valid.
-func (m *mapping) duration(key string, dst *time.Duration, lim durLimit) *yaml.Node {
-	n, path := m.get(key)
+// Duration sets *dst to the Go Duration at key, when present and valid.
+func (m *Mapping) Duration(key string, dst *time.Duration, lim DurLimit) *yaml.Node {
+	n, path := m.Get(key)
 	if n == nil {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		m.p.errorf(n, path, "expected a duration such as 500ms, 5s or 1h, got %s", describe(n))
+		m.p.Errorf(n, path, "expected a duration such as 500ms, 5s or 1h, got %s", Describe(n))
 		return n
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
-		m.p.errorf(n, path, "bad duration %q: %v (use Go syntax: 500ms, 5s, 1h)", n.Value, strings.TrimPrefix(err.Error(), "time: "))
+		m.p.Errorf(n, path, "bad duration %q: %v (use Go syntax: 500ms, 5s, 1h)", n.Value, strings.TrimPrefix(err.Error(), "time: "))
 		return n
 	}
 	switch {
 	case d < 0:
-		m.p.errorf(n, path, "duration %s must not be negative", n.Value)
+		m.p.Errorf(n, path, "duration %s must not be negative", n.Value)
 	case d < lim.Min && lim.Min == time.Nanosecond:
-		m.p.errorf(n, path, "duration must be greater than 0")
+		m.p.Errorf(n, path, "duration must be greater than 0")
 	case d < lim.Min:
-		m.p.errorf(n, path, "duration %s is too short: must be at least %s", n.Value, lim.Min)
+		m.p.Errorf(n, path, "duration %s is too short: must be at least %s", n.Value, lim.Min)
 	case lim.Max > 0 && d > lim.Max:
-		m.p.errorf(n, path, "duration %s is too long: must be at most %s", n.Value, lim.Max)
+		m.p.Errorf(n, path, "duration %s is too long: must be at most %s", n.Value, lim.Max)
 	case lim.Seconds && d%time.Second != 0:
-		m.p.errorf(n, path, "duration %s must be a whole number of seconds (it is a DNS TTL)", n.Value)
+		m.p.Errorf(n, path, "duration %s must be a whole number of seconds (it is a DNS TTL)", n.Value)
 	default:
 		*dst = d
 	}
 	return n
 }
 
-// enum sets *dst to the string at key, when it is one of allowed.
-func (m *mapping) enum(key string, dst *string, allowed ...string) *yaml.Node {
+// Enum sets *dst to the string at key, when it is one of allowed.
+func (m *Mapping) Enum(key string, dst *string, allowed ...string) *yaml.Node {
 	var s string
-	n := m.str(key, &s)
+	n := m.Str(key, &s)
 	if n == nil || n.Kind != yaml.ScalarNode {
 		return n
 	}
 	if !slices.Contains(allowed, s) {
-		_, path := m.get(key)
-		m.p.errorf(n, path, "unknown value %q (known: %s)", s, strings.Join(allowed, ", "))
+		_, path := m.Get(key)
+		m.p.Errorf(n, path, "unknown value %q (known: %s)", s, strings.Join(allowed, ", "))
 		return n
 	}
 	*dst = s
 	return n
 }
 
-// list returns the items of the list at key (aliases resolved). present
-// is false when the key is absent or null; a value that is not a list is
+// List returns the items of the List at key (aliases resolved). present
+// is false when the key is absent or null; a value that is not a List is
 // reported and gives present=true with no items.
-func (m *mapping) list(key string) (items []*yaml.Node, path string, present bool) {
-	n, path := m.get(key)
+func (m *Mapping) List(key string) (items []*yaml.Node, path string, present bool) {
+	n, path := m.Get(key)
 	if n == nil {
 		return nil, path, false
 	}
-	return m.p.list(n, path), path, true
+	return m.p.List(n, path), path, true
 }
 
-// list returns the items of a sequence node, reporting anything else.
-func (p *parser) list(n *yaml.Node, path string) []*yaml.Node {
+// List returns the items of a sequence node, reporting anything else.
+func (p *Parser) List(n *yaml.Node, path string) []*yaml.Node {
 	if n.Kind != yaml.SequenceNode {
 		hint := ""
 		if n.Kind == yaml.ScalarNode {
 			hint = fmt.Sprintf(" (write [%s] for a list of one)", strconv.Quote(n.Value))
 		}
-		p.errorf(n, path, "expected a list, got %s%s", describe(n), hint)
+		p.Errorf(n, path, "expected a list, got %s%s", Describe(n), hint)
 		return nil
 	}
 	items := make([]*yaml.Node, len(n.Content))
@@ -471,14 +473,14 @@ func (p *parser) list(n *yaml.Node, path string) []*yaml.Node {
 	return items
 }
 
-// strings returns the strings of the list at key, each with its node;
+// Strings returns the Strings of the list at key, each with its node;
 // items that are not scalars are reported and skipped.
-func (m *mapping) strings(key string) (vals []string, nodes []*yaml.Node, path string, present bool) {
-	items, path, present := m.list(key)
+func (m *Mapping) Strings(key string) (vals []string, nodes []*yaml.Node, path string, present bool) {
+	items, path, present := m.List(key)
 	for i, it := range items {
-		ipath := indexPath(path, i)
+		ipath := IndexPath(path, i)
 		if it.Kind != yaml.ScalarNode || isNull(it) {
-			m.p.errorf(it, ipath, "expected a string, got %s", describe(it))
+			m.p.Errorf(it, ipath, "expected a string, got %s", Describe(it))
 			continue
 		}
 		vals = append(vals, it.Value)
@@ -491,16 +493,16 @@ func (m *mapping) strings(key string) (vals []string, nodes []*yaml.Node, path s
 
 // path expands ~ and resolves a relative path against the config file's
 // directory.
-func (p *parser) filePath(n *yaml.Node, path, s string) (string, bool) {
+func (p *Parser) filePath(n *yaml.Node, path, s string) (string, bool) {
 	if s == "~" || strings.HasPrefix(s, "~/") {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			p.errorf(n, path, "cannot expand ~ in %q: %v", s, err)
+			p.Errorf(n, path, "cannot expand ~ in %q: %v", s, err)
 			return "", false
 		}
 		s = filepath.Join(home, s[1:])
 	} else if strings.HasPrefix(s, "~") {
-		p.errorf(n, path, "%q: only ~ and ~/ are expanded (~user is not supported)", s)
+		p.Errorf(n, path, "%q: only ~ and ~/ are expanded (~user is not supported)", s)
 		return "", false
 	}
 	if !filepath.IsAbs(s) {
@@ -509,12 +511,12 @@ func (p *parser) filePath(n *yaml.Node, path, s string) (string, bool) {
 	return s, true
 }
 
-// readableFile resolves s (see filePath) and checks that it is a regular
+// ReadableFile resolves s (see filePath) and checks that it is a regular
 // file that can be opened for reading. The check never blocks: FIFOs and
 // devices are rejected before any open.
-func (p *parser) readableFile(n *yaml.Node, path, s string) (string, bool) {
+func (p *Parser) ReadableFile(n *yaml.Node, path, s string) (string, bool) {
 	if s == "" {
-		p.errorf(n, path, "empty file name")
+		p.Errorf(n, path, "empty file name")
 		return "", false
 	}
 	full, ok := p.filePath(n, path, s)
@@ -523,30 +525,30 @@ func (p *parser) readableFile(n *yaml.Node, path, s string) (string, bool) {
 	}
 	f, _, err := fsutil.Open(full)
 	if err != nil {
-		p.errorf(n, path, "file %s: %v", full, unwrapPathErr(err))
+		p.Errorf(n, path, "file %s: %v", full, unwrapPathErr(err))
 		return "", false
 	}
 	f.Close()
 	return full, true
 }
 
-// checkKeyPair checks that cert and key (readable files) hold a PEM
+// CheckKeyPair checks that cert and key (readable files) hold a PEM
 // certificate chain and its private key.
-func (p *parser) checkKeyPair(n *yaml.Node, path, cert, key string) {
+func (p *Parser) CheckKeyPair(n *yaml.Node, path, cert, key string) {
 	if _, err := fsutil.LoadKeyPair(cert, key); err != nil {
-		p.errorf(n, path, "cert %s and key %s: %v", cert, key, strings.TrimPrefix(err.Error(), "tls: "))
+		p.Errorf(n, path, "cert %s and key %s: %v", cert, key, strings.TrimPrefix(err.Error(), "tls: "))
 	}
 }
 
-// checkCA checks that file (readable) holds at least one PEM certificate.
-func (p *parser) checkCA(n *yaml.Node, path, file string) {
+// CheckCA checks that file (readable) holds at least one PEM certificate.
+func (p *Parser) CheckCA(n *yaml.Node, path, file string) {
 	data, _, err := fsutil.ReadFile(file, maxConfigSize)
 	if err != nil {
-		p.errorf(n, path, "file %s: %v", file, unwrapPathErr(err))
+		p.Errorf(n, path, "file %s: %v", file, unwrapPathErr(err))
 		return
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(data) {
-		p.errorf(n, path, "file %s: no PEM certificate found", file)
+		p.Errorf(n, path, "file %s: no PEM certificate found", file)
 	}
 }
 
@@ -559,16 +561,16 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// optFile reads an optional file name at key: "" or absent means unset.
+// OptFile reads an optional file name at key: "" or absent means unset.
 // When set it must be readable; the resolved path is stored in *dst.
-func (m *mapping) optFile(key string, dst *string) *yaml.Node {
+func (m *Mapping) OptFile(key string, dst *string) *yaml.Node {
 	var s string
-	n := m.str(key, &s)
+	n := m.Str(key, &s)
 	if n == nil || s == "" {
 		return n
 	}
-	_, path := m.get(key)
-	if full, ok := m.p.readableFile(n, path, s); ok {
+	_, path := m.Get(key)
+	if full, ok := m.p.ReadableFile(n, path, s); ok {
 		*dst = full
 	}
 	return n

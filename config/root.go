@@ -13,7 +13,7 @@ import (
 
 var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones", "views", "transfer"}
 
-func (p *parser) config(root *yaml.Node) *Config {
+func (p *Parser) config(root *yaml.Node) *Config {
 	cfg := &Config{
 		File:   p.file,
 		Log:    defaultLog(),
@@ -22,10 +22,10 @@ func (p *parser) config(root *yaml.Node) *Config {
 		Cache:  defaultCache(),
 	}
 	if isNull(root) {
-		p.errorAt(Pos{File: p.file, Line: 1, Col: 1}, "", "no zones: the file is empty (it needs at least a zones: mapping)")
+		p.ErrorAt(Pos{File: p.file, Line: 1, Col: 1}, "", "no zones: the file is empty (it needs at least a zones: mapping)")
 		return cfg
 	}
-	m := p.mapping(root, "", rootKeys...)
+	m := p.Mapping(root, "", rootKeys...)
 	if m == nil {
 		return cfg
 	}
@@ -36,7 +36,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.acl(m, &cfg.ACL)
 	p.limits(m, &cfg.Limits)
 	p.cache(m, &cfg.Cache)
-	m.boolean("rotate", &cfg.Rotate)
+	m.Bool("rotate", &cfg.Rotate)
 	cfg.Zones = p.zones(m)
 	cfg.Views = p.views(m, cfg.Listen)
 	cfg.Transfers = p.transfers(m, cfg.Zones)
@@ -64,14 +64,14 @@ func hostPort(s string) (string, error) {
 	return net.JoinHostPort(ip.String(), strconv.Itoa(pn)), nil
 }
 
-func (p *parser) listen(m *mapping, haveTLS bool) []Listen {
-	vals, nodes, path, present := m.strings("listen")
+func (p *Parser) listen(m *Mapping, haveTLS bool) []Listen {
+	vals, nodes, path, present := m.Strings("listen")
 	if !present {
 		return []Listen{{Addr: DefaultListen}}
 	}
 	if len(vals) == 0 {
-		if n, _ := m.get("listen"); n != nil && n.Kind == yaml.SequenceNode {
-			p.errorf(n, path, "no listen addresses (omit listen for the default %q)", DefaultListen)
+		if n, _ := m.Get("listen"); n != nil && n.Kind == yaml.SequenceNode {
+			p.Errorf(n, path, "no listen addresses (omit listen for the default %q)", DefaultListen)
 		}
 		return nil
 	}
@@ -83,26 +83,26 @@ func (p *parser) listen(m *mapping, haveTLS bool) []Listen {
 	var out []Listen
 	for i, s := range vals {
 		n := nodes[i]
-		ipath := indexPath(path, i)
-		l := Listen{Pos: p.pos(n)}
+		ipath := IndexPath(path, i)
+		l := Listen{Pos: p.Pos(n)}
 		rest := s
 		if scheme, after, ok := strings.Cut(s, "://"); ok {
 			switch scheme {
 			case "udp", "tcp", "tls", "https":
 				l.Proto, rest = scheme, after
 			default:
-				p.errorf(n, ipath, "unknown scheme %q in %q (known: udp://, tcp://, tls://, https://, or none for UDP and TCP)", scheme+"://", s)
+				p.Errorf(n, ipath, "unknown scheme %q in %q (known: udp://, tcp://, tls://, https://, or none for UDP and TCP)", scheme+"://", s)
 				continue
 			}
 		}
 		addr, err := hostPort(rest)
 		if err != nil {
-			p.errorf(n, ipath, "bad listen address %q: %v", s, err)
+			p.Errorf(n, ipath, "bad listen address %q: %v", s, err)
 			continue
 		}
 		l.Addr = addr
 		if (l.Proto == "tls" || l.Proto == "https") && !haveTLS {
-			p.errorf(n, ipath, "%q needs the top-level tls: block (cert and key)", s)
+			p.Errorf(n, ipath, "%q needs the top-level tls: block (cert and key)", s)
 		}
 		var transports []string
 		switch l.Proto {
@@ -116,7 +116,7 @@ func (p *parser) listen(m *mapping, haveTLS bool) []Listen {
 		dup := false
 		for _, t := range transports {
 			if u, ok := used[t+" "+addr]; ok {
-				p.errorf(n, ipath, "duplicate listen address: %s %s is already used by %q at %s", strings.ToUpper(t), addr, u.entry, u.pos)
+				p.Errorf(n, ipath, "duplicate listen address: %s %s is already used by %q at %s", strings.ToUpper(t), addr, u.entry, u.pos)
 				dup = true
 				break
 			}
@@ -132,53 +132,53 @@ func (p *parser) listen(m *mapping, haveTLS bool) []Listen {
 	return out
 }
 
-func (p *parser) serverTLS(m *mapping) *TLS {
-	if !m.has("tls") {
+func (p *Parser) serverTLS(m *Mapping) *TLS {
+	if !m.Has("tls") {
 		return nil
 	}
-	n, path := m.get("tls")
-	tm := p.mapping(n, path, "cert", "key")
+	n, path := m.Get("tls")
+	tm := p.Mapping(n, path, "cert", "key")
 	if tm == nil {
 		return nil
 	}
-	t := &TLS{Pos: p.pos(m.keyNode("tls"))}
-	cn := tm.optFile("cert", &t.Cert)
-	kn := tm.optFile("key", &t.Key)
+	t := &TLS{Pos: p.Pos(m.KeyNode("tls"))}
+	cn := tm.OptFile("cert", &t.Cert)
+	kn := tm.OptFile("key", &t.Key)
 	if cn == nil {
-		p.errorf(m.keyNode("tls"), path, "cert is required (PEM certificate chain file)")
+		p.Errorf(m.KeyNode("tls"), path, "cert is required (PEM certificate chain file)")
 	}
 	if kn == nil {
-		p.errorf(m.keyNode("tls"), path, "key is required (PEM private key file)")
+		p.Errorf(m.KeyNode("tls"), path, "key is required (PEM private key file)")
 	}
 	if t.Cert != "" && t.Key != "" {
-		p.checkKeyPair(m.keyNode("tls"), path, t.Cert, t.Key)
+		p.CheckKeyPair(m.KeyNode("tls"), path, t.Cert, t.Key)
 	}
 	return t
 }
 
-func (p *parser) http(m *mapping) string {
+func (p *Parser) http(m *Mapping) string {
 	var s string
-	n := m.str("http", &s)
+	n := m.Str("http", &s)
 	if n == nil || s == "" {
 		return ""
 	}
-	_, path := m.get("http")
+	_, path := m.Get("http")
 	addr, err := hostPort(s)
 	if err != nil {
-		p.errorf(n, path, "bad address %q: %v", s, err)
+		p.Errorf(n, path, "bad address %q: %v", s, err)
 		return ""
 	}
 	return addr
 }
 
-func (p *parser) log(m *mapping, l *Log) {
-	n, path := m.get("log")
-	lm := p.mapping(n, path, "level", "format", "queries")
+func (p *Parser) log(m *Mapping, l *Log) {
+	n, path := m.Get("log")
+	lm := p.Mapping(n, path, "level", "format", "queries")
 	if lm == nil {
 		return
 	}
 	level := "info"
-	lm.enum("level", &level, "debug", "info", "warn", "error")
+	lm.Enum("level", &level, "debug", "info", "warn", "error")
 	switch level {
 	case "debug":
 		l.Level = slog.LevelDebug
@@ -189,8 +189,8 @@ func (p *parser) log(m *mapping, l *Log) {
 	case "error":
 		l.Level = slog.LevelError
 	}
-	lm.enum("format", &l.Format, "text", "json")
-	lm.boolean("queries", &l.Queries)
+	lm.Enum("format", &l.Format, "text", "json")
+	lm.Bool("queries", &l.Queries)
 }
 
 // prefix parses a CIDR; a bare IP is a host prefix (/32, /128). Host bits
@@ -215,9 +215,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return pr, nil
 }
 
-func (p *parser) acl(m *mapping, a *ACL) {
-	n, path := m.get("acl")
-	am := p.mapping(n, path, "allow", "deny", "drop")
+func (p *Parser) acl(m *Mapping, a *ACL) {
+	n, path := m.Get("acl")
+	am := p.Mapping(n, path, "allow", "deny", "drop")
 	if am == nil {
 		return
 	}
@@ -225,65 +225,65 @@ func (p *parser) acl(m *mapping, a *ACL) {
 	if present {
 		a.Default = false
 		a.Allow = allow
-		if ln, lpath := am.get("allow"); ln.Kind == yaml.SequenceNode && len(ln.Content) == 0 {
-			p.errorf(ln, lpath, "empty allow list: no client could query (omit allow for the default: loopback, RFC 1918 and RFC 4193 clients)")
+		if ln, lpath := am.Get("allow"); ln.Kind == yaml.SequenceNode && len(ln.Content) == 0 {
+			p.Errorf(ln, lpath, "empty allow list: no client could query (omit allow for the default: loopback, RFC 1918 and RFC 4193 clients)")
 		}
 	}
 	a.Deny, _ = p.prefixList(am, "deny")
 	if len(a.Deny) == 0 {
 		a.Deny = nil
 	}
-	am.boolean("drop", &a.Drop)
+	am.Bool("drop", &a.Drop)
 }
 
-func (p *parser) limits(m *mapping, l *Limits) {
-	n, path := m.get("limits")
-	lm := p.mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop")
+func (p *Parser) limits(m *Mapping, l *Limits) {
+	n, path := m.Get("limits")
+	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop")
 	if lm == nil {
 		return
 	}
 	buf := int(l.UDPBuffer)
-	lm.integer("udp_buffer", &buf, 512, 65535)
+	lm.Int("udp_buffer", &buf, 512, 65535)
 	l.UDPBuffer = uint16(buf)
-	lm.integer("max_tcp_connections", &l.MaxTCPConnections, 1, maxInt)
-	lm.integer("max_tcp_per_client", &l.MaxTCPPerClient, 1, maxInt)
-	lm.integer("udp_rcvbuf", &l.UDPRcvBuf, 0, 1<<30)
-	lm.duration("tcp_idle_timeout", &l.TCPIdleTimeout, positive)
-	lm.integer("rate_per_client", &l.RatePerClient, 0, maxInt)
-	lm.boolean("rate_drop", &l.RateDrop)
+	lm.Int("max_tcp_connections", &l.MaxTCPConnections, 1, MaxInt)
+	lm.Int("max_tcp_per_client", &l.MaxTCPPerClient, 1, MaxInt)
+	lm.Int("udp_rcvbuf", &l.UDPRcvBuf, 0, 1<<30)
+	lm.Duration("tcp_idle_timeout", &l.TCPIdleTimeout, Positive)
+	lm.Int("rate_per_client", &l.RatePerClient, 0, MaxInt)
+	lm.Bool("rate_drop", &l.RateDrop)
 }
 
-func (p *parser) cache(m *mapping, c *Cache) {
-	n, path := m.get("cache")
-	cm := p.mapping(n, path, "size", "min_ttl", "max_ttl", "negative_ttl", "serve_stale", "prefetch")
+func (p *Parser) cache(m *Mapping, c *Cache) {
+	n, path := m.Get("cache")
+	cm := p.Mapping(n, path, "size", "min_ttl", "max_ttl", "negative_ttl", "serve_stale", "prefetch")
 	if cm == nil {
 		return
 	}
-	ttl := durLimit{Max: MaxTTL, Seconds: true}
-	cm.integer("size", &c.Size, 0, maxInt)
-	minN := cm.duration("min_ttl", &c.MinTTL, ttl)
-	maxN := cm.duration("max_ttl", &c.MaxTTL, ttl)
-	cm.duration("negative_ttl", &c.NegativeTTL, ttl)
-	cm.duration("serve_stale", &c.ServeStale, nonNegative)
-	cm.boolean("prefetch", &c.Prefetch)
+	ttl := DurLimit{Max: MaxTTL, Seconds: true}
+	cm.Int("size", &c.Size, 0, MaxInt)
+	minN := cm.Duration("min_ttl", &c.MinTTL, ttl)
+	maxN := cm.Duration("max_ttl", &c.MaxTTL, ttl)
+	cm.Duration("negative_ttl", &c.NegativeTTL, ttl)
+	cm.Duration("serve_stale", &c.ServeStale, nonNegative)
+	cm.Bool("prefetch", &c.Prefetch)
 	if c.MinTTL > c.MaxTTL {
 		at, key := minN, "min_ttl"
 		if at == nil {
 			at, key = maxN, "max_ttl"
 		}
-		p.errorf(at, keyPath(path, key), "min_ttl (%s) is greater than max_ttl (%s)", c.MinTTL, c.MaxTTL)
+		p.Errorf(at, KeyPath(path, key), "min_ttl (%s) is greater than max_ttl (%s)", c.MinTTL, c.MaxTTL)
 	}
 }
 
 // prefixList reads a list of CIDRs (or bare addresses) at key, reporting
 // each bad one; the list is empty, not nil, when present.
-func (p *parser) prefixList(m *mapping, key string) (out []netip.Prefix, present bool) {
-	vals, nodes, path, present := m.strings(key)
+func (p *Parser) prefixList(m *Mapping, key string) (out []netip.Prefix, present bool) {
+	vals, nodes, path, present := m.Strings(key)
 	out = []netip.Prefix{}
 	for i, s := range vals {
 		pr, err := parsePrefix(s)
 		if err != nil {
-			p.errorf(nodes[i], indexPath(path, i), "%v", err)
+			p.Errorf(nodes[i], IndexPath(path, i), "%v", err)
 			continue
 		}
 		out = append(out, pr)

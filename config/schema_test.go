@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"bytes"
@@ -11,13 +11,16 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/sources"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 )
 
 // TestSchemaInSync: dnsd.schema.json is what go generate ./config writes.
 func TestSchemaInSync(t *testing.T) {
-	want, err := JSONSchema()
+	want, err := JSONSchema(sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +37,8 @@ func TestSchemaInSync(t *testing.T) {
 // parser accepts there. The parser names its known keys when it meets an
 // unknown one; each probe puts an unknown key in one mapping.
 func TestSchemaKeys(t *testing.T) {
-	var root schema
-	data, err := JSONSchema()
+	var root Schema
+	data, err := JSONSchema(sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func TestSchemaKeys(t *testing.T) {
 	probes := []struct {
 		name string
 		yaml string
-		in   *schema
+		in   *Schema
 	}{
 		{"top level", "zz_probe: 1\n" + zone, &root},
 		{"tls", "tls: {zz_probe: 1}\n" + zone, root.Properties["tls"]},
@@ -64,7 +67,7 @@ func TestSchemaKeys(t *testing.T) {
 	}
 	known := regexp.MustCompile(`unknown key "zz_probe" \(known: ([^)]*)\)`)
 	for _, p := range probes {
-		_, err := Parse("probe.yaml", []byte(p.yaml))
+		_, err := Parse("probe.yaml", []byte(p.yaml), sources.ConfigKinds())
 		m := known.FindStringSubmatch(errString(err))
 		if m == nil {
 			t.Errorf("%s: the parser did not reject zz_probe with its known keys: %v", p.name, err)
@@ -95,8 +98,13 @@ func TestSchemaKeys(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if !slices.Equal(kinds, sourceKinds) {
-		t.Errorf("source kinds: the parser knows %q, the schema %q", sourceKinds, kinds)
+	var kindNames []string
+	for _, k := range sources.ConfigKinds() {
+		kindNames = append(kindNames, k.Name())
+	}
+	slices.Sort(kindNames)
+	if !slices.Equal(kinds, kindNames) {
+		t.Errorf("source kinds: the parser knows %q, the schema %q", kindNames, kinds)
 	}
 }
 
@@ -109,7 +117,7 @@ func errString(err error) string {
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	data, err := JSONSchema()
+	data, err := JSONSchema(sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +207,8 @@ func TestSchemaFixtures(t *testing.T) {
 		"etcd.yaml": {"/zones/skydns.local/0/etcd/endpoints/0", "/zones/skydns.local/0/etcd/endpoints/1",
 			"/zones/skydns.local/0/etcd/endpoints/2", "/zones/skydns.local/0/etcd/prefix",
 			"/zones/skydns.local/0/etcd", "/zones/other.local/0/etcd/endpoints"},
-		"files.yaml": nil, // unreadable, missing and mismatched files
+		"file.yaml":  {"/zones/dev.internal/0/file", "/zones/test.internal/0/file"}, // zone contents: dnsd check
+		"files.yaml": nil,                                                           // unreadable, missing and mismatched files
 		"forward.yaml": {"/zones/./0/forward/upstreams/2", "/zones/./0/forward/upstreams/5",
 			"/zones/./0/forward/policy", "/zones/./0/forward/max_fails", "/zones/./0/forward/max_concurrent",
 			"/zones/./0/forward/except/1", "/zones/corp.internal/0/forward"},

@@ -60,8 +60,8 @@ const maxSecretFile = 64 << 10
 
 // transfers parses the top-level transfer list. zones are the top-level
 // zones: only those can be transferred.
-func (p *parser) transfers(m *mapping, zones []Zone) []Transfer {
-	items, path, present := m.list("transfer")
+func (p *Parser) transfers(m *Mapping, zones []Zone) []Transfer {
+	items, path, present := m.List("transfer")
 	if !present {
 		return nil
 	}
@@ -74,38 +74,38 @@ func (p *parser) transfers(m *mapping, zones []Zone) []Transfer {
 	first := map[string]string{} // zone -> the item path that lists it
 	var out []Transfer
 	for i, n := range items {
-		ipath := indexPath(path, i)
-		tm := p.mapping(n, ipath, "zones", "allow", "tsig", "notify")
+		ipath := IndexPath(path, i)
+		tm := p.Mapping(n, ipath, "zones", "allow", "tsig", "notify")
 		if tm == nil {
 			continue
 		}
-		t := Transfer{Pos: p.pos(n)}
-		vals, nodes, zpath, zok := tm.strings("zones")
+		t := Transfer{Pos: p.Pos(n)}
+		vals, nodes, zpath, zok := tm.Strings("zones")
 		if !zok || len(vals) == 0 {
-			p.errorf(n, keyPath(ipath, "zones"), "a transfer item needs zones: the zones secondaries may copy")
+			p.Errorf(n, KeyPath(ipath, "zones"), "a transfer item needs zones: the zones secondaries may copy")
 		}
 		for j, s := range vals {
-			jpath := indexPath(zpath, j)
-			name, err := normalizeName(s)
+			jpath := IndexPath(zpath, j)
+			name, err := NormalizeName(s)
 			switch {
 			case err != nil:
-				p.errorf(nodes[j], jpath, "bad zone name: %v", err)
+				p.Errorf(nodes[j], jpath, "bad zone name: %v", err)
 			case !known[name]:
-				p.errorf(nodes[j], jpath, "zone %q is not a configured zone (transfer names top-level zones)", s)
+				p.Errorf(nodes[j], jpath, "zone %q is not a configured zone (transfer names top-level zones)", s)
 			case first[name] != "":
-				p.errorf(nodes[j], jpath, "zone %q is already transferred by %s", s, first[name])
+				p.Errorf(nodes[j], jpath, "zone %q is already transferred by %s", s, first[name])
 			default:
 				first[name] = ipath
 				t.Zones = append(t.Zones, name)
 			}
 		}
 		allow, aok := p.prefixList(tm, "allow")
-		an, apath := tm.get("allow")
+		an, apath := tm.Get("allow")
 		switch {
 		case !aok:
-			p.errorf(n, apath, "a transfer item needs allow: the client ranges of its secondaries")
+			p.Errorf(n, apath, "a transfer item needs allow: the client ranges of its secondaries")
 		case an.Kind == yaml.SequenceNode && len(an.Content) == 0:
-			p.errorf(an, apath, "empty allow list: no secondary could transfer")
+			p.Errorf(an, apath, "empty allow list: no secondary could transfer")
 		}
 		t.Allow = allow
 		t.TSIG = p.tsig(tm, ipath)
@@ -116,52 +116,52 @@ func (p *parser) transfers(m *mapping, zones []Zone) []Transfer {
 }
 
 // tsig parses a transfer item's tsig block (nil when absent).
-func (p *parser) tsig(m *mapping, ipath string) *TSIG {
-	n, path := m.get("tsig")
+func (p *Parser) tsig(m *Mapping, ipath string) *TSIG {
+	n, path := m.Get("tsig")
 	if n == nil {
 		return nil
 	}
-	km := p.mapping(n, path, "name", "algorithm", "secret_file")
+	km := p.Mapping(n, path, "name", "algorithm", "secret_file")
 	if km == nil {
 		return nil
 	}
 	k := &TSIG{}
 	var name, alg, file string
-	if nn := km.str("name", &name); nn == nil {
-		p.errorf(n, keyPath(path, "name"), "tsig needs the key's name")
-	} else if norm, err := normalizeName(name); err != nil || norm == "." {
-		p.errorf(nn, keyPath(path, "name"), "bad key name %q: a domain name such as xfr-key", name)
+	if nn := km.Str("name", &name); nn == nil {
+		p.Errorf(n, KeyPath(path, "name"), "tsig needs the key's name")
+	} else if norm, err := NormalizeName(name); err != nil || norm == "." {
+		p.Errorf(nn, KeyPath(path, "name"), "bad key name %q: a domain name such as xfr-key", name)
 	} else {
 		k.Name = norm
 	}
-	if an := km.enum("algorithm", &alg, tsigAlgorithmNames...); an == nil {
-		p.errorf(n, keyPath(path, "algorithm"), "tsig needs an algorithm (%s)", strings.Join(tsigAlgorithmNames, ", "))
+	if an := km.Enum("algorithm", &alg, tsigAlgorithmNames...); an == nil {
+		p.Errorf(n, KeyPath(path, "algorithm"), "tsig needs an algorithm (%s)", strings.Join(tsigAlgorithmNames, ", "))
 	} else if alg != "" {
 		k.Algorithm = tsigAlgorithms[alg]
 	}
-	fn := km.str("secret_file", &file)
-	fpath := keyPath(path, "secret_file")
+	fn := km.Str("secret_file", &file)
+	fpath := KeyPath(path, "secret_file")
 	if fn == nil || file == "" {
-		p.errorf(n, fpath, "tsig needs secret_file: a file holding the base64 secret (never inline)")
+		p.Errorf(n, fpath, "tsig needs secret_file: a file holding the base64 secret (never inline)")
 		return k
 	}
-	full, ok := p.readableFile(fn, fpath, file)
+	full, ok := p.ReadableFile(fn, fpath, file)
 	if !ok {
 		return k
 	}
 	k.SecretFile = full
 	data, _, err := fsutil.ReadFile(full, maxSecretFile)
 	if err != nil {
-		p.errorf(fn, fpath, "file %s: %v", full, unwrapPathErr(err))
+		p.Errorf(fn, fpath, "file %s: %v", full, unwrapPathErr(err))
 		return k
 	}
 	// The file's content is never quoted in an error: it is a secret.
 	raw, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(data)))
 	switch {
 	case err != nil:
-		p.errorf(fn, fpath, "file %s: the secret is not base64 (generate one with: openssl rand -base64 32)", full)
+		p.Errorf(fn, fpath, "file %s: the secret is not base64 (generate one with: openssl rand -base64 32)", full)
 	case len(raw) == 0:
-		p.errorf(fn, fpath, "file %s: empty secret", full)
+		p.Errorf(fn, fpath, "file %s: empty secret", full)
 	default:
 		k.Secret = base64.StdEncoding.EncodeToString(raw)
 	}
@@ -169,8 +169,8 @@ func (p *parser) tsig(m *mapping, ipath string) *TSIG {
 }
 
 // notifyTargets parses a transfer item's notify list: ip or ip:port.
-func (p *parser) notifyTargets(m *mapping) []string {
-	vals, nodes, path, _ := m.strings("notify")
+func (p *Parser) notifyTargets(m *Mapping) []string {
+	vals, nodes, path, _ := m.Strings("notify")
 	var out []string
 	for i, s := range vals {
 		addr := s
@@ -184,7 +184,7 @@ func (p *parser) notifyTargets(m *mapping) []string {
 				err = fmt.Errorf("the host is missing")
 			}
 			if err != nil {
-				p.errorf(nodes[i], indexPath(path, i), "bad notify target %q: %v (an IP, or IP:port; default port 53)", s, err)
+				p.Errorf(nodes[i], IndexPath(path, i), "bad notify target %q: %v (an IP, or IP:port; default port 53)", s, err)
 				continue
 			}
 			addr = hp

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"bytes"
@@ -8,10 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/sources"
 )
 
 func TestTransferFixture(t *testing.T) {
-	cfg, err := Load("testdata/good/transfer.yaml")
+	cfg, err := config.Load("testdata/good/transfer.yaml", sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,97 +116,12 @@ type Zone struct {
 	Pos     Pos
 }
 
-// Source kinds.
-const (
-	KindKubernetes = "kubernetes"
-	KindEtcd       = "etcd"
-	KindHosts      = "hosts"
-	KindForward    = "forward"
-)
-
-// Source is one entry of a zone's source list. Exactly one of the kind
-// pointers is set, matching Kind.
+// Source is one entry of a zone's source list.
 type Source struct {
-	Kind        string
-	Fallthrough bool // defaulted per kind: false for kubernetes, true otherwise
+	Kind        string // the kind's name (SourceKind.Name)
+	Fallthrough bool   // defaulted per kind (SourceKind.DefaultFallthrough)
 	Pos         Pos
-
-	Kubernetes *Kubernetes
-	Etcd       *Etcd
-	Hosts      *Hosts
-	Forward    *Forward
-}
-
-// Kubernetes is the kubernetes source's settings.
-type Kubernetes struct {
-	Kubeconfig       string // "" = in-cluster, then $KUBECONFIG, then ~/.kube/config; when set: readable, ~ expanded, relative to the config file
-	Context          string
-	Pods             string   // disabled (default) | insecure | verified
-	Namespaces       []string // lower-case DNS labels; empty = all
-	EndpointPodNames bool
-	Expose           string        // cluster_ip (default) | external
-	TTL              time.Duration // default 5s, 0..1h, whole seconds
-	SyncTimeout      time.Duration // default 5s, > 0
-}
-
-// Etcd is the etcd source's settings.
-type Etcd struct {
-	Endpoints    []string // default ["http://127.0.0.1:2379"]
-	Prefix       string   // default "/skydns"; starts with "/", no trailing "/" (except "/" itself)
-	TLS          ClientTLS
-	Username     string
-	PasswordFile string        // readable file; set together with Username
-	TTL          time.Duration // default 5m, 0..7d, whole seconds
-	SyncTimeout  time.Duration // default 5s
-}
-
-// ClientTLS is a TLS client configuration. Files are resolved paths,
-// checked readable (CA: at least one PEM certificate; Cert+Key: a matching
-// pair); ServerName is lower case without a trailing dot.
-type ClientTLS struct {
-	CA         string
-	Cert       string
-	Key        string
-	ServerName string
-}
-
-// Hosts is the hosts source's settings.
-type Hosts struct {
-	Files   []string // readable regular files; ~ expanded, relative paths resolved against the config file's directory
-	Entries []HostsEntry
-	TTL     time.Duration // default 1h, 0..7d, whole seconds
-	Reverse bool          // default true
-}
-
-// HostsEntry is one inline entry, with names already completed (a name
-// without a dot gets the zone key's first zone appended) and lower-cased.
-type HostsEntry struct {
-	Line  string // as written
-	Addr  netip.Addr
-	Names []string // lower-case FQDNs
-	Pos   Pos
-}
-
-// Forward is the forward source's settings.
-type Forward struct {
-	Upstreams     []Upstream
-	TLSCA         string        // PEM bundle for tls:// upstreams ("" = system roots)
-	Policy        string        // random (default) | round_robin | sequential
-	Timeout       time.Duration // default 2s
-	HealthCheck   time.Duration // default 500ms
-	MaxFails      int           // default 2
-	MaxConcurrent int           // default 1000
-	Except        []string      // lower-case FQDNs
-}
-
-// Upstream is one upstream of a forward source. ResolvConf marks the
-// "resolv.conf" form, expanded at compile time.
-type Upstream struct {
-	Proto      string // "udp" (plain or udp://: UDP with TCP retry), "tcp", "tls", "https"; "" for resolv.conf
-	Addr       string // ip:port, normalised; default port 53, 853 for tls, 443 for https
-	Path       string // https: the URL path, default /dns-query
-	ServerName string // tls:// or https:// ...@name, lower case, no trailing dot; "" = verify the IP
-	ResolvConf bool
-	Raw        string
-	Pos        Pos
+	// Settings is what the kind's ParseSettings returned: the kind's own
+	// settings type, defaults applied.
+	Settings any
 }

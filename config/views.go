@@ -12,48 +12,48 @@ const maxViews = 64
 
 // views parses the top-level views list. listen is the top-level listen
 // list: a view's listen entries must be among them.
-func (p *parser) views(m *mapping, listen []Listen) []View {
-	items, path, present := m.list("views")
+func (p *Parser) views(m *Mapping, listen []Listen) []View {
+	items, path, present := m.List("views")
 	if !present {
 		return nil
 	}
 	if len(items) > maxViews {
-		n, _ := m.get("views")
-		p.errorf(n, path, "%d views: at most %d", len(items), maxViews)
+		n, _ := m.Get("views")
+		p.Errorf(n, path, "%d views: at most %d", len(items), maxViews)
 		return nil
 	}
 	seen := map[string]Pos{}
 	var out []View
 	for i, n := range items {
-		vpath := indexPath(path, i)
-		vm := p.mapping(n, vpath, "name", "clients", "listen", "zones")
+		vpath := IndexPath(path, i)
+		vm := p.Mapping(n, vpath, "name", "clients", "listen", "zones")
 		if vm == nil {
 			continue
 		}
-		v := View{Pos: p.pos(n)}
-		if nn := vm.str("name", &v.Name); nn == nil {
-			p.errorf(n, vpath, "a view needs a name")
+		v := View{Pos: p.Pos(n)}
+		if nn := vm.Str("name", &v.Name); nn == nil {
+			p.Errorf(n, vpath, "a view needs a name")
 		} else if !viewName(v.Name) {
-			p.errorf(nn, keyPath(vpath, "name"), "bad view name %q: letters, digits, '-' and '_', at most 63", v.Name)
+			p.Errorf(nn, KeyPath(vpath, "name"), "bad view name %q: letters, digits, '-' and '_', at most 63", v.Name)
 		} else if v.Name == "default" {
-			p.errorf(nn, keyPath(vpath, "name"), "%q is the name of the top-level zones; choose another", v.Name)
+			p.Errorf(nn, KeyPath(vpath, "name"), "%q is the name of the top-level zones; choose another", v.Name)
 		} else if at, dup := seen[v.Name]; dup {
-			p.errorf(nn, keyPath(vpath, "name"), "duplicate view name %q (first at %s)", v.Name, at)
+			p.Errorf(nn, KeyPath(vpath, "name"), "duplicate view name %q (first at %s)", v.Name, at)
 		} else {
 			seen[v.Name] = v.Pos
 		}
 		v.Clients = p.prefixes(vm, "clients")
-		if vm.has("listen") {
-			_, lpath := vm.get("listen")
+		if vm.Has("listen") {
+			_, lpath := vm.Get("listen")
 			v.Listen = p.listen(vm, true)
 			for j, l := range v.Listen {
 				if !containsListen(listen, l) {
-					p.errorAt(l.Pos, indexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
+					p.ErrorAt(l.Pos, IndexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
 				}
 			}
 		}
-		if !vm.has("clients") && !vm.has("listen") {
-			p.errorf(n, vpath, "view %q needs clients, listen or both (a view without either would take every query)", v.Name)
+		if !vm.Has("clients") && !vm.Has("listen") {
+			p.Errorf(n, vpath, "view %q needs clients, listen or both (a view without either would take every query)", v.Name)
 		}
 		v.Zones = p.zones(vm)
 		out = append(out, v)
@@ -80,13 +80,13 @@ func viewName(s string) bool {
 }
 
 // prefixes reads a view's list of client CIDRs at key (nil when absent).
-func (p *parser) prefixes(m *mapping, key string) []netip.Prefix {
+func (p *Parser) prefixes(m *Mapping, key string) []netip.Prefix {
 	out, present := p.prefixList(m, key)
 	if !present {
 		return nil
 	}
-	if n, path := m.get(key); n != nil && n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
-		p.errorf(n, path, "empty %s list (omit %s to match every client)", key, key)
+	if n, path := m.Get(key); n != nil && n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+		p.Errorf(n, path, "empty %s list (omit %s to match every client)", key, key)
 	}
 	return out
 }

@@ -10,31 +10,28 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// sourceKinds are the known source kinds, sorted.
-var sourceKinds = []string{KindEtcd, KindForward, KindHosts, KindKubernetes}
-
 // zoneSeen records where a zone name was first declared.
 type zoneSeen struct {
 	key string
 	pos Pos
 }
 
-func (p *parser) zones(m *mapping) []Zone {
-	n, path := m.get("zones")
+func (p *Parser) zones(m *Mapping) []Zone {
+	n, path := m.Get("zones")
 	if n == nil {
 		at := m.node
-		if m.has("zones") {
-			at = m.keyNode("zones")
+		if m.Has("zones") {
+			at = m.KeyNode("zones")
 		}
-		p.errorf(at, path, "no zones: nothing to serve (add a zones: mapping of zone names to sources)")
+		p.Errorf(at, path, "no zones: nothing to serve (add a zones: mapping of zone names to sources)")
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, path, "expected a mapping of zone names to source lists, got %s", describe(n))
+		p.Errorf(n, path, "expected a mapping of zone names to source lists, got %s", Describe(n))
 		return nil
 	}
 	if len(n.Content) == 0 {
-		p.errorf(n, path, "no zones: nothing to serve")
+		p.Errorf(n, path, "no zones: nothing to serve")
 		return nil
 	}
 	seen := map[string]zoneSeen{}
@@ -42,11 +39,11 @@ func (p *parser) zones(m *mapping) []Zone {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			p.errorf(k, path, "a zone key must be a string of zone names, got %s", describe(k))
+			p.Errorf(k, path, "a zone key must be a string of zone names, got %s", Describe(k))
 			continue
 		}
-		zpath := keyPath(path, k.Value)
-		z := Zone{Key: k.Value, Pos: p.pos(k)}
+		zpath := KeyPath(path, k.Value)
+		z := Zone{Key: k.Value, Pos: p.Pos(k)}
 		z.Names = p.zoneNames(k, zpath, seen)
 		z.Sources = p.sources(v, zpath, &z)
 		zones = append(zones, z)
@@ -56,15 +53,15 @@ func (p *parser) zones(m *mapping) []Zone {
 
 // zoneNames splits a zone key into normalised zone names, expanding CIDRs
 // into their reverse zones and reporting duplicates across all keys.
-func (p *parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) []string {
+func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) []string {
 	var names []string
 	toks := fieldsWithOffsets(k.Value)
 	if len(toks) == 0 {
-		p.errorf(k, path, "empty zone key: expected one or more zone names separated by spaces")
+		p.Errorf(k, path, "empty zone key: expected one or more zone names separated by spaces")
 		return nil
 	}
 	for _, t := range toks {
-		pos := p.pos(k)
+		pos := p.Pos(k)
 		switch k.Style {
 		case 0:
 			pos.Col += t.off
@@ -76,21 +73,21 @@ func (p *parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) 
 		if strings.Contains(t.s, "/") {
 			pr, err := parsePrefix(t.s)
 			if err != nil {
-				p.errorAt(pos, path, "%v", err)
+				p.ErrorAt(pos, path, "%v", err)
 				continue
 			}
 			expanded, from = ReverseZones(pr), " (from "+t.s+")"
 		} else {
-			name, err := normalizeName(t.s)
+			name, err := NormalizeName(t.s)
 			if err != nil {
-				p.errorAt(pos, path, "bad zone name: %v", err)
+				p.ErrorAt(pos, path, "bad zone name: %v", err)
 				continue
 			}
 			expanded = []string{name}
 		}
 		for _, name := range expanded {
 			if first, dup := seen[name]; dup {
-				p.errorAt(pos, path, "duplicate zone %q%s: already declared in key %q at %s", name, from, first.key, first.pos)
+				p.ErrorAt(pos, path, "duplicate zone %q%s: already declared in key %q at %s", name, from, first.key, first.pos)
 				continue
 			}
 			seen[name] = zoneSeen{key: k.Value, pos: pos}
@@ -124,11 +121,22 @@ func fieldsWithOffsets(s string) []token {
 	return toks
 }
 
-// normalizeName validates a domain name and returns it in lower case,
+// NormalizeName validates a domain name and returns it in lower case,
 // fully qualified. "." is the root. Labels are 1-63 characters of
 // letters, digits, '-' and '_'; the whole name at most 253 characters
 // (without the final dot).
-func normalizeName(s string) (string, error) {
+func NormalizeName(s string) (string, error) {
+	return normalizeDomain(s, false)
+}
+
+// NormalizeWildcardName is NormalizeName for names that may be
+// wildcards: the first label may also be "*" alone
+// ("*.apps.example.internal").
+func NormalizeWildcardName(s string) (string, error) {
+	return normalizeDomain(s, true)
+}
+
+func normalizeDomain(s string, wildcard bool) (string, error) {
 	if s == "." {
 		return ".", nil
 	}
@@ -139,6 +147,7 @@ func normalizeName(s string) (string, error) {
 	if len(name) > 253 {
 		return "", fmt.Errorf("%q is longer than 253 characters", s)
 	}
+	first := true
 	for label := range strings.SplitSeq(name, ".") {
 		if label == "" {
 			return "", fmt.Errorf("%q has an empty label", s)
@@ -146,7 +155,15 @@ func normalizeName(s string) (string, error) {
 		if len(label) > 63 {
 			return "", fmt.Errorf("%q has a label longer than 63 characters", s)
 		}
+		if wildcard && first && label == "*" {
+			first = false
+			continue
+		}
+		first = false
 		for _, c := range []byte(label) {
+			if wildcard && c == '*' {
+				return "", fmt.Errorf("%q: '*' is allowed only as the whole first label (a wildcard: *.apps.example.internal)", s)
+			}
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 				return "", fmt.Errorf("%q: character %q is not allowed (letters, digits, '-' and '_')", s, rune(c))
 			}
@@ -205,27 +222,28 @@ func ReverseZones(pr netip.Prefix) []string {
 
 // sources parses a zone's value: a non-empty list of single-key mappings
 // `kind: {settings}`.
-func (p *parser) sources(v *yaml.Node, path string, z *Zone) []Source {
+func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 	if isNull(v) {
-		p.errorf(v, path, "no sources: expected a list such as [- hosts: {files: [...]}]")
+		p.Errorf(v, path, "no sources: expected a list such as [- hosts: {files: [...]}]")
 		return nil
 	}
 	v = deref(v)
 	if v.Kind != yaml.SequenceNode {
-		p.errorf(v, path, "expected a list of sources (- kind: {settings}), got %s", describe(v))
+		p.Errorf(v, path, "expected a list of sources (- kind: {settings}), got %s", Describe(v))
 		return nil
 	}
 	if len(v.Content) == 0 {
-		p.errorf(v, path, "no sources: the list is empty")
+		p.Errorf(v, path, "no sources: the list is empty")
 		return nil
 	}
 	var out []Source
+	known := p.kinds.names()
 	for i, it := range v.Content {
-		ipath := indexPath(path, i)
+		ipath := IndexPath(path, i)
 		it = deref(it)
 		var kindNode, settings *yaml.Node
 		switch {
-		case it.Kind == yaml.ScalarNode && slices.Contains(sourceKinds, it.Value):
+		case it.Kind == yaml.ScalarNode && p.kinds.lookup(it.Value) != nil:
 			kindNode = it // "- forward" without a colon: all defaults
 		case it.Kind == yaml.MappingNode && len(it.Content) == 2:
 			kindNode, settings = deref(it.Content[0]), it.Content[1]
@@ -234,29 +252,25 @@ func (p *parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 			for j := 0; j < len(it.Content); j += 2 {
 				keys = append(keys, it.Content[j].Value)
 			}
-			p.errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
+			p.Errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
 			continue
 		default:
-			p.errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(sourceKinds, ", "), describe(it))
+			p.Errorf(it, ipath, "expected a source (kind: {settings}, kind one of %s), got %s", strings.Join(known, ", "), Describe(it))
 			continue
 		}
-		kind := kindNode.Value
-		if kindNode.Kind != yaml.ScalarNode || !slices.Contains(sourceKinds, kind) {
-			p.errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kind, strings.Join(sourceKinds, ", "))
+		kind := p.kinds.lookup(kindNode.Value)
+		if kindNode.Kind != yaml.ScalarNode || kind == nil {
+			p.Errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kindNode.Value, strings.Join(known, ", "))
 			continue
 		}
-		spath := keyPath(ipath, kind)
-		src := Source{Kind: kind, Fallthrough: defaultFallthrough(kind), Pos: p.pos(it)}
-		switch kind {
-		case KindKubernetes:
-			src.Kubernetes = p.kubernetes(settings, spath, &src)
-		case KindEtcd:
-			src.Etcd = p.etcd(settings, spath, &src)
-		case KindHosts:
-			src.Hosts = p.hosts(settings, spath, &src, z, kindNode)
-		case KindForward:
-			src.Forward = p.forward(settings, spath, &src, kindNode)
+		spath := KeyPath(ipath, kind.Name())
+		src := Source{Kind: kind.Name(), Fallthrough: kind.DefaultFallthrough(), Pos: p.Pos(it)}
+		m := p.Mapping(settings, spath, append(slices.Clone(kind.Keys()), "fallthrough")...)
+		if m == nil {
+			continue
 		}
+		m.Bool("fallthrough", &src.Fallthrough)
+		src.Settings = kind.ParseSettings(&SourceBlock{Mapping: m, Parser: p, Path: spath, Zone: z, At: kindNode})
 		out = append(out, src)
 	}
 	return out

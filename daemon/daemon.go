@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
 	}
-	cfg, err := config.Load(opts.ConfigPath)
+	cfg, err := config.Load(opts.ConfigPath, sources.ConfigKinds())
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 }
 
 func (d *Daemon) reload(ctx context.Context) error {
-	cfg, err := config.Load(d.opts.ConfigPath)
+	cfg, err := config.Load(d.opts.ConfigPath, sources.ConfigKinds())
 	if err != nil {
 		return err
 	}
@@ -372,25 +373,22 @@ func (d *Daemon) waitSynced(ctx context.Context, p *pipeline.Pipeline, limit tim
 	}
 }
 
-// syncTimeout is the longest sync_timeout of cfg's sources (0 when none
-// syncs asynchronously).
+// syncTimeout is the longest sync_timeout of cfg's sources, in every
+// view (0 when none syncs asynchronously).
 func syncTimeout(cfg *config.Config) time.Duration {
-	var max time.Duration
-	for _, z := range cfg.Zones {
+	var longest time.Duration
+	zones := slices.Clone(cfg.Zones)
+	for _, v := range cfg.Views {
+		zones = append(zones, v.Zones...)
+	}
+	for _, z := range zones {
 		for _, s := range z.Sources {
-			var t time.Duration
-			switch {
-			case s.Kubernetes != nil:
-				t = s.Kubernetes.SyncTimeout
-			case s.Etcd != nil:
-				t = s.Etcd.SyncTimeout
-			}
-			if t > max {
-				max = t
+			if w, ok := s.Settings.(config.SyncWaiter); ok {
+				longest = max(longest, w.SyncWait())
 			}
 		}
 	}
-	return max
+	return longest
 }
 
 func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {

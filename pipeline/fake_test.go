@@ -11,8 +11,10 @@ import (
 )
 
 // fakeSource is an in-memory local source: records by lower-case owner,
-// explicit empty non-terminals, "*.<parent>" wildcard owners, an optional
-// permanent failure. It records the questions it was asked.
+// explicit empty non-terminals, an optional permanent failure. Wildcard
+// records are stored under their "*.<parent>" owner like any other; the
+// source reports holding them (Wildcarder) and leaves matching them to the
+// pipeline. It records the questions it was asked.
 type fakeSource struct {
 	kind   string
 	ttl    uint32
@@ -20,6 +22,7 @@ type fakeSource struct {
 	rrs    map[string][]dns.RR
 	ents   map[string]bool
 	fail   error
+	failAt map[string]error // failures for single names
 
 	mu    sync.Mutex
 	asked []string // "name type" of every Lookup
@@ -44,18 +47,45 @@ func (f *fakeSource) Lookup(_ context.Context, q *Question) Result {
 	if f.fail != nil {
 		return Result{Status: Failed, Err: f.fail}
 	}
+	if err := f.failAt[q.Name]; err != nil {
+		return Result{Status: Failed, Err: err}
+	}
 	if rrs, ok := f.rrs[q.Name]; ok {
 		return Result{Status: Found, RRs: rrs}
 	}
 	if f.ents[q.Name] {
 		return Result{Status: Found}
 	}
-	if i := strings.IndexByte(q.Name, '.'); i >= 0 && i < len(q.Name)-1 {
-		if rrs, ok := f.rrs["*"+q.Name[i:]]; ok {
-			return Result{Status: Found, RRs: rrs}
+	return Result{Status: NotMine}
+}
+
+// entsBelow records every ancestor of the source's owners strictly
+// between the owner and apex as an empty non-terminal, as a real source
+// derives them.
+func (f *fakeSource) entsBelow(apex string) *fakeSource {
+	for name := range f.rrs {
+		for up := parent(name); up != "" && up != apex && InZone(up, apex); up = parent(up) {
+			if _, ok := f.rrs[up]; !ok {
+				f.ents[up] = true
+			}
 		}
 	}
-	return Result{Status: NotMine}
+	return f
+}
+
+// Wildcards reports whether an owner's first label is "*".
+func (f *fakeSource) Wildcards() bool {
+	for name := range f.rrs {
+		if strings.HasPrefix(name, "*.") || name == "*." {
+			return true
+		}
+	}
+	for name := range f.ents {
+		if strings.HasPrefix(name, "*.") {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fakeSource) Kind() string   { return f.kind }
@@ -80,8 +110,12 @@ func (f *fakeSource) snapshot() map[string][]string {
 	return out
 }
 
-// benchSource is a lock-free local source for benchmarks.
-type benchSource struct{ rrs map[string][]dns.RR }
+// benchSource is a lock-free local source for benchmarks. It reports
+// wild from Wildcards, as a hosts source does (false for most data).
+type benchSource struct {
+	rrs  map[string][]dns.RR // a nil value is an empty non-terminal
+	wild bool
+}
 
 func (b *benchSource) Lookup(_ context.Context, q *Question) Result {
 	if rrs, ok := b.rrs[q.Name]; ok {
@@ -89,9 +123,10 @@ func (b *benchSource) Lookup(_ context.Context, q *Question) Result {
 	}
 	return Result{Status: NotMine}
 }
-func (b *benchSource) Kind() string   { return "hosts" }
-func (b *benchSource) TTL() uint32    { return 60 }
-func (b *benchSource) Serial() uint32 { return 1 }
+func (b *benchSource) Wildcards() bool { return b.wild }
+func (b *benchSource) Kind() string    { return "hosts" }
+func (b *benchSource) TTL() uint32     { return 60 }
+func (b *benchSource) Serial() uint32  { return 1 }
 
 // fakeForward behaves like the forward source: every query gets a
 // complete response (Answered), NXDOMAIN with the upstream's SOA for names

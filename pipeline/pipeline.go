@@ -98,6 +98,9 @@ type entry struct {
 	kind         string
 	fallsThrough bool
 	local        bool // not KindForward: may be asked for additional records
+	// wild is the source as a Wildcarder, when it is local and implements
+	// it; nil otherwise.
+	wild Wildcarder
 }
 
 // New compiles zones into a Pipeline. Zone names are case-insensitive and
@@ -149,7 +152,11 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 				continue
 			}
 			kind := se.Source.Kind()
-			entries = append(entries, entry{src: se.Source, kind: kind, fallsThrough: se.Fallthrough, local: kind != KindForward})
+			e := entry{src: se.Source, kind: kind, fallsThrough: se.Fallthrough, local: kind != KindForward}
+			if w, ok := se.Source.(Wildcarder); ok && e.local {
+				e.wild = w
+			}
+			entries = append(entries, e)
 			p.addSource(se.Source, seen)
 		}
 		if bad {

@@ -69,6 +69,7 @@ func newFixture(t testing.TB) *fixture {
 	recs = append(recs, "l9.example. 60 IN A 10.0.9.9")
 	f.hosts = newFake(t, "hosts", 60, 7, recs...)
 	f.hosts.ents["b.example."] = true
+	f.hosts.ents["wild.example."] = true // the wildcard's parent
 	f.etcd = newFake(t, "etcd", 300, 9,
 		"only-etcd.example. 300 IN A 10.0.0.2",
 		"ns.dns.example. 300 IN A 192.0.2.53",

@@ -78,6 +78,10 @@ type outcome struct {
 //     chain, or a target in no zone, ends the chase with the partial chain
 //     and NOERROR. The rcode and authority section are those of the last
 //     link; a source failure anywhere gives SERVFAIL with no answer.
+//   - Wildcards (RFC 4592, wildcard.go): when every local source asked
+//     says NotMine and one holds wildcards, the wildcard below the
+//     closest encloser answers as if it were the name, before a forward
+//     source is asked or NXDOMAIN is given.
 //   - NODATA (name or empty non-terminal without the type) and NXDOMAIN
 //     carry the zone's synthesized SOA (serial = max of the sources'
 //     serials; TTL and minimum = the TTL of the source that answered, or
@@ -187,21 +191,46 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 
 // ask queries z's sources about name in order, applying fallthrough.
 // localOnly stops at the first forward source (treated as not knowing).
+//
+// When the local sources asked all say NotMine and one of them has
+// wildcards, a wildcard answer is looked for (wildcard) before the
+// query goes on to a forward source or ends in NXDOMAIN.
 func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) outcome {
 	q := &r.buf.q
 	q.Name, q.Type, q.Zone = name, qtype, z.name
 	q.DO, q.CD = r.req.DO, r.req.CD
 	var o outcome
+	// wild: a local source with wildcards said NotMine since the last
+	// wildcard search (a search that found nothing needs repeating only
+	// if a later source has wildcards: earlier sources' wildcards lie at
+	// or above the closest encloser already found).
+	wild := false
 	for i := range z.entries {
 		e := &z.entries[i]
-		if localOnly && !e.local {
-			return outcome{status: NotMine, e: e}
+		if !e.local {
+			if wild {
+				if w, ok := r.wildcard(z, name, i); ok {
+					return w
+				}
+				wild = false
+			}
+			if localOnly {
+				return outcome{status: NotMine, e: e}
+			}
 		}
 		res := e.src.Lookup(r.ctx, q)
 		switch res.Status {
 		case NotMine:
 			o = outcome{status: NotMine, e: e, decided: !e.fallsThrough}
+			if e.wild != nil && !wild {
+				wild = e.wild.Wildcards()
+			}
 			if !e.fallsThrough {
+				if wild {
+					if w, ok := r.wildcard(z, name, i+1); ok {
+						return w
+					}
+				}
 				return o
 			}
 		case Found:
@@ -219,6 +248,11 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 			return outcome{status: Failed, err: err, e: e, decided: true}
 		default:
 			return outcome{status: Failed, err: fmt.Errorf("source returned unknown status %d", res.Status), e: e, decided: true}
+		}
+	}
+	if wild {
+		if w, ok := r.wildcard(z, name, len(z.entries)); ok {
+			return w
 		}
 	}
 	return o

@@ -2,7 +2,8 @@
 // queries from each zone's ordered sources. It owns all DNS logic that is
 // common to every source: type selection, CNAME chasing, NODATA versus
 // NXDOMAIN, SOA in negative answers, apex SOA/NS, SRV additional records,
-// minimal ANY answers and fallthrough (docs/configuration.md, zones).
+// minimal ANY answers, wildcards and fallthrough (docs/configuration.md,
+// zones and wildcards).
 package pipeline
 
 import (
@@ -75,6 +76,22 @@ type Source interface {
 	// Serial increases whenever the source's data changes and never goes
 	// backwards (SOA serial).
 	Serial() uint32
+}
+
+// Wildcarder is implemented by local sources that can hold wildcard
+// records (RFC 4592): records whose owner's first label is "*", such as
+// "*.apps.example.internal.". A source stores and looks them up like any
+// other name (a Lookup of "*.apps.example.internal." returns them; its
+// parent "apps.example.internal." exists, as an empty non-terminal if
+// nothing else is there) and never matches them against other names
+// itself: the pipeline does, over all the zone's local sources (Resolve).
+//
+// Wildcards reports whether the source's current data holds any wildcard
+// name. The pipeline calls it for names the source does not know, so it
+// must be cheap (an atomic load) and never block. A source that does not
+// implement Wildcarder has no wildcards.
+type Wildcarder interface {
+	Wildcards() bool
 }
 
 // Syncer is implemented by sources whose backend loads asynchronously

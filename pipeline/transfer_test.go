@@ -117,6 +117,7 @@ func TestTransferPrecedence(t *testing.T) {
 		"www.example. 60 IN A 10.0.0.1",
 		"db.example. 300 IN A 10.0.0.5",
 		"example. 300 IN NS ns1.example.",
+		"x.apps.example. 300 IN A 10.0.0.81",
 		soa,
 	}
 	if !slices.Equal(got, want) {

@@ -14,7 +14,9 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/etcd"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // Zones with the same etcd settings share one backend (one client, one
@@ -213,7 +215,8 @@ func TestEtcdViewsPerTTL(t *testing.T) {
 	srv.Put("/skydns/test/two/y", `{"host":"10.0.0.2","ttl":7}`)
 	dir := t.TempDir()
 	cfg := load(t, dir, fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%[1]q], ttl: 30s}\n  two.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n  three.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n", srv.Endpoint()))
-	reg := NewRegistry(Options{})
+	ek := etcd.NewKind()
+	reg := NewRegistry(Options{Kinds: []kind.Kind{ek}})
 	defer reg.Close()
 	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
 	if err != nil {
@@ -221,7 +224,7 @@ func TestEtcdViewsPerTTL(t *testing.T) {
 	}
 	defer set.Release()
 	waitSources(t, p)
-	if n := len(reg.etcd.conns); n != 1 || reg.Len() != 2 {
+	if n := ek.Connections(); n != 1 || reg.Len() != 2 {
 		t.Fatalf("%d etcd connections, %d backends; want 1 connection, 2 views (30s, 60s)", n, reg.Len())
 	}
 	ttlOf := func(name string) uint32 {

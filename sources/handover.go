@@ -49,8 +49,9 @@ type handover struct {
 }
 
 var (
-	_ pipeline.Source = (*handover)(nil)
-	_ pipeline.Syncer = (*handover)(nil)
+	_ pipeline.Source     = (*handover)(nil)
+	_ pipeline.Syncer     = (*handover)(nil)
+	_ pipeline.Wildcarder = (*handover)(nil)
 )
 
 func (h *handover) current() pipeline.Source {
@@ -66,6 +67,13 @@ func (h *handover) current() pipeline.Source {
 
 func (h *handover) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Result {
 	return h.current().Lookup(ctx, q)
+}
+
+// Wildcards passes on the answering source's, so that wrapping a source
+// never hides its wildcards from the pipeline.
+func (h *handover) Wildcards() bool {
+	w, ok := h.current().(pipeline.Wildcarder)
+	return ok && w.Wildcards()
 }
 
 func (h *handover) Kind() string { return h.next.Kind() }

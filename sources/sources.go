@@ -1,7 +1,8 @@
 // Package sources turns the sources of a validated config into pipeline
-// sources. It is the one place that knows every source kind (an explicit
-// switch, no registry), and it shares backends: sources whose backend settings
-// are equal use one backend, across zones and across reloads.
+// sources through the source kinds (sources/<kind>, each implementing
+// kind.Kind), and shares backends: sources whose backend settings are
+// equal use one backend, across zones and across reloads. Kinds lists
+// every kind dnsd has: the one place that names them.
 package sources
 
 import (
@@ -11,8 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +19,12 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/etcd"
+	"github.com/dnsd/dnsd/sources/file"
+	"github.com/dnsd/dnsd/sources/forward"
 	"github.com/dnsd/dnsd/sources/hosts"
+	"github.com/dnsd/dnsd/sources/kind"
+	"github.com/dnsd/dnsd/sources/kubernetes"
 )
 
 // Registry owns every running backend and counts who uses it. The zero
@@ -33,24 +37,20 @@ type Registry struct {
 	mu       sync.Mutex
 	backends map[string]*backend
 	serving  map[slot]slotSource // the serving pipeline's sources (see handover)
-	// hostsFiles: the hosts backends by files, shared by every ttl's view.
-	hostsFiles map[string]*sharedBackend
 
 	// ctx ends with Close: it stops every Set's handovers; wg counts them.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// serials hands out the SOA serials of every hosts, etcd and
-	// kubernetes source and of every built pipeline, so a zone's serial
-	// rises with any change of any of its sources and with every reload.
+	// serials hands out the SOA serials of every source and of every
+	// built pipeline, so a zone's serial rises with any change of any of
+	// its sources and with every reload.
 	serials pipeline.SerialClock
 
-	// Per-kind process-lifetime state (metrics, the forward cache), each
-	// declared and managed in that kind's file.
-	forward forwardState
-	etcd    etcdState
-	kube    kubeState
+	// kinds hold their own process-lifetime state (metrics, shared
+	// connections, the forward cache).
+	kinds []kind.Kind
 }
 
 // Options configure a Registry.
@@ -63,6 +63,31 @@ type Options struct {
 	// (`dnsd check`): kinds that connect validate their settings and local
 	// files, then return a source that is never asked.
 	DryRun bool
+	// Kinds are the source kinds, owned by the registry from now on.
+	// nil: Kinds().
+	Kinds []kind.Kind
+}
+
+// Kinds returns every source kind dnsd has, each with empty state: the
+// one list of kinds in the program. The config parser gets their parsing
+// side (ConfigKinds), the registry builds sources with them.
+func Kinds() []kind.Kind {
+	return []kind.Kind{
+		kubernetes.NewKind(),
+		etcd.NewKind(),
+		hosts.NewKind(),
+		forward.NewKind(),
+		file.NewKind(),
+	}
+}
+
+// ConfigKinds returns the kinds' parsing side for config.Load.
+func ConfigKinds() config.Kinds {
+	var out config.Kinds
+	for _, k := range Kinds() {
+		out = append(out, k)
+	}
+	return out
 }
 
 type backend struct {
@@ -81,8 +106,11 @@ func NewRegistry(opts Options) *Registry {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
+	if opts.Kinds == nil {
+		opts.Kinds = Kinds()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
+	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, kinds: opts.Kinds, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
 }
 
 // Set is the backends one compiled pipeline holds. Release it once the
@@ -138,11 +166,11 @@ func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.Pipeline, *Set, error) {
 	set := &Set{reg: r, slots: make(map[slot]slotSource)}
 	if !r.dryRun {
-		// The cache and its metrics exist from the first build, forward
-		// source or not: docs/operations.md lists dnsd_cache_* among the metrics
-		// /metrics always has, and a reload that adds a forward source
-		// finds the cache ready.
-		r.forwardInit(cfg)
+		for _, k := range r.kinds {
+			if p, ok := k.(kind.Preparer); ok {
+				p.Prepare(r.env(cfg, set, k.Name()))
+			}
+		}
 	}
 	var errs []error
 	zones := r.zones(ctx, cfg, cfg.Zones, "", set, &errs)
@@ -216,115 +244,27 @@ func (r *Registry) zones(ctx context.Context, cfg *config.Config, cz []config.Zo
 	return zones
 }
 
-// source builds one source: the switch over every kind.
+// source builds one source through its kind.
 func (r *Registry) source(ctx context.Context, cfg *config.Config, z config.Zone, sc config.Source, set *Set) (pipeline.Source, error) {
-	switch sc.Kind {
-	case config.KindHosts:
-		return r.hostsSource(z, sc.Hosts, set)
-	case config.KindForward:
-		return r.forwardSource(ctx, cfg, z, sc.Forward, set)
-	case config.KindEtcd:
-		return r.etcdSource(ctx, cfg, z, sc.Etcd, set)
-	case config.KindKubernetes:
-		return r.kubernetesSource(ctx, cfg, z, sc.Kubernetes, set)
-	default:
-		return nil, fmt.Errorf("unknown source kind %q", sc.Kind)
-	}
-}
-
-// hostsSource builds a hosts source. The files (in any order) are read and
-// watched by one shared backend whatever the sources' ttls; the registry
-// backend is that backend's View for the source's ttl, so a reload that
-// only changes ttl reads no file.
-func (r *Registry) hostsSource(z config.Zone, h *config.Hosts, set *Set) (pipeline.Source, error) {
-	if len(h.Files) == 0 {
-		return hosts.NewSource(nil, h.Entries, h.TTL, h.Reverse, &r.serials), nil
-	}
-	filesKey := hostsFilesKey(h)
-	v, fresh, err := r.acquire(set, config.KindHosts, filesKey+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
-		// Under r.mu (acquire holds it).
-		shared := r.hostsFiles[filesKey]
-		if shared == nil {
-			b, err := hosts.OpenBackend(h.Files, h.TTL, r.logger, &r.serials)
-			if err != nil {
-				return nil, nil, err
-			}
-			shared = &sharedBackend{key: filesKey, closer: b, value: b}
-			if r.hostsFiles == nil {
-				r.hostsFiles = make(map[string]*sharedBackend)
-			}
-			r.hostsFiles[filesKey] = shared
-		}
-		shared.refs++
-		b := shared.value.(*hosts.Backend)
-		view := &hostsView{View: b.View(h.TTL), releaser: releaser{release: func() { r.releaseShared(r.hostsFiles, shared) }}}
-		return view, view, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	view := v.(*hostsView).View
-	if fresh {
-		if n, example := view.Backend().Outside(z.Names); n > 0 {
-			r.logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
+	for _, k := range r.kinds {
+		if k.Name() == sc.Kind {
+			return k.Build(ctx, r.env(cfg, set, sc.Kind), z, sc.Settings)
 		}
 	}
-	return hosts.NewViewSource(view, h.Entries, h.TTL, h.Reverse, &r.serials), nil
+	return nil, fmt.Errorf("unknown source kind %q", sc.Kind)
 }
 
-// hostsFilesKey identifies a hosts backend: the same files, in any order.
-func hostsFilesKey(h *config.Hosts) string {
-	files := append([]string(nil), h.Files...)
-	sort.Strings(files)
-	return "files=" + strings.Join(files, "\x00")
-}
-
-// sharedBackend is a backend shared by the registry entries of several
-// views of it (hosts files read once for every ttl). Guarded by r.mu.
-type sharedBackend struct {
-	key    string
-	refs   int
-	value  any
-	closer io.Closer
-}
-
-// releaser is the part of a registry backend value that is a view of a
-// shared connection or backend (etcd, kubernetes, hosts files): closing it
-// closes the view, then releases the view's reference on what it shares,
-// once.
-type releaser struct {
-	release func()
-	once    sync.Once
-}
-
-func (r *releaser) closeThen(view io.Closer) error {
-	r.once.Do(func() {
-		_ = view.Close()
-		r.release()
-	})
-	return nil
-}
-
-// hostsView is the registry's backend value for a hosts source with files.
-type hostsView struct {
-	*hosts.View
-	releaser
-}
-
-func (v *hostsView) Close() error { return v.closeThen(v.View) }
-
-// releaseShared drops a reference on a shared backend of m and closes it
-// when it was the last.
-func (r *Registry) releaseShared(m map[string]*sharedBackend, s *sharedBackend) {
-	r.mu.Lock()
-	s.refs--
-	last := s.refs == 0 && m[s.key] == s
-	if last {
-		delete(m, s.key)
-	}
-	r.mu.Unlock()
-	if last {
-		_ = s.closer.Close()
+// env is what a kind gets while it builds a source of cfg into set.
+func (r *Registry) env(cfg *config.Config, set *Set, kindName string) *kind.Env {
+	return &kind.Env{
+		Config:     cfg,
+		Logger:     r.logger,
+		Registerer: r.registerer,
+		DryRun:     r.dryRun,
+		Serials:    &r.serials,
+		AcquireFunc: func(key string, open func() (any, io.Closer, error)) (any, bool, error) {
+			return r.acquire(set, kindName, key, open)
+		},
 	}
 }
 
@@ -399,9 +339,11 @@ func (r *Registry) Close() {
 	for _, b := range all {
 		_ = b.close.Close()
 	}
-	r.forward.close()
-	r.etcd.close()
-	r.kube.close()
+	for _, k := range r.kinds {
+		if c, ok := k.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // Swapped tells the registry that the pipeline built from cfg (holding
@@ -409,7 +351,11 @@ func (r *Registry) Close() {
 // state can follow it: the forward cache drops entries of zones that no
 // longer forward, and the next build knows which source served each slot.
 func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline, set *Set) {
-	r.forward.swapped(cfg, p)
+	for _, k := range r.kinds {
+		if sw, ok := k.(kind.Swapper); ok {
+			sw.Swapped(cfg, p)
+		}
+	}
 	if set != nil {
 		r.mu.Lock()
 		r.serving = set.slots
@@ -437,4 +383,16 @@ func (r *Registry) Synced(yield func(name string, synced bool)) {
 	for _, rw := range rows {
 		yield(rw.name, rw.synced)
 	}
+}
+
+// FlushCache drops the response cache's entries for name and every name
+// below it ("" or ".": all of them) and returns how many it dropped.
+func (r *Registry) FlushCache(name string) int {
+	n := 0
+	for _, k := range r.kinds {
+		if f, ok := k.(kind.CacheFlusher); ok {
+			n += f.FlushCache(name)
+		}
+	}
+	return n
 }

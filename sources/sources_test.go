@@ -15,6 +15,8 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/hosts"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 func load(t *testing.T, dir, yaml string) *config.Config {
@@ -23,7 +25,7 @@ func load(t *testing.T, dir, yaml string) *config.Config {
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,8 @@ func TestHostsTTLChangeSharesFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reg := NewRegistry(Options{})
+	hk := hosts.NewKind()
+	reg := NewRegistry(Options{Kinds: []kind.Kind{hk}})
 	defer reg.Close()
 	p1, s1, err := reg.Build(context.Background(), load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts], ttl: 10s}\n"), pipeline.Options{})
 	if err != nil {
@@ -110,8 +113,8 @@ func TestHostsTTLChangeSharesFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reg.hostsFiles) != 1 {
-		t.Fatalf("ttl change: %d hosts backends reading the files, want 1", len(reg.hostsFiles))
+	if hk.Readers() != 1 {
+		t.Fatalf("ttl change: %d hosts backends reading the files, want 1", hk.Readers())
 	}
 	ttl := func(p *pipeline.Pipeline) uint32 {
 		m := new(dns.Msg)
@@ -126,7 +129,7 @@ func TestHostsTTLChangeSharesFiles(t *testing.T) {
 		t.Fatalf("ttls %d and %d, want 10 (old pipeline) and 20 (new)", a, b)
 	}
 	s1.Release()
-	if len(reg.hostsFiles) != 1 || ttl(p2) != 20 {
+	if hk.Readers() != 1 || ttl(p2) != 20 {
 		t.Fatal("the files' backend went away with the old view")
 	}
 	// A change of the file reaches the remaining view.
@@ -141,8 +144,8 @@ func TestHostsTTLChangeSharesFiles(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	s2.Release()
-	if len(reg.hostsFiles) != 0 || reg.Len() != 0 {
-		t.Fatalf("%d hosts backends, %d registry backends after every pipeline released them", len(reg.hostsFiles), reg.Len())
+	if hk.Readers() != 0 || reg.Len() != 0 {
+		t.Fatalf("%d hosts backends, %d registry backends after every pipeline released them", hk.Readers(), reg.Len())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
@@ -337,14 +338,14 @@ func TestEtcdOutage(t *testing.T) {
 	srv.Put("/skydns/internal/example/old", `{"host":"10.0.0.6"}`)
 	f := openFixture(t, srv, nil)
 	f.waitSynced()
-	waitFor(t, "backend up", f.b.Up)
+	dnstest.Eventually(t, "backend up", 20*time.Second, f.b.Up)
 
 	srv.Stop()
-	waitFor(t, "backend down", func() bool { return !f.b.Up() })
+	dnstest.Eventually(t, "backend down", 20*time.Second, func() bool { return !f.b.Up() })
 	if got := metricValue(f.m.up.WithLabelValues(f.b.opts.Name)); got != 0 {
 		t.Errorf("dnsd_etcd_up = %v during the outage", got)
 	}
-	waitFor(t, "outage logged", func() bool { return strings.Contains(f.log.String(), "etcd unreachable; serving the last data") })
+	dnstest.Eventually(t, "outage logged", 20*time.Second, func() bool { return strings.Contains(f.log.String(), "etcd unreachable; serving the last data") })
 	for range 3 {
 		if got := answer(f.ask("db.example.internal", dns.TypeA)); got != "NOERROR:A 10.0.0.5" {
 			t.Fatalf("during the outage: db = %q", got)
@@ -358,23 +359,12 @@ func TestEtcdOutage(t *testing.T) {
 	f.eventually("new.example.internal", dns.TypeA, "NOERROR:A 10.0.0.7")
 	f.eventually("old.example.internal", dns.TypeA, "NXDOMAIN:")
 	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.5")
-	waitFor(t, "backend up again", f.b.Up)
+	dnstest.Eventually(t, "backend up again", 20*time.Second, f.b.Up)
 	if got := metricValue(f.m.up.WithLabelValues(f.b.opts.Name)); got != 1 {
 		t.Errorf("dnsd_etcd_up = %v after the restart", got)
 	}
 	if got := metricValue(f.m.relists.WithLabelValues(f.b.opts.Name, "compacted")); got != 0 {
 		t.Errorf("the watch re-listed (%v) instead of resuming", got)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -396,7 +386,7 @@ func TestTLSAndAuth(t *testing.T) {
 		o.TLS = srv.Certs.ClientTLS(t)
 		o.Username, o.Password = "dnsd", "wrong-"+password
 	})
-	waitFor(t, "auth failure logged", func() bool { return strings.Contains(bad.log.String(), "etcd connect failed") })
+	dnstest.Eventually(t, "auth failure logged", 20*time.Second, func() bool { return strings.Contains(bad.log.String(), "etcd connect failed") })
 	if got := answer(bad.ask("db.example.internal", dns.TypeA)); got != "SERVFAIL:" {
 		t.Errorf("wrong password: db = %q, want SERVFAIL", got)
 	}

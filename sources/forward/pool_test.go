@@ -427,7 +427,7 @@ func TestExpand(t *testing.T) {
 		}
 		return out
 	}
-	ups := []config.Upstream{{ResolvConf: true, Raw: "resolv.conf"}, {Proto: "tls", Addr: "192.0.2.9:853", ServerName: "dns.test", Raw: "tls://192.0.2.9@dns.test"}}
+	ups := []UpstreamConfig{{ResolvConf: true, Raw: "resolv.conf"}, {Proto: "tls", Addr: "192.0.2.9:853", ServerName: "dns.test", Raw: "tls://192.0.2.9@dns.test"}}
 	write("# comment\nsearch example\nnameserver 127.0.0.53\nnameserver 192.0.2.1 ; x\nnameserver fe80::1%eth0\nnameserver bogus\noptions edns0\n")
 
 	got, dropped, err := Expand(ups, ExpandOptions{ResolvConf: rc, Listen: listen("127.0.0.1:53")})
@@ -469,7 +469,7 @@ func TestExpand(t *testing.T) {
 		t.Fatal("missing resolv.conf: no error")
 	}
 	// An explicit upstream that is our own address is a loop.
-	self := []config.Upstream{{Proto: "udp", Addr: "127.0.0.1:5353", Raw: "127.0.0.1:5353"}}
+	self := []UpstreamConfig{{Proto: "udp", Addr: "127.0.0.1:5353", Raw: "127.0.0.1:5353"}}
 	if _, _, err := Expand(self, ExpandOptions{Listen: listen("127.0.0.1:5353")}); err == nil || !strings.Contains(err.Error(), "loop") {
 		t.Fatalf("explicit self upstream: err = %v", err)
 	}

@@ -24,7 +24,7 @@ func load(t *testing.T, dir, yaml string) *config.Config {
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ type ExpandOptions struct {
 // dropped, for a log line); an error when none remains. An upstream
 // written explicitly that is one of dnsd's own listen addresses is an
 // error: it is a forwarding loop. Duplicates are removed (first wins).
-func Expand(ups []config.Upstream, opts ExpandOptions) (out []Upstream, dropped []string, err error) {
+func Expand(ups []UpstreamConfig, opts ExpandOptions) (out []Upstream, dropped []string, err error) {
 	own := newOwnAddrs(opts)
 	seen := map[Upstream]bool{}
 	add := func(u Upstream) {

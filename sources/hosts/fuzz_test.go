@@ -39,6 +39,8 @@ func FuzzParseLine(f *testing.F) {
 		"10.0.0.1 " + strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61),
 		"10.0.0.1 " + strings.Repeat("x", 64),
 		"10.0.0.1 *.apps.example.internal",
+		"10.0.0.1 *.Apps.Example.Internal. * *.x a.*.b *a.b **.c",
+		"10.0.0.1 *.*.b",
 		"fe80::1% pct",
 		"1.2.3.4 a\rb\vc\fd",
 		"::1 localhost ip6-localhost ip6-loopback",
@@ -92,6 +94,9 @@ func FuzzParseLine(f *testing.F) {
 		}
 		for _, n := range names {
 			checkName(t, n)
+			if strings.Contains(strings.TrimPrefix(n, "*."), "*") {
+				t.Fatalf("name %q has a \"*\" that is not its whole first label", n)
+			}
 		}
 
 		again := func(what, l string) {
@@ -137,8 +142,9 @@ func checkName(t *testing.T, n string) {
 // that ParseLine gives line by line (bad lines skipped), and the index
 // built from them holds, for every pair, the A/AAAA record at the name
 // and the PTR record at the address's reverse name (as miekg/dns writes
-// it), every record valid on the wire, and every ancestor of a name as
-// an empty non-terminal.
+// it; none for a wildcard name), every record valid on the wire, and
+// every ancestor of a name as an empty non-terminal; it reports
+// wildcards exactly when a pair's name is one.
 func FuzzParseFile(f *testing.F) {
 	for _, s := range []string{
 		"10.0.0.10 db db.example.internal\nfd00::10 db.example.internal\n",
@@ -147,6 +153,7 @@ func FuzzParseFile(f *testing.F) {
 		"10.0.0.1 x\n10.0.0.2 x\n10.0.0.3 x\n10.0.0.4 x\n10.0.0.5 x\n10.0.0.6 x\n10.0.0.7 x\n10.0.0.8 x\n10.0.0.9 x\n10.0.0.1 x\n",
 		"\n\n\n",
 		"fe80::1%eth0 link\n::ffff:192.0.2.1 mapped mapped.example\n",
+		"10.0.0.80 *.apps.example.internal apps.example.internal\n10.0.0.81 x.apps.example.internal *\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -211,6 +218,7 @@ func FuzzParseFile(f *testing.F) {
 		if records != ix.records {
 			t.Fatalf("index counts %d records, holds %d", ix.records, records)
 		}
+		wild := false
 		for _, p := range got {
 			if !holds(ix.fwd[p.name], p.addr, "") {
 				t.Fatalf("%s has no record for %v: %v", p.name, p.addr, ix.fwd[p.name])
@@ -219,9 +227,14 @@ func FuzzParseFile(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !holds(ix.rev[rname], netip.Addr{}, p.name) {
-				t.Fatalf("%s has no PTR to %s: %v", rname, p.name, ix.rev[rname])
+			isWild := strings.HasPrefix(p.name, "*.")
+			wild = wild || isWild
+			if holds(ix.rev[rname], netip.Addr{}, p.name) == isWild {
+				t.Fatalf("%s: PTR to %s %v, want one only for a name that is not a wildcard", rname, p.name, ix.rev[rname])
 			}
+		}
+		if ix.wild != wild {
+			t.Fatalf("index reports wildcards %v, the names say %v", ix.wild, wild)
 		}
 	})
 }

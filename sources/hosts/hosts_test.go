@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 )
@@ -161,6 +160,14 @@ func TestParseLine(t *testing.T) {
 		{line: "::ffff:10.0.0.1 mapped", addr: "10.0.0.1", names: []string{"mapped."}},
 		{line: "10.0.0.1 _srv-ok.x", addr: "10.0.0.1", names: []string{"_srv-ok.x."}},
 		{line: "10.0.0.1 " + strings.Repeat("a", 63) + ".b", addr: "10.0.0.1", names: []string{strings.Repeat("a", 63) + ".b."}},
+		{line: "10.0.0.80 *.Apps.Example.Internal", addr: "10.0.0.80", names: []string{"*.apps.example.internal."}},
+		{line: "10.0.0.80 *.x. *", addr: "10.0.0.80", names: []string{"*.x.", "*."}},
+		{line: "10.0.0.80 a.*.b", bad: true},
+		{line: "10.0.0.80 *a.b", bad: true},
+		{line: "10.0.0.80 a*.b", bad: true},
+		{line: "10.0.0.80 **.b", bad: true},
+		{line: "10.0.0.80 *.*.b", bad: true},
+		{line: "10.0.0.80 a.*", bad: true},
 		{line: "10.0.0.1", bad: true},
 		{line: "10.0.0.1 # no names", bad: true},
 		{line: "10.0.0.256 a", bad: true},
@@ -333,12 +340,12 @@ func TestEmptyNonTerminals(t *testing.T) {
 	expect(t, s, "b.example.internal.", "NOTMINE")
 }
 
-func entry(addr string, names ...string) config.HostsEntry {
-	return config.HostsEntry{Line: addr + " " + strings.Join(names, " "), Addr: netip.MustParseAddr(addr), Names: names}
+func entry(addr string, names ...string) Entry {
+	return Entry{Line: addr + " " + strings.Join(names, " "), Addr: netip.MustParseAddr(addr), Names: names}
 }
 
 func TestInlineEntries(t *testing.T) {
-	entries := []config.HostsEntry{
+	entries := []Entry{
 		entry("10.0.0.10", "db.example.internal.", "x.y.example.internal."),
 		entry("2001:db8::10", "db.example.internal."),
 		entry("10.0.0.10", "db.example.internal."),
@@ -377,8 +384,8 @@ func TestInlineEntries(t *testing.T) {
 // SOA serial increases whenever the data changes).
 func TestSerialNewSource(t *testing.T) {
 	var clock pipeline.SerialClock // one per process, as the registry has
-	e1 := []config.HostsEntry{entry("10.0.0.1", "inline.example.internal.")}
-	e2 := []config.HostsEntry{entry("10.0.0.2", "inline.example.internal.")}
+	e1 := []Entry{entry("10.0.0.1", "inline.example.internal.")}
+	e2 := []Entry{entry("10.0.0.2", "inline.example.internal.")}
 	a, b := NewSource(nil, e1, time.Hour, true, &clock), NewSource(nil, e2, time.Hour, true, &clock)
 	if b.Serial() <= a.Serial() {
 		t.Errorf("inline only: new Source serial %d, old %d", b.Serial(), a.Serial())
@@ -409,7 +416,7 @@ func TestSerialNewSource(t *testing.T) {
 func TestLookupHitDoesNotAllocate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n2001:db8::1 web6.example.internal\n")
-	s := NewSource(openBackend(t, path), []config.HostsEntry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true, nil)
+	s := NewSource(openBackend(t, path), []Entry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true, nil)
 	ctx := context.Background()
 	for _, name := range []string{"web.example.internal.", "web6.example.internal.", "inline.example.internal.", "example.internal.", "miss.example.internal.", "1.0.0.10.in-addr.arpa."} {
 		q := &pipeline.Question{Name: name, Type: dns.TypeA}
@@ -430,7 +437,7 @@ func TestList(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "hosts")
 	writeFile(t, path, "10.0.0.1 a.example.internal\n10.0.0.2 b.other.internal\n")
-	entries := []config.HostsEntry{{Addr: netip.MustParseAddr("10.0.0.3"), Names: []string{"c.example.internal."}}}
+	entries := []Entry{{Addr: netip.MustParseAddr("10.0.0.3"), Names: []string{"c.example.internal."}}}
 	list := func(s *Source, zone string) []string {
 		var out []string
 		if err := s.List(zone, func(rr dns.RR) bool {
@@ -456,5 +463,70 @@ func TestList(t *testing.T) {
 	noRev := NewSource(openBackend(t, path), nil, time.Hour, false, nil)
 	if got := list(noRev, "10.in-addr.arpa."); len(got) != 0 {
 		t.Errorf("reverse off: %q listed", got)
+	}
+}
+
+// A name whose first label is "*" is stored under its literal name with
+// its parent as an empty non-terminal, gets no PTR, and makes the source
+// report wildcards, from files and from inline entries; the pipeline
+// answers names below it.
+func TestWildcards(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.80 *.apps.example.internal\n10.0.0.81 db.example.internal\n")
+	b := openBackend(t, path)
+	s := NewSource(b, nil, time.Hour, true, nil)
+	if !s.Wildcards() {
+		t.Error("Wildcards() = false with *.apps.example.internal in the file")
+	}
+	expect(t, s, "*.apps.example.internal.", "A 10.0.0.80")
+	expect(t, s, "apps.example.internal.")
+	expect(t, s, "x.apps.example.internal.", "NOTMINE") // the pipeline matches, never the source
+	expect(t, s, "80.0.0.10.in-addr.arpa.", "NOTMINE")
+	expect(t, s, "81.0.0.10.in-addr.arpa.", "PTR db.example.internal.")
+
+	plain := NewSource(nil, []Entry{entry("10.0.0.1", "www.example.internal.")}, time.Hour, true, nil)
+	if plain.Wildcards() {
+		t.Error("Wildcards() = true without a wildcard")
+	}
+	inline := NewSource(nil, []Entry{entry("fd00::80", "*.web.example.internal.")}, time.Hour, true, nil)
+	if !inline.Wildcards() {
+		t.Error("Wildcards() = false with an inline wildcard")
+	}
+	expect(t, inline, "*.web.example.internal.", "AAAA fd00::80")
+	rev6, err := dns.ReverseAddr("fd00::80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, inline, rev6, "NOTMINE")
+	expect(t, NewSource(nil, []Entry{entry("fd00::80", "web.example.internal.")}, time.Hour, true, nil),
+		rev6, "PTR web.example.internal.") // the same name without "*" has one
+
+	// The file loses its wildcard: the source stops reporting one.
+	writeFile(t, path, "10.0.0.81 db.example.internal\n")
+	eventually(t, s, "*.apps.example.internal.", "NOTMINE")
+	if s.Wildcards() {
+		t.Error("Wildcards() = true after the wildcard was removed from the file")
+	}
+
+	// Through a pipeline: the wildcard answers names below it.
+	var p *pipeline.Pipeline
+	writeFile(t, path, "10.0.0.80 *.apps.example.internal\n10.0.0.81 db.example.internal\n")
+	eventually(t, s, "*.apps.example.internal.", "A 10.0.0.80")
+	p, err = pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.internal."}, Sources: []pipeline.SourceEntry{{Source: s}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{
+		"x.apps.example.internal.":   dns.RcodeSuccess,
+		"a.b.apps.example.internal.": dns.RcodeSuccess,
+		"x.db.example.internal.":     dns.RcodeNameError,
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		resp := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: name, Type: dns.TypeA})
+		if resp.Msg.Rcode != want || (want == dns.RcodeSuccess) != (len(resp.Msg.Answer) == 1) {
+			t.Errorf("%s: rcode %s answer %v", name, dns.RcodeToString[resp.Msg.Rcode], resp.Msg.Answer)
+		}
 	}
 }

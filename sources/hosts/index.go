@@ -32,6 +32,14 @@ type index struct {
 	rev map[string][]dns.RR
 	// records counts the records held (for logs).
 	records int
+	// wild: some name's first label is "*" (a wildcard, matched by the
+	// pipeline). Wildcard names have no PTR record.
+	wild bool
+}
+
+// isWildcard reports whether name's first label is "*".
+func isWildcard(name string) bool {
+	return len(name) >= 2 && name[0] == '*' && name[1] == '.'
 }
 
 // lookup returns the records at name and whether the name exists. The
@@ -65,6 +73,7 @@ type builder struct {
 	ttl     uint32
 	m       map[string][]dns.RR
 	records int
+	wild    bool // a wildcard name was added (forward half)
 
 	as    []dns.A
 	aaaas []dns.AAAA
@@ -107,7 +116,7 @@ func buildIndex(ttl uint32, n, n4 int, each func(add func(netip.Addr, string))) 
 		each(rev.addReverse)
 		wg.Wait()
 	}
-	return &index{fwd: fwd.m, rev: rev.m, records: fwd.records + rev.records}
+	return &index{fwd: fwd.m, rev: rev.m, records: fwd.records + rev.records, wild: fwd.wild}
 }
 
 // slot returns a one-record slice backed by the bulk array. Its capacity is
@@ -159,6 +168,7 @@ func (b *builder) addForward(addr netip.Addr, name string) {
 	}
 	b.push(name, cur, rr)
 	b.records++
+	b.wild = b.wild || isWildcard(name)
 	if !exists {
 		addENTs(b.m, name)
 	}
@@ -166,8 +176,12 @@ func (b *builder) addForward(addr netip.Addr, name string) {
 
 // addReverse adds a PTR record to name at addr's reverse name, and the
 // reverse name's ancestors as empty non-terminals. The owner string is
-// allocated only the first time a reverse name is seen.
+// allocated only the first time a reverse name is seen. A wildcard name
+// gets no PTR: it names no host.
 func (b *builder) addReverse(addr netip.Addr, name string) {
+	if isWildcard(name) {
+		return
+	}
 	rb := appendReverse(b.buf[:0], addr)
 	cur, exists := b.m[string(rb)]
 	var rname string

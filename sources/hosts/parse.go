@@ -154,7 +154,9 @@ func parseV4(b []byte) (netip.Addr, bool) {
 
 // appendName validates a host name and appends it to arena in lower case
 // with a trailing dot. Accepted: labels of 1–63 characters from [a-z0-9-_]
-// (any case), at most 253 characters without the trailing dot. On failure
+// (any case), at most 253 characters without the trailing dot; the first
+// label may be "*" alone, which makes the name a wildcard ("*.apps.example",
+// RFC 4592). "*" anywhere else ("a.*.b", "*a.b") is rejected. On failure
 // arena is returned unchanged.
 func appendName(arena, name []byte) ([]byte, bool) {
 	if len(name) > 1 && name[len(name)-1] == '.' {
@@ -169,6 +171,10 @@ func appendName(arena, name []byte) ([]byte, bool) {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
 		case c >= 'A' && c <= 'Z':
 			c += 'a' - 'A'
+		case c == '*':
+			if len(arena) != start || len(name) > 1 && name[1] != '.' {
+				return arena[:start], false // only a whole first label
+			}
 		case c == '.':
 			if label == 0 {
 				return arena[:start], false

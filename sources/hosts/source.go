@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 )
@@ -22,14 +21,17 @@ type Source struct {
 	serial  uint32 // taken when the Source is made: its inline entries' serial
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var (
+	_ pipeline.Source     = (*Source)(nil)
+	_ pipeline.Wildcarder = (*Source)(nil)
+)
 
 // NewSource returns a Source over b (nil when only inline entries are
 // configured) and entries (names already lower-case FQDNs). ttl is the TTL
 // of the inline records and of negative answers; reverse enables PTR
 // answers. The Source does not own b: closing b is the caller's job, after
 // the Source is no longer used.
-func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+func NewSource(b *Backend, entries []Entry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := newSource(entries, ttl, reverse, serials)
 	if b != nil {
 		b.mu.Lock()
@@ -41,13 +43,13 @@ func NewSource(b *Backend, entries []config.HostsEntry, ttl time.Duration, rever
 
 // NewViewSource is NewSource over the records of a backend View (which
 // carry the View's TTL). The Source does not own v.
-func NewViewSource(v *View, entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+func NewViewSource(v *View, entries []Entry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := newSource(entries, ttl, reverse, serials)
 	s.backend, s.data = v.b, &v.v.cur
 	return s
 }
 
-func newSource(entries []config.HostsEntry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
+func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeline.SerialClock) *Source {
 	s := &Source{
 		ttl:     pipeline.TTLSeconds(ttl),
 		reverse: reverse,
@@ -92,6 +94,17 @@ func (s *Source) Serial() uint32 {
 		return max(s.data.Load().serial, s.serial)
 	}
 	return s.serial
+}
+
+// Wildcards reports whether the inline entries or the files' current data
+// hold a wildcard name ("*.apps.example.internal"). The records of a
+// wildcard are found under that literal name; the pipeline matches them
+// against query names.
+func (s *Source) Wildcards() bool {
+	if s.inline != nil && s.inline.wild {
+		return true
+	}
+	return s.data != nil && s.data.Load().ix.wild
 }
 
 // Lookup returns every record held at q.Name (a lower-case FQDN): Found

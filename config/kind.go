@@ -1,0 +1,80 @@
+package config
+
+import (
+	"slices"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// SourceKind is what the parser knows of one source kind. Each kind's
+// package under sources/ implements it beside its backend; the program
+// passes the list of kinds to Load, so this package names none of them.
+type SourceKind interface {
+	// Name is the key that selects the kind in a zone's source list.
+	Name() string
+	// DefaultFallthrough is the source's fallthrough when not written.
+	DefaultFallthrough() bool
+	// Keys are the keys its settings mapping accepts, besides
+	// fallthrough (which the parser reads for every kind).
+	Keys() []string
+	// ParseSettings reads one source's settings, applies the kind's
+	// defaults and reports every problem through b (FILE:LINE:COL). The
+	// value it returns is Source.Settings, handed back to the kind when
+	// the source is built.
+	ParseSettings(b *SourceBlock) any
+	// Schema describes the settings mapping for dnsd.schema.json; the
+	// fallthrough key is added by this package.
+	Schema() *Schema
+}
+
+// SyncWaiter is implemented by the settings of kinds whose backends load
+// asynchronously (a cluster, etcd): SyncWait is how long start-up
+// readiness and a reload wait for their first sync (sync_timeout).
+type SyncWaiter interface {
+	SyncWait() time.Duration
+}
+
+// Kinds is the list of source kinds a config may use.
+type Kinds []SourceKind
+
+func (ks Kinds) lookup(name string) SourceKind {
+	for _, k := range ks {
+		if k.Name() == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// names returns the kinds' names, sorted.
+func (ks Kinds) names() []string {
+	out := make([]string, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, k.Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SourceBlock is one source's settings while they are parsed: the
+// checked mapping (only the kind's keys, no duplicates; empty when the
+// source was written without settings) with the parser that reports
+// problems, the mapping's YAML path and the zone key it belongs to.
+type SourceBlock struct {
+	*Mapping
+	Parser *Parser
+	Path   string
+	Zone   *Zone
+	// At is the kind's key: where problems with the block as a whole
+	// (a required key missing) are reported.
+	At *yaml.Node
+}
+
+// Errorf reports a problem at node n (nil: the kind's key) of the block.
+func (b *SourceBlock) Errorf(n *yaml.Node, path, format string, args ...any) {
+	if n == nil {
+		n = b.At
+	}
+	b.Parser.Errorf(n, path, format, args...)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/miekg/dns"
+)
+
+const e2eZone = `$TTL 300
+@       IN SOA ns1.example.internal. hostmaster.example.internal. 2024010101 7200 3600 1209600 60
+@       IN NS  ns1
+ns1     IN A   10.0.0.1
+web     IN A   10.0.0.10
+www     600 IN CNAME web
+@       IN MX  10 mail
+mail    IN A   10.0.0.25
+_http._tcp IN SRV 10 5 80 web
+txt     IN TXT "hello world"
+$INCLUDE extra/more.zone
+`
+
+// TestFileSourceEndToEnd: a zone file with $INCLUDE and inline records
+// through the built binary: the file's SOA and NS at the apex, CNAME, MX,
+// SRV (+ additional), TXT, an inline wildcard; a hosts source after it
+// answers the names the file does not have; an edit is served at once, a broken edit keeps the
+// last good zone, and the file's own errors name FILE:LINE in dnsd check.
+func TestFileSourceEndToEnd(t *testing.T) {
+	s := specStart(t, `listen: ["LISTEN"]
+zones:
+  example.internal:
+    - file:
+        path: zones/example.internal.zone
+        records: ["*.apps 60 IN A 10.0.0.80", "web IN TXT \"inline\""]
+    - hosts: {entries: ["10.9.9.9 web", "10.9.9.10 other"]}
+`, map[string]string{"zones/extra/more.zone": "extra IN A 10.0.0.50\n", "zones/example.internal.zone": e2eZone})
+
+	soa := dnstest.Ask(t, s.addr, "example.internal.", dns.TypeSOA)
+	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Serial != 2024010101 || !soa.Authoritative {
+		t.Fatalf("apex SOA: %v", soa)
+	}
+	if got := dnstest.RData(dnstest.Ask(t, s.addr, "example.internal.", dns.TypeNS)); got != "NOERROR:ns1.example.internal." {
+		t.Errorf("apex NS: %s", got)
+	}
+	cases := []struct {
+		name  string
+		qtype uint16
+		want  string
+	}{
+		{"web.example.internal.", dns.TypeA, "NOERROR:10.0.0.10"}, // the file first
+		{"web.example.internal.", dns.TypeTXT, `NOERROR:"inline"`},
+		{"other.example.internal.", dns.TypeA, "NOERROR:10.9.9.10"}, // then hosts
+		{"www.example.internal.", dns.TypeA, "NOERROR:web.example.internal.,10.0.0.10"},
+		{"example.internal.", dns.TypeMX, "NOERROR:10 mail.example.internal."},
+		{"_http._tcp.example.internal.", dns.TypeSRV, "NOERROR:10 5 80 web.example.internal."},
+		{"txt.example.internal.", dns.TypeTXT, `NOERROR:"hello world"`},
+		{"extra.example.internal.", dns.TypeA, "NOERROR:10.0.0.50"},
+		{"x.apps.example.internal.", dns.TypeA, "NOERROR:10.0.0.80"},
+		{"a.b.apps.example.internal.", dns.TypeA, "NOERROR:10.0.0.80"},
+		{"nope.example.internal.", dns.TypeA, "NXDOMAIN:"},
+		{"mail.example.internal.", dns.TypeAAAA, "NOERROR:"},
+	}
+	for _, c := range cases {
+		if got := dnstest.RData(dnstest.Ask(t, s.addr, c.name, c.qtype)); got != c.want {
+			t.Errorf("%s %s: %s, want %s", c.name, dns.TypeToString[c.qtype], got, c.want)
+		}
+	}
+	mx := dnstest.Ask(t, s.addr, "example.internal.", dns.TypeMX)
+	if len(mx.Extra) == 0 || !strings.Contains(mx.Extra[0].String(), "10.0.0.25") {
+		t.Errorf("MX without the target's address in additional: %v", mx.Extra)
+	}
+
+	// An edit is served within the debounce; a broken edit is not.
+	zone := filepath.Join(s.dir, "zones", "example.internal.zone")
+	replaceFile(t, zone, strings.Replace(e2eZone, "mail    IN A   10.0.0.25", "mail    IN A   10.0.0.26", 1))
+	waitAnswer(t, s.addr, "mail.example.internal.", dns.TypeA, "NOERROR:10.0.0.26")
+	replaceFile(t, zone, strings.Replace(e2eZone, "mail    IN A   10.0.0.25", "mail    IN A   10.0.0.999", 1))
+	s.waitLog("zone file not applied", 1)
+	if got := dnstest.RData(dnstest.Ask(t, s.addr, "mail.example.internal.", dns.TypeA)); got != "NOERROR:10.0.0.26" {
+		t.Errorf("after a broken edit: %s, want the last good zone", got)
+	}
+	if !strings.Contains(s.stderr.String(), "example.internal.zone:8:") {
+		t.Errorf("the broken edit's log line does not name the file and line:\n%s", grep(s.stderr.String(), "zone file not applied"))
+	}
+
+	// dnsd check names the zone file's line.
+	_, stderr, code := runCheck(t, s.dir, "-config", "dnsd.yaml")
+	if code != 1 || !strings.Contains(stderr, "example.internal.zone:8:") {
+		t.Errorf("check with a broken zone file: exit %d, want 1 and FILE:8:\n%s", code, stderr)
+	}
+}
+
+// replaceFile writes content to a temporary file and renames it over
+// path, as editors and config management do.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	writeFile(t, path+".tmp", content)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond)
+}

@@ -1,0 +1,168 @@
+// Package dnstest is the DNS test vocabulary every package of dnsd shares:
+// real upstream servers on loopback, queries, the one-line rendering of an
+// answer that tests compare, and waiting for a condition. Nothing here is
+// a fake: Upstream is a miekg/dns server on real sockets.
+package dnstest
+
+import (
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Upstream is a miekg/dns server on UDP and TCP of one loopback port.
+type Upstream struct {
+	Addr    string // 127.0.0.1:port
+	n       atomic.Int64
+	servers []*dns.Server
+}
+
+// DefaultAnswer is the handler of StartUpstream(t, nil): A queries get
+// 192.0.2.1 (TTL 1 for names starting with "short.", else 300), TXT
+// queries twenty 50-byte strings (larger than 512 bytes), anything else
+// NOERROR without records.
+func DefaultAnswer(w dns.ResponseWriter, r *dns.Msg) {
+	q := r.Question[0]
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.RecursionAvailable = true
+	switch q.Qtype {
+	case dns.TypeA:
+		ttl := uint32(300)
+		if strings.HasPrefix(q.Name, "short.") {
+			ttl = 1
+		}
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.ParseIP("192.0.2.1")})
+	case dns.TypeTXT:
+		for range 20 {
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 300}, Txt: []string{strings.Repeat("x", 50)}})
+		}
+	}
+	_ = w.WriteMsg(m)
+}
+
+// StartUpstream starts an upstream answering with h (nil: DefaultAnswer)
+// on a free loopback port; it stops when the test ends. Queries counts
+// every query except dnsd's own health probes (". NS") and forwarding
+// loop probes (names starting with "dnsd-loop-").
+func StartUpstream(t testing.TB, h dns.HandlerFunc) *Upstream {
+	t.Helper()
+	if h == nil {
+		h = DefaultAnswer
+	}
+	u := &Upstream{}
+	counted := func(w dns.ResponseWriter, r *dns.Msg) {
+		if q := r.Question; len(q) == 1 && !strings.HasPrefix(q[0].Name, "dnsd-loop-") && q[0].Name != "." {
+			u.n.Add(1)
+		}
+		h(w, r)
+	}
+	// One port for both: bind TCP on :0, then UDP on the same port
+	// (retried: the UDP port may be taken).
+	for attempt := 0; ; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := net.ListenPacket("udp", l.Addr().String())
+		if err != nil {
+			l.Close()
+			if attempt < 20 {
+				continue
+			}
+			t.Fatal(err)
+		}
+		u.Addr = l.Addr().String()
+		u.servers = []*dns.Server{
+			{Listener: l, Handler: dns.HandlerFunc(counted)},
+			{PacketConn: pc, Handler: dns.HandlerFunc(counted)},
+		}
+		break
+	}
+	for _, s := range u.servers {
+		started := make(chan struct{})
+		s.NotifyStartedFunc = func() { close(started) }
+		go func() { _ = s.ActivateAndServe() }()
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("upstream %s did not start", u.Addr)
+		}
+	}
+	t.Cleanup(u.Stop)
+	return u
+}
+
+// Queries reports how many queries the upstream was asked (see
+// StartUpstream for what is not counted).
+func (u *Upstream) Queries() int64 { return u.n.Load() }
+
+// Stop shuts the upstream down (its port stops answering).
+func (u *Upstream) Stop() {
+	for _, s := range u.servers {
+		_ = s.Shutdown()
+	}
+}
+
+// Query returns a query for name and qtype with RD set.
+func Query(name string, qtype uint16) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	return m
+}
+
+// Exchange sends m to addr over netw ("udp", "tcp") and returns the
+// answer; a failure ends the test.
+func Exchange(t testing.TB, netw, addr string, m *dns.Msg) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: netw, Timeout: 2 * time.Second, UDPSize: 65535}
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("%s %v: %v", netw, m.Question, err)
+	}
+	return r
+}
+
+// Ask sends a UDP query for name and qtype to addr.
+func Ask(t testing.TB, addr, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	return Exchange(t, "udp", addr, Query(name, qtype))
+}
+
+// RData renders an answer as "RCODE:rdata,rdata" (answer section, in
+// order), the form tests compare: "NOERROR:10.0.0.1", "NXDOMAIN:".
+func RData(r *dns.Msg) string {
+	parts := make([]string, 0, len(r.Answer))
+	for _, rr := range r.Answer {
+		f := strings.Fields(rr.String())
+		parts = append(parts, strings.Join(f[4:], " "))
+	}
+	return dns.RcodeToString[r.Rcode] + ":" + strings.Join(parts, ",")
+}
+
+// SOA returns the SOA of r's authority section, or nil.
+func SOA(r *dns.Msg) *dns.SOA {
+	for _, rr := range r.Ns {
+		if s, ok := rr.(*dns.SOA); ok {
+			return s
+		}
+	}
+	return nil
+}
+
+// Eventually polls cond every 5 ms until it holds, and ends the test
+// naming what did not happen when limit passes first.
+func Eventually(t testing.TB, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,161 @@
+package file
+
+import (
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// debounce is how long the watched directories must be quiet before the
+// zone is parsed again (editors and `mv` make bursts of events).
+const debounce = 50 * time.Millisecond
+
+// snapshot is what readers see: the last good zone and its serial.
+type snapshot struct {
+	z      *zone
+	serial uint32
+}
+
+// Backend holds one file source's zone and keeps it current: it watches
+// the zone file's directory (and its includes'), parses again after a
+// quiet debounce, and publishes the new zone with one atomic store. A
+// file that turns bad (does not parse, cannot be read, or loses every
+// record) keeps the last good zone; the error is logged once per change.
+type Backend struct {
+	cfg     *Config
+	logger  *slog.Logger
+	serials *pipeline.SerialClock
+	cur     atomic.Pointer[snapshot]
+
+	watcher *fsnotify.Watcher // nil: not watching (inline records only, dry run)
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	lastErr string // the error logged last (run goroutine only)
+}
+
+// Open parses the zone of c and, when watch is set and c has a file,
+// starts watching it.
+func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialClock) (*Backend, error) {
+	z, err := load(c)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
+	if z.outside > 0 {
+		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
+	}
+	if !watch || c.Path == "" {
+		close(b.done)
+		return b, nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	b.watcher = w
+	if err := b.watchDirs(z); err != nil {
+		w.Close()
+		return nil, err
+	}
+	go b.run()
+	return b, nil
+}
+
+// watchDirs watches the directories of the zone's files.
+func (b *Backend) watchDirs(z *zone) error {
+	seen := map[string]bool{}
+	for _, f := range z.files {
+		d := filepath.Dir(f)
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if err := b.watcher.Add(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops watching and waits for the watch goroutine.
+func (b *Backend) Close() error {
+	b.once.Do(func() {
+		close(b.stop)
+		if b.watcher != nil {
+			b.watcher.Close()
+		}
+	})
+	<-b.done
+	return nil
+}
+
+func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
+
+// run collects events until the directories are quiet for debounce, then
+// parses the zone again. It ends when Close is called.
+func (b *Backend) run() {
+	defer close(b.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case _, ok := <-b.watcher.Events:
+			if !ok {
+				return
+			}
+			timer.Reset(debounce)
+		case err, ok := <-b.watcher.Errors:
+			if !ok {
+				return
+			}
+			b.logger.Warn("zone file watcher error", "error", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				timer.Reset(debounce)
+			}
+		case <-timer.C:
+			b.reload()
+		}
+	}
+}
+
+// reload parses the zone again and publishes it when it changed and is
+// good.
+func (b *Backend) reload() {
+	prev := b.snapshot()
+	z, err := load(b.cfg)
+	switch {
+	case err != nil:
+		if msg := err.Error(); msg != b.lastErr {
+			b.lastErr = msg
+			b.logger.Error("zone file not applied, the last good zone is served", "error", msg)
+		}
+		return
+	case z.sum == prev.z.sum:
+		return
+	case z.records == 0 && prev.z.records > 0:
+		if msg := "no record"; msg != b.lastErr {
+			b.lastErr = msg
+			b.logger.Error("zone file has no record (truncated?); the last good zone is served")
+		}
+		return
+	}
+	b.lastErr = ""
+	b.cur.Store(&snapshot{z: z, serial: max(b.serials.Next(), prev.serial+1)})
+	if err := b.watchDirs(z); err != nil { // a new $INCLUDE elsewhere
+		b.logger.Warn("zone file watcher", "error", err)
+	}
+	b.logger.Info("zone file reloaded", "records", z.records)
+}

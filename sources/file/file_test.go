@@ -1,0 +1,209 @@
+package file
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+func lookup(t *testing.T, s *Source, name string) pipeline.Result {
+	t.Helper()
+	return s.Lookup(context.Background(), &pipeline.Question{Name: name, Type: dns.TypeA})
+}
+
+func types(rrs []dns.RR) string {
+	var out []string
+	for _, rr := range rrs {
+		out = append(out, dns.TypeToString[rr.Header().Rrtype])
+	}
+	return strings.Join(out, " ")
+}
+
+func open(t *testing.T, c *Config, watch bool) *Backend {
+	t.Helper()
+	b, err := Open(c, watch, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// The example zone: relative names, $TTL, a per-record TTL, an owner
+// carried over from the line above, $INCLUDE relative to the file, the
+// apex SOA and NS, and empty non-terminals.
+func TestLoadZoneFile(t *testing.T) {
+	c := &Config{Path: "testdata/example.internal.zone", Origin: "example.internal.", Zones: []string{"example.internal."}}
+	s := NewSource(open(t, c, false))
+	cases := map[string]string{
+		"example.internal.":            "SOA NS MX",
+		"web.example.internal.":        "A AAAA",
+		"www.example.internal.":        "CNAME",
+		"extra.example.internal.":      "A",
+		"_http._tcp.example.internal.": "SRV",
+		"a.b.c.example.internal.":      "A",
+	}
+	for name, want := range cases {
+		r := lookup(t, s, name)
+		if r.Status != pipeline.Found || types(r.RRs) != want {
+			t.Errorf("%s: status %d, types %q; want Found %q", name, r.Status, types(r.RRs), want)
+		}
+	}
+	for _, ent := range []string{"b.c.example.internal.", "c.example.internal.", "_tcp.example.internal."} {
+		if r := lookup(t, s, ent); r.Status != pipeline.Found || len(r.RRs) != 0 {
+			t.Errorf("%s: want an empty non-terminal, got status %d %v", ent, r.Status, r.RRs)
+		}
+	}
+	if r := lookup(t, s, "nope.example.internal."); r.Status != pipeline.NotMine {
+		t.Errorf("unknown name: status %d", r.Status)
+	}
+	if ttl := lookup(t, s, "web.example.internal.").RRs[0].Header().Ttl; ttl != 300 {
+		t.Errorf("$TTL: ttl %d, want 300", ttl)
+	}
+	if ttl := lookup(t, s, "www.example.internal.").RRs[0].Header().Ttl; ttl != 600 {
+		t.Errorf("own ttl: %d, want 600", ttl)
+	}
+	if soa := s.SOA("example.internal."); soa == nil || soa.Serial != 2024010101 {
+		t.Fatalf("file SOA %v, want serial 2024010101", soa)
+	}
+	if s.TTL() != 60 {
+		t.Errorf("negative TTL %d, want the SOA minimum 60", s.TTL())
+	}
+}
+
+// Inline records are relative to the zone, take the file's $TTL (else 1h)
+// and add to the file's records at the same name.
+func TestInlineRecords(t *testing.T) {
+	c := &Config{Path: "testdata/example.internal.zone", Origin: "example.internal.", Zones: []string{"example.internal."},
+		Records: []Record{{Text: "web IN TXT \"inline\""}, {Text: "*.apps 60 IN A 10.0.0.80"}, {Text: "@ IN TXT \"apex\""}}}
+	s := NewSource(open(t, c, false))
+	if r := lookup(t, s, "web.example.internal."); types(r.RRs) != "A AAAA TXT" {
+		t.Errorf("file and inline records at one name: %q", types(r.RRs))
+	}
+	if r := lookup(t, s, "*.apps.example.internal."); r.Status != pipeline.Found || r.RRs[0].Header().Ttl != 60 {
+		t.Errorf("wildcard owner: %v", r)
+	}
+	if r := lookup(t, s, "apps.example.internal."); r.Status != pipeline.Found || len(r.RRs) != 0 {
+		t.Errorf("the wildcard's parent is an empty non-terminal: %v", r)
+	}
+	if !s.b.snapshot().z.wildcards {
+		t.Error("the zone does not know it holds a wildcard")
+	}
+	only := NewSource(open(t, &Config{Origin: "example.internal.", Zones: []string{"example.internal."}, Records: []Record{{Text: "db IN A 10.0.0.5"}}}, false))
+	if r := lookup(t, only, "db.example.internal."); r.Status != pipeline.Found || r.RRs[0].Header().Ttl != 3600 {
+		t.Errorf("inline only, default ttl: %v", r.RRs)
+	}
+}
+
+// Parse errors name the zone file and line; inline ones point into
+// dnsd.yaml.
+func TestParseErrors(t *testing.T) {
+	_, err := load(&Config{Path: "testdata/bad.zone", Origin: "example.internal.", Zones: []string{"example.internal."}})
+	var pe *parseError
+	if !asParseError(err, &pe) || pe.pos.File != "testdata/bad.zone" || pe.pos.Line != 3 {
+		t.Fatalf("bad zone file: %v, want testdata/bad.zone:3", err)
+	}
+	at := config.Pos{File: "dnsd.yaml", Line: 7, Col: 9}
+	_, err = load(&Config{Origin: "example.internal.", Zones: []string{"example.internal."}, Records: []Record{{Text: "x IN A nope", Pos: at}}})
+	if !asParseError(err, &pe) || pe.pos != at {
+		t.Fatalf("bad inline record: %v, want at %s", err, at)
+	}
+}
+
+// Records outside the zone key's zones are ignored (and counted).
+func TestOutsideIgnored(t *testing.T) {
+	z, err := load(&Config{Origin: "example.internal.", Zones: []string{"example.internal."},
+		Records: []Record{{Text: "in IN A 10.0.0.1"}, {Text: "other.test. IN A 10.0.0.2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z.outside != 1 || z.records != 1 || z.names["other.test."] != nil {
+		t.Fatalf("outside %d, records %d", z.outside, z.records)
+	}
+}
+
+// A changed file is applied (new serial); a file that turns bad or empty
+// keeps the last good zone; an included file's change is applied too.
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "z.zone")
+	write := func(p, s string) {
+		t.Helper()
+		tmp := p + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "inc.zone"), "inc IN A 10.0.0.7\n")
+	write(path, "$TTL 60\na IN A 10.0.0.1\n$INCLUDE inc.zone\n")
+	c := &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}
+	s := NewSource(open(t, c, true))
+	serial := s.Serial()
+	write(path, "$TTL 60\na IN A 10.0.0.2\n$INCLUDE inc.zone\n")
+	dnstest.Eventually(t, "the change", 5*time.Second, func() bool {
+		r := lookup(t, s, "a.z.test.")
+		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.2"
+	})
+	if s.Serial() <= serial {
+		t.Errorf("serial %d did not rise from %d", s.Serial(), serial)
+	}
+	write(filepath.Join(dir, "inc.zone"), "inc IN A 10.0.0.8\n")
+	dnstest.Eventually(t, "the included file's change", 5*time.Second, func() bool {
+		r := lookup(t, s, "inc.z.test.")
+		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.8"
+	})
+	serial = s.Serial()
+	write(path, "$TTL 60\na IN A 10.0.0.999\n")
+	write(path+".marker", "x") // an event after the bad write, to know it was seen
+	time.Sleep(200 * time.Millisecond)
+	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found || r.RRs[0].(*dns.A).A.String() != "10.0.0.2" || s.Serial() != serial {
+		t.Fatalf("bad file: %v serial %d (was %d); want the last good zone", r.RRs, s.Serial(), serial)
+	}
+	write(path, "")
+	time.Sleep(200 * time.Millisecond)
+	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found {
+		t.Fatal("an emptied file dropped the zone")
+	}
+}
+
+// List yields every record of the zone, owners in the order they first
+// appear in the file, wildcards as they
+// are, and stops when told to.
+func TestList(t *testing.T) {
+	c := &Config{Path: "testdata/example.internal.zone", Origin: "example.internal.", Zones: []string{"example.internal."},
+		Records: []Record{{Text: "*.apps 60 IN A 10.0.0.80"}}}
+	s := NewSource(open(t, c, false))
+	var owners []string
+	if err := s.List("example.internal.", func(rr dns.RR) bool {
+		owners = append(owners, rr.Header().Name+" "+dns.TypeToString[rr.Header().Rrtype])
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(owners) != 13 || owners[0] != "example.internal. SOA" || owners[len(owners)-1] != "*.apps.example.internal. A" {
+		t.Fatalf("listed %d records: %q", len(owners), owners)
+	}
+	n := 0
+	_ = s.List("example.internal.", func(dns.RR) bool { n++; return n < 3 })
+	if n != 3 {
+		t.Fatalf("yield false did not stop the listing: %d records", n)
+	}
+	n = 0
+	_ = s.List("b.c.example.internal.", func(dns.RR) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("a zone below the origin lists %d records, want 1 (a.b.c)", n)
+	}
+}

@@ -1,0 +1,89 @@
+package file
+
+import (
+	"context"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Source answers one zone key from a Backend. It implements
+// pipeline.Source.
+type Source struct {
+	b   *Backend
+	ttl uint32
+}
+
+var (
+	_ pipeline.Source     = (*Source)(nil)
+	_ pipeline.Wildcarder = (*Source)(nil)
+)
+
+// NewSource returns the source over b.
+func NewSource(b *Backend) *Source {
+	ttl := uint32(DefaultTTL.Seconds())
+	if soa := b.snapshot().z.soa; soa != nil {
+		ttl = soa.Minttl
+	}
+	return &Source{b: b, ttl: ttl}
+}
+
+// Lookup implements pipeline.Source: every record at the name, an empty
+// Found for an empty non-terminal, else NotMine.
+func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	z := s.b.snapshot().z
+	if rrs, ok := z.names[q.Name]; ok {
+		return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+	}
+	if z.ents[q.Name] {
+		return pipeline.Result{Status: pipeline.Found}
+	}
+	return pipeline.Result{Status: pipeline.NotMine}
+}
+
+// Kind implements pipeline.Source.
+func (s *Source) Kind() string { return "file" }
+
+// TTL implements pipeline.Source: the SOA minimum of the file when it has
+// a SOA, else the default TTL.
+func (s *Source) TTL() uint32 {
+	if soa := s.b.snapshot().z.soa; soa != nil {
+		return min(soa.Minttl, soa.Hdr.Ttl)
+	}
+	return s.ttl
+}
+
+// Serial implements pipeline.Source: rises with every change of the zone.
+func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
+
+// SOA returns the file's SOA at zone's apex (its serial as written), or
+// nil when the file has none there. When the file is the zone's only
+// local source, it is the zone's SOA (pipeline.SOAer).
+func (s *Source) SOA(zone string) *dns.SOA {
+	if soa := s.b.snapshot().z.soa; soa != nil && soa.Hdr.Name == zone {
+		return soa
+	}
+	return nil
+}
+
+// List calls yield with every record at names in zone, wildcards as they
+// are, until yield returns false (zone transfers, pipeline.Lister). A file
+// source is never unsynced: List does not fail.
+func (s *Source) List(zone string, yield func(dns.RR) bool) error {
+	z := s.b.snapshot().z
+	for _, name := range z.order {
+		if !pipeline.InZone(name, zone) {
+			continue
+		}
+		for _, rr := range z.names[name] {
+			if !yield(rr) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Wildcards implements pipeline.Wildcarder.
+func (s *Source) Wildcards() bool { return s.b.snapshot().z.wildcards }

@@ -1,0 +1,257 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// maxFileSize bounds one zone file (a 100,000-record zone is a few MB).
+const maxFileSize = 512 << 20
+
+// zone is one parse of a file source: every record by lower-case owner,
+// the apex SOA and what it took to build it.
+type zone struct {
+	names     map[string][]dns.RR // owner → records, owners lower case
+	order     []string            // owners in order of first appearance (transfers list them so)
+	ents      map[string]bool     // empty non-terminals
+	wildcards bool
+	soa       *dns.SOA // the file's SOA at the origin, nil when none
+	records   int
+	files     []string // the zone file and every file it includes
+	sum       uint64   // hash of the files' content and the inline records
+	outside   int      // records ignored: outside the zone key's zones
+	example   string
+}
+
+// parseError is a zone file or inline record that does not parse.
+type parseError struct {
+	pos config.Pos
+	msg string
+}
+
+func (e *parseError) Error() string { return e.pos.String() + ": " + e.msg }
+
+func asParseError(err error, target **parseError) bool { return errors.As(err, target) }
+
+// miekg/dns reports `[file: ]dns: msg: "token" at line: L:C`.
+var zoneErr = regexp.MustCompile(`^(?:(.*): )?dns: (.*) at line: (\d+):(\d+)$`)
+
+// toParseError turns a ZoneParser error into FILE:LINE:COL.
+func toParseError(err error, file string, base config.Pos) *parseError {
+	m := zoneErr.FindStringSubmatch(err.Error())
+	if m == nil {
+		pos := config.Pos{File: file, Line: 1, Col: 1}
+		if base.File != "" {
+			pos = base
+		}
+		return &parseError{pos: pos, msg: err.Error()}
+	}
+	line, _ := strconv.Atoi(m[3])
+	col, _ := strconv.Atoi(m[4])
+	if m[1] != "" {
+		file = m[1]
+	}
+	pos := config.Pos{File: file, Line: line, Col: col}
+	if base.File != "" { // an inline record: point into dnsd.yaml
+		pos = base
+	}
+	return &parseError{pos: pos, msg: m[2]}
+}
+
+// load reads and parses c's file (with its includes) and inline records.
+func load(c *Config) (*zone, error) {
+	z := &zone{names: make(map[string][]dns.RR), ents: make(map[string]bool)}
+	h := fnv.New64a()
+	defTTL := uint32(DefaultTTL / 1e9)
+	if c.Path != "" {
+		data, _, err := fsutil.ReadFile(c.Path, maxFileSize)
+		if err != nil {
+			return nil, fmt.Errorf("zone file %s: %w", c.Path, err)
+		}
+		h.Write(data)
+		z.files = append(z.files, c.Path)
+		if t, ok := firstTTL(data); ok {
+			defTTL = t
+		}
+		// Included files are watched and hashed too.
+		for _, inc := range includes(data, filepath.Dir(c.Path)) {
+			if b, _, err := fsutil.ReadFile(inc, maxFileSize); err == nil {
+				h.Write(b)
+				z.files = append(z.files, inc)
+			}
+		}
+		zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
+		zp.SetDefaultTTL(defTTL)
+		zp.SetIncludeAllowed(true)
+		for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+			z.add(rr, c.Zones)
+		}
+		if err := zp.Err(); err != nil {
+			return nil, toParseError(err, c.Path, config.Pos{})
+		}
+	}
+	for _, r := range c.Records {
+		h.Write([]byte(r.Text))
+		h.Write([]byte{0})
+		zp := dns.NewZoneParser(strings.NewReader(r.Text), c.Origin, "")
+		zp.SetDefaultTTL(defTTL)
+		n := 0
+		for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+			z.add(rr, c.Zones)
+			n++
+		}
+		if err := zp.Err(); err != nil {
+			pe := toParseError(err, "", r.Pos)
+			pe.msg = fmt.Sprintf("record %q: %s", r.Text, pe.msg)
+			return nil, pe
+		}
+		if n == 0 {
+			return nil, &parseError{pos: r.Pos, msg: fmt.Sprintf("record %q: no record", r.Text)}
+		}
+	}
+	z.sum = h.Sum64()
+	for name := range z.names {
+		top := zoneOf(name, c.Zones)
+		for p := parent(name); p != "" && pipeline.InZone(p, top); p = parent(p) {
+			if _, ok := z.names[p]; ok {
+				continue
+			}
+			z.ents[p] = true
+		}
+	}
+	return z, nil
+}
+
+// add files rr under its owner unless it is outside every zone.
+func (z *zone) add(rr dns.RR, zones []string) {
+	hdr := rr.Header()
+	if hdr.Rrtype == dns.TypeNone || hdr.Class != dns.ClassINET {
+		return
+	}
+	name := strings.ToLower(hdr.Name)
+	in := false
+	for _, zn := range zones {
+		in = in || pipeline.InZone(name, zn)
+	}
+	if !in {
+		z.outside++
+		if z.example == "" {
+			z.example = hdr.Name
+		}
+		return
+	}
+	hdr.Name = name
+	if soa, ok := rr.(*dns.SOA); ok && z.soa == nil && slicesContains(zones, name) {
+		z.soa = soa
+	}
+	if strings.HasPrefix(name, "*.") {
+		z.wildcards = true
+	}
+	if _, seen := z.names[name]; !seen {
+		z.order = append(z.order, name)
+	}
+	z.names[name] = append(z.names[name], rr)
+	z.records++
+}
+
+// zoneOf returns the longest of zones that holds name.
+func zoneOf(name string, zones []string) string {
+	best := ""
+	for _, zn := range zones {
+		if pipeline.InZone(name, zn) && len(zn) > len(best) {
+			best = zn
+		}
+	}
+	return best
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// parent returns the name one label up ("" above the root).
+func parent(name string) string {
+	if name == "." {
+		return ""
+	}
+	i := strings.IndexByte(name, '.')
+	if i < 0 || i == len(name)-1 {
+		return "."
+	}
+	return name[i+1:]
+}
+
+// firstTTL finds the file's first $TTL directive.
+func firstTTL(data []byte) (uint32, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && strings.EqualFold(f[0], "$TTL") {
+			if t, ok := parseTTL(f[1]); ok {
+				return t, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// includes lists the files a zone file names with $INCLUDE (relative
+// names against dir), for watching.
+func includes(data []byte, dir string) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && strings.EqualFold(f[0], "$INCLUDE") {
+			p := f[1]
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseTTL reads a $TTL value: seconds, or BIND units (1h30m, 1d, 2w).
+func parseTTL(s string) (uint32, bool) {
+	var total, cur uint64
+	digits := false
+	for _, c := range strings.ToLower(s) {
+		switch {
+		case c >= '0' && c <= '9':
+			cur = cur*10 + uint64(c-'0')
+			digits = true
+		case digits && strings.ContainsRune("smhdw", c):
+			mult := map[rune]uint64{'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[c]
+			total += cur * mult
+			cur, digits = 0, false
+		default:
+			return 0, false
+		}
+		if total+cur > 1<<31-1 {
+			return 0, false
+		}
+	}
+	return uint32(total + cur), total+cur > 0 || digits
+}

@@ -1,0 +1,169 @@
+package forward
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
+)
+
+// Kind is the forward source kind. It holds the kind's process-lifetime
+// state: the response cache shared by every forward source (kept across
+// reloads) and the kind's metrics, both created by the first build.
+type Kind struct {
+	mu      sync.Mutex
+	cache   *Cache
+	metrics *Metrics
+}
+
+var (
+	_ kind.Kind         = (*Kind)(nil)
+	_ kind.Preparer     = (*Kind)(nil)
+	_ kind.Swapper      = (*Kind)(nil)
+	_ kind.CacheFlusher = (*Kind)(nil)
+)
+
+// NewKind returns the forward kind.
+func NewKind() *Kind { return &Kind{} }
+
+// Name implements config.SourceKind.
+func (*Kind) Name() string { return pipeline.KindForward }
+
+// DefaultFallthrough implements config.SourceKind.
+func (*Kind) DefaultFallthrough() bool { return true }
+
+// Keys implements config.SourceKind.
+func (*Kind) Keys() []string {
+	return []string{"upstreams", "tls_ca", "policy", "timeout", "health_check", "max_fails", "max_concurrent", "except"}
+}
+
+// Schema implements config.SourceKind.
+func (*Kind) Schema() *config.Schema {
+	return &config.Schema{
+		Description: "Upstream resolvers with a health-checked pool and the response cache.", Type: "object", AdditionalProperties: false,
+		Required: []string{"upstreams"},
+		Properties: map[string]*config.Schema{
+			"upstreams": {Description: "Upstream resolvers: IP, IP:port, [IPv6]:port, udp://, tcp://, tls://IP[:port][@servername], https://IP[:port][/path][@servername], or resolv.conf.",
+				Type: "array", MinItems: config.Ptr(1),
+				Items: config.PatternSchema("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+config.NamePattern+`))?|https://(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(/[^?#@ ]*)?(@(`+config.NamePattern+`))?)$`)},
+			"tls_ca":         config.FileSchema("PEM CA bundle for tls:// and https:// upstreams (default: system roots)."),
+			"policy":         config.EnumSchema("How an upstream is picked.", "random", "random", "round_robin", "sequential"),
+			"timeout":        config.DurationSchema("Per attempt.", DefaultTimeout),
+			"health_check":   config.DurationSchema("Probe interval of an upstream after a failure.", DefaultHealthCheck),
+			"max_fails":      config.IntSchema("Consecutive failures before an upstream is down.", DefaultMaxFails, 1, nil),
+			"max_concurrent": config.IntSchema("Forwards in flight; over it: REFUSED.", DefaultMaxConcurrent, 1, nil),
+			"except":         config.ListSchema("Names under these are not forwarded.", config.PatternSchema("A domain name.", `^(`+config.NamePattern+`)$`)),
+		},
+	}
+}
+
+// Prepare implements kind.Preparer: the cache and its metrics exist from
+// the first build, forward source or not (docs/operations.md lists
+// dnsd_cache_* among the metrics /metrics always has, and a reload that
+// adds a forward source finds the cache ready).
+func (k *Kind) Prepare(env *kind.Env) { k.init(env) }
+
+// init returns the cache and metrics, creating them with the config's
+// cache settings on first use.
+func (k *Kind) init(env *kind.Env) (*Cache, *Metrics) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cache == nil {
+		k.cache = NewCache(cacheConfig(env.Config.Cache))
+		k.metrics = NewMetrics(env.Registerer, k.cache)
+	}
+	return k.cache, k.metrics
+}
+
+func cacheConfig(c config.Cache) CacheConfig {
+	return CacheConfig{Size: c.Size, MinTTL: c.MinTTL, MaxTTL: c.MaxTTL, NegativeTTL: c.NegativeTTL, ServeStale: c.ServeStale, Prefetch: c.Prefetch}
+}
+
+// Swapped implements kind.Swapper: the cache takes cfg's settings
+// (keeping its entries) and drops the entries whose names no longer reach
+// a forward source that would take them; the new pipeline's forward
+// sources start their loop probes.
+func (k *Kind) Swapped(cfg *config.Config, p *pipeline.Pipeline) {
+	k.mu.Lock()
+	cache := k.cache
+	k.mu.Unlock()
+	if cache == nil {
+		return
+	}
+	cache.Configure(cacheConfig(cfg.Cache))
+	cache.Retain(func(key Key) bool {
+		return p.Forwards(key.Name, func(s pipeline.Source) bool {
+			fs, ok := s.(*Source)
+			return !ok || !fs.Excepted(key.Name)
+		})
+	})
+	for _, s := range p.Sources() {
+		if fs, ok := s.(*Source); ok {
+			fs.CheckLoop()
+		}
+	}
+}
+
+// FlushCache implements kind.CacheFlusher.
+func (k *Kind) FlushCache(name string) int {
+	k.mu.Lock()
+	cache := k.cache
+	k.mu.Unlock()
+	if cache == nil {
+		return 0
+	}
+	return cache.Flush(name)
+}
+
+// Build implements kind.Kind. Pools are keyed on every setting except
+// `except` (per zone) with `resolv.conf` expanded, so a change of
+// /etc/resolv.conf takes effect at the next reload, and on
+// limits.udp_buffer (our EDNS0 size upstream).
+func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
+	c := settings.(*Config)
+	cfg := env.Config
+	cache, met := k.init(env)
+	ups, dropped, err := Expand(c.Upstreams, ExpandOptions{Listen: cfg.Listen})
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		env.Logger.Warn("resolv.conf nameservers that are dnsd's own listen addresses are not used (forwarding loop)", "zone", z.Key, "dropped", dropped)
+	}
+	opts := PoolOptions{
+		Upstreams:     ups,
+		TLSCA:         c.TLSCA,
+		Policy:        c.Policy,
+		Timeout:       c.Timeout,
+		HealthCheck:   c.HealthCheck,
+		MaxFails:      c.MaxFails,
+		MaxConcurrent: c.MaxConcurrent,
+		UDPSize:       cfg.Limits.UDPBuffer,
+	}
+	zone := "."
+	if len(z.Names) > 0 {
+		zone = z.Names[0]
+	}
+	if env.DryRun {
+		if c.TLSCA != "" {
+			if _, err := LoadCA(c.TLSCA); err != nil {
+				return nil, err
+			}
+		}
+		return NewSource(nil, cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
+	}
+	v, _, err := env.Acquire(opts.Key(), func() (any, io.Closer, error) {
+		p, err := NewPool(opts, met, env.Logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return NewSource(v.(*Pool), cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
+}

@@ -1,0 +1,120 @@
+package hosts
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/dnsd/dnsd/config"
+)
+
+// DefaultTTL is the ttl of hosts records when not set.
+const DefaultTTL = time.Hour
+
+// Config is a hosts source's settings (its block in dnsd.yaml).
+type Config struct {
+	Files   []string // readable regular files; ~ expanded, relative paths resolved against the config file's directory
+	Entries []Entry
+	TTL     time.Duration // default 1h, 0..7d, whole seconds
+	Reverse bool          // default true
+}
+
+// Entry is one inline entry, with names already completed (a name without
+// a dot gets the zone key's first zone appended) and lower-cased.
+type Entry struct {
+	Line  string // as written
+	Addr  netip.Addr
+	Names []string // lower-case FQDNs
+	Pos   config.Pos
+}
+
+// ParseSettings reads a hosts block: files, entries, ttl, reverse.
+func (*Kind) ParseSettings(b *config.SourceBlock) any {
+	h := &Config{TTL: DefaultTTL, Reverse: true}
+	m := b.Mapping
+	vals, nodes, fpath, _ := m.Strings("files")
+	seen := map[string]int{}
+	for i, s := range vals {
+		ipath := config.IndexPath(fpath, i)
+		full, ok := b.Parser.ReadableFile(nodes[i], ipath, s)
+		if !ok {
+			continue
+		}
+		if first, dup := seen[full]; dup {
+			b.Errorf(nodes[i], ipath, "duplicate file %s (already at line %d)", full, first)
+			continue
+		}
+		seen[full] = nodes[i].Line
+		h.Files = append(h.Files, full)
+	}
+	evals, enodes, epath, _ := m.Strings("entries")
+	for i, s := range evals {
+		if e, ok := parseEntry(b, enodes[i], config.IndexPath(epath, i), s); ok {
+			h.Entries = append(h.Entries, e)
+		}
+	}
+	m.Duration("ttl", &h.TTL, config.DurLimit{Max: config.MaxTTL, Seconds: true})
+	m.Bool("reverse", &h.Reverse)
+	if m.EmptyList("files") && m.EmptyList("entries") {
+		b.Errorf(nil, b.Path, "hosts needs files, entries or both")
+	}
+	return h
+}
+
+// parseEntry parses an inline hosts entry "IP name [name...] [# comment]".
+// A name without a dot gets the key's first zone appended; every name
+// must be inside one of the key's zones. A name whose first label is "*"
+// is a wildcard ("*" alone: a wildcard at the key's first zone).
+func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, bool) {
+	z := b.Zone
+	e := Entry{Line: s, Pos: b.Parser.Pos(n)}
+	line := s
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		b.Errorf(n, path, "bad entry %q: expected \"IP name [name...]\"", s)
+		return e, false
+	}
+	addr, err := netip.ParseAddr(f[0])
+	if err != nil || addr.Zone() != "" {
+		b.Errorf(n, path, "bad entry %q: %q is not an IP address", s, f[0])
+		return e, false
+	}
+	e.Addr = addr.Unmap()
+	ok := true
+	for _, name := range f[1:] {
+		full := name
+		if !strings.Contains(name, ".") && len(z.Names) > 0 {
+			full = name + "." + z.Names[0]
+			if z.Names[0] == "." {
+				full = name + "."
+			}
+		}
+		norm, err := config.NormalizeWildcardName(full)
+		if err != nil {
+			b.Errorf(n, path, "bad entry %q: bad name: %v", s, err)
+			ok = false
+			continue
+		}
+		if len(z.Names) > 0 && !inZones(norm, z.Names) {
+			b.Errorf(n, path, "bad entry %q: name %q is outside this key's zones (%s)", s, norm, zoneList(z.Names))
+			ok = false
+			continue
+		}
+		e.Names = append(e.Names, norm)
+	}
+	return e, ok
+}
+
+// zoneList names zones for a message, eliding long lists.
+func zoneList(zones []string) string {
+	if len(zones) > 4 {
+		return strings.Join(zones[:3], " ") + fmt.Sprintf(" ... (%d zones)", len(zones))
+	}
+	return strings.Join(zones, " ")
+}

@@ -1,0 +1,91 @@
+package hosts
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
+)
+
+// Kind is the hosts source kind. Its backends read and watch files; one
+// read of the same files (in any order) serves every ttl: the registry
+// entry of a source is a View of that shared backend for the source's
+// ttl, so a reload that changes only ttl reads no file.
+type Kind struct {
+	files kind.Shared[*Backend]
+}
+
+var _ kind.Kind = (*Kind)(nil)
+
+// NewKind returns the hosts kind.
+func NewKind() *Kind { return &Kind{} }
+
+// Name implements config.SourceKind.
+func (*Kind) Name() string { return "hosts" }
+
+// DefaultFallthrough implements config.SourceKind.
+func (*Kind) DefaultFallthrough() bool { return true }
+
+// Keys implements config.SourceKind.
+func (*Kind) Keys() []string { return []string{"files", "entries", "ttl", "reverse"} }
+
+// Schema implements config.SourceKind.
+func (*Kind) Schema() *config.Schema {
+	return &config.Schema{
+		Description: "/etc/hosts-format files and inline entries; needs files, entries or both.", Type: "object", AdditionalProperties: false,
+		AnyOf: []*config.Schema{
+			{Required: []string{"files"}, Properties: map[string]*config.Schema{"files": {Type: "array", MinItems: config.Ptr(1)}}},
+			{Required: []string{"entries"}, Properties: map[string]*config.Schema{"entries": {Type: "array", MinItems: config.Ptr(1)}}},
+		},
+		Properties: map[string]*config.Schema{
+			"files":   config.ListSchema("hosts files, watched for changes.", config.StringSchema("A hosts file (relative to dnsd.yaml's directory).", "")),
+			"entries": config.ListSchema("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended; a first label \"*\" makes a wildcard (*.apps).", config.PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
+			"ttl":     config.DurationSchema("TTL of the answers (whole seconds).", DefaultTTL),
+			"reverse": config.BoolSchema("Answer PTR queries for these addresses.", true),
+		},
+	}
+}
+
+// Build implements kind.Kind.
+func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
+	h := settings.(*Config)
+	if len(h.Files) == 0 {
+		return NewSource(nil, h.Entries, h.TTL, h.Reverse, env.Serials), nil
+	}
+	files := filesKey(h.Files)
+	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
+		b, release, err := k.files.Acquire(files, func() (*Backend, error) {
+			return OpenBackend(h.Files, h.TTL, env.Logger, env.Serials)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		view := b.View(h.TTL)
+		return view, &kind.View[*View]{Value: view, Release: release}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	view := v.(*View)
+	if fresh {
+		if n, example := view.Backend().Outside(z.Names); n > 0 {
+			env.Logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
+		}
+	}
+	return NewViewSource(view, h.Entries, h.TTL, h.Reverse, env.Serials), nil
+}
+
+// filesKey identifies a hosts backend: the same files, in any order.
+func filesKey(files []string) string {
+	files = slices.Clone(files)
+	slices.Sort(files)
+	return "files=" + strings.Join(files, "\x00")
+}
+
+// Readers reports how many backends read and watch hosts files (one per
+// set of files, whatever the ttls of the sources over it).
+func (k *Kind) Readers() int { return k.files.Len() }

@@ -1,0 +1,169 @@
+// Package kind is the contract between the source registry and the source
+// kinds: what a kind implements (Kind, and the optional interfaces below)
+// and what the registry lends it while it builds a source (Env). A kind is
+// one package under sources/ that owns its config block, backend, source,
+// metrics and dry run; the registry knows it only through this interface
+// and the explicit list of kinds the program passes to it.
+package kind
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Kind is one source kind. A Kind value lives as long as the registry it
+// is given to and may hold the kind's process-lifetime state (metrics,
+// shared connections, a cache); it must be safe for concurrent use.
+type Kind interface {
+	config.SourceKind
+	// Build returns the source of one entry of a zone's source list;
+	// settings is what ParseSettings returned for it. Backends the source
+	// needs are taken with env.Acquire, so that equal settings share one
+	// backend across zones and reloads. In a dry run (env.DryRun) Build
+	// checks what it can without touching the network and returns a
+	// source that is never asked.
+	Build(ctx context.Context, env *Env, z config.Zone, settings any) (pipeline.Source, error)
+}
+
+// Preparer is implemented by kinds that need to see every config being
+// built, whether or not it uses them (the forward kind's response cache
+// exists from the first build).
+type Preparer interface {
+	Prepare(env *Env)
+}
+
+// Swapper is implemented by kinds that follow the pipeline serving
+// queries (called after a start or a reload swapped it in).
+type Swapper interface {
+	Swapped(cfg *config.Config, p *pipeline.Pipeline)
+}
+
+// CacheFlusher is implemented by kinds that keep a response cache.
+type CacheFlusher interface {
+	// FlushCache drops the entries for name and every name below it (""
+	// or ".": all) and returns how many it dropped.
+	FlushCache(name string) int
+}
+
+// A Kind that is also an io.Closer is closed when the registry closes
+// (process exit), after every backend has stopped.
+
+// Env is what the registry lends a kind during one Build call.
+type Env struct {
+	// Config is the whole config being built.
+	Config *config.Config
+	Logger *slog.Logger
+	// Registerer receives the kind's metrics; register them once per
+	// Kind value, not per build.
+	Registerer prometheus.Registerer
+	DryRun     bool
+	// Serials hands out SOA serials for data changes: one clock for the
+	// whole process, so a zone's serial rises with any change of any of
+	// its sources.
+	Serials *pipeline.SerialClock
+
+	// AcquireFunc is the registry's backend table (see Acquire).
+	AcquireFunc func(key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error)
+}
+
+// Acquire returns the running backend registered under key for this kind,
+// or opens it with open; fresh is true when this build started it. The
+// registry counts who holds each backend and closes it (the io.Closer
+// open returned) once no serving pipeline uses it. open runs under the
+// registry's lock: it must not call Acquire.
+func (e *Env) Acquire(key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error) {
+	return e.AcquireFunc(key, open)
+}
+
+// Shared holds things several backends share — one connection under
+// views with different ttls, one read of the same hosts files — one per
+// key, counted, and closed when the last holder lets go. The zero value
+// is ready to use.
+type Shared[T io.Closer] struct {
+	mu sync.Mutex
+	m  map[string]*sharedEntry[T]
+}
+
+type sharedEntry[T io.Closer] struct {
+	refs  int
+	value T
+}
+
+// Acquire returns the value for key, opening it with open the first time,
+// and a release func that drops this reference (closing the value when it
+// was the last). release may be called more than once; only the first
+// call counts.
+func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[key]
+	if e == nil {
+		v, err := open()
+		if err != nil {
+			return value, nil, err
+		}
+		if s.m == nil {
+			s.m = make(map[string]*sharedEntry[T])
+		}
+		e = &sharedEntry[T]{value: v}
+		s.m[key] = e
+	}
+	e.refs++
+	var once sync.Once
+	return e.value, func() { once.Do(func() { s.release(key, e) }) }, nil
+}
+
+func (s *Shared[T]) release(key string, e *sharedEntry[T]) {
+	s.mu.Lock()
+	e.refs--
+	last := e.refs == 0 && s.m[key] == e
+	if last {
+		delete(s.m, key)
+	}
+	s.mu.Unlock()
+	if last {
+		_ = e.value.Close()
+	}
+}
+
+// CloseAll closes every value regardless of references (process exit).
+func (s *Shared[T]) CloseAll() {
+	s.mu.Lock()
+	m := s.m
+	s.m = nil
+	s.mu.Unlock()
+	for _, e := range m {
+		_ = e.value.Close()
+	}
+}
+
+// View pairs a backend value with the release of what it shares: closing
+// it closes the value, then releases, once.
+type View[T io.Closer] struct {
+	Value   T
+	Release func()
+	once    sync.Once
+}
+
+// Close closes the value and releases the shared part, once.
+func (v *View[T]) Close() error {
+	v.once.Do(func() {
+		_ = v.Value.Close()
+		v.Release()
+	})
+	return nil
+}
+
+// Len reports how many values are open.
+func (s *Shared[T]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
