@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,14 @@ zones:
     - hosts: {entries: ["10.0.2.1 b"]}
   denied.internal:
     - hosts: {entries: ["10.0.3.1 c"]}
+  file.internal:
+    - file: {path: file.zone}
+  mixed.internal:
+    - file: {records: ["@ SOA ns1 admin 77 7200 600 86400 60", "www A 10.0.4.1"]}
+    - hosts: {entries: ["10.0.4.2 db"]}
 transfer:
+  - zones: [file.internal, mixed.internal]
+    allow: [127.0.0.1]
   - zones: [example.internal]
     allow: [127.0.0.0/8]
   - zones: [signed.internal]
@@ -115,7 +123,8 @@ func rawSigned(t *testing.T, addr string, m *dns.Msg, name, secret string) *dns.
 
 func TestTransferProtocol(t *testing.T) {
 	const n = 100000
-	s := specStart(t, xfrCfg, map[string]string{"big.hosts": bigHosts(n, "example.internal"), "signed.hosts": bigHosts(5000, "signed.internal"), "xfr.key": xfrSecret + "\n"})
+	s := specStart(t, xfrCfg, map[string]string{"big.hosts": bigHosts(n, "example.internal"), "signed.hosts": bigHosts(5000, "signed.internal"),
+		"file.zone": "$TTL 300\n@ IN SOA ns1 admin 2024010101 7200 600 86400 60\n@ IN NS ns1\nwww IN A 10.0.5.1\nmail IN MX 10 mx\n", "xfr.key": xfrSecret + "\n"})
 
 	t.Run("AXFR of 100000 names in several messages", func(t *testing.T) {
 		start := time.Now()
@@ -206,6 +215,35 @@ func TestTransferProtocol(t *testing.T) {
 		r := rawSigned(t, s.addr, m, "other-key.", xfrSecret)
 		if ts := r.IsTsig(); r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadKey {
 			t.Errorf("SOA query signed with an unknown key: %v, want NOTAUTH/BADKEY", r)
+		}
+	})
+
+	t.Run("zone file", func(t *testing.T) {
+		// A zone served by one zone file alone keeps the file's SOA (its
+		// serial is the operator's); with another local source the SOA is
+		// dnsd's own.
+		rrs, _, err := axfr(t, s.addr, "file.internal.", dns.TypeAXFR, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if soa := rrs[0].(*dns.SOA); soa.Serial != 2024010101 || soa.Ns != "ns1.file.internal." || rrs[len(rrs)-1].(*dns.SOA).Serial != 2024010101 {
+			t.Errorf("file zone SOA %v, want the file's", soa)
+		}
+		var got []string
+		for _, rr := range rrs[1 : len(rrs)-1] {
+			got = append(got, strings.Join(strings.Fields(rr.String()), " "))
+		}
+		slices.Sort(got)
+		want := "file.internal. 300 IN NS ns1.file.internal.|mail.file.internal. 300 IN MX 10 mx.file.internal.|www.file.internal. 300 IN A 10.0.5.1"
+		if strings.Join(got, "|") != want {
+			t.Errorf("file zone records %q, want %q", got, want)
+		}
+		rrs, _, err = axfr(t, s.addr, "mixed.internal.", dns.TypeAXFR, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if soa := rrs[0].(*dns.SOA); soa.Serial == 77 || soa.Ns != "ns.dns.mixed.internal." {
+			t.Errorf("file+hosts zone SOA %v, want dnsd's own", soa)
 		}
 	})
 
