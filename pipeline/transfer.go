@@ -161,7 +161,7 @@ func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferR
 	}
 	z := p.table.zones[name]
 	if q.Qtype == dns.TypeIXFR {
-		if theirs, ok := ixfrSerial(req.Msg); ok && !serialLess(theirs, z.serial()) {
+		if theirs, ok := ixfrSerial(req.Msg); ok && !SerialLess(theirs, z.serial()) {
 			res.Rcode, res.RRs = dns.RcodeSuccess, []dns.RR{p.ZoneSOA(name)}
 			return res
 		}
@@ -221,13 +221,11 @@ func ixfrSerial(m *dns.Msg) (uint32, bool) {
 	return 0, false
 }
 
-// serialLess is RFC 1982 serial number arithmetic: a < b.
-func serialLess(a, b uint32) bool {
+// SerialLess reports a < b in RFC 1982 serial number arithmetic (a and
+// b exactly 2^31 apart are not ordered: false).
+func SerialLess(a, b uint32) bool {
 	return a != b && (a < b && b-a < 1<<31 || a > b && a-b > 1<<31)
 }
-
-// SerialLess reports a < b in RFC 1982 serial number arithmetic.
-func SerialLess(a, b uint32) bool { return serialLess(a, b) }
 
 // apexTTL is the TTL of the zone's SOA and synthesized apex records: the
 // first local source's (the one resolution asks first).

@@ -152,8 +152,12 @@ func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport,
 	rrs := res.RRs
 	for first := true; len(rrs) > 0; first = false {
 		n, size := 0, 0
-		for n < len(rrs) && (n == 0 || size+dns.Len(rrs[n]) <= xfrMsgSize) {
-			size += dns.Len(rrs[n])
+		for n < len(rrs) {
+			l := dns.Len(rrs[n])
+			if n > 0 && size+l > xfrMsgSize {
+				break
+			}
+			size += l
 			n++
 		}
 		m := new(dns.Msg)
