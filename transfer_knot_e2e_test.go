@@ -16,7 +16,7 @@ import (
 )
 
 // TestTransferToKnot: a real secondary (Knot DNS's knotd) copies a zone
-// that dnsd merges from a hosts file and etcd, with TSIG; when both
+// that dnsd merges from a hosts file, a zone file and etcd, with TSIG; when both
 // sources change, dnsd's serial rises, its NOTIFY makes knotd transfer the
 // zone again, and knotd serves the change.
 func TestTransferToKnot(t *testing.T) {
@@ -28,12 +28,14 @@ func TestTransferToKnot(t *testing.T) {
 	dir := t.TempDir()
 	dnsdPort, knotPort, hport := freePort(t), freePort(t), freePort(t)
 	writeFile(t, filepath.Join(dir, "example.hosts"), "10.0.0.10 db.example.internal\n")
+	writeFile(t, filepath.Join(dir, "example.zone"), knotZone("10.0.2.1"))
 	writeFile(t, filepath.Join(dir, "xfr.key"), xfrSecret+"\n")
 	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
 http: "127.0.0.1:%d"
 zones:
   example.internal:
     - hosts: {files: [example.hosts]}
+    - file: {path: example.zone}
     - etcd: {endpoints: [%q], ttl: 60s}
 transfer:
   - zones: [example.internal]
@@ -113,6 +115,11 @@ zone:
 	// Bootstrap: knotd copies the zone (it asks at start).
 	waitKnot("db.example.internal.", "NOERROR:10.0.0.10", 20*time.Second)
 	waitKnot("web.example.internal.", "NOERROR:10.0.1.1", time.Second)
+	waitKnot("mail.example.internal.", "NOERROR:10.0.2.1", time.Second)
+	waitKnot("anything.apps.example.internal.", "NOERROR:10.0.2.80", time.Second) // a wildcard, copied as "*" and expanded by knotd
+	if r, err := query(t, "udp", knot, "example.internal.", dns.TypeMX); err != nil || dnstest.RData(r) != "NOERROR:10 mail.example.internal." {
+		t.Errorf("knotd MX from the zone file: %v %v", r, err)
+	}
 	before := serial(knot)
 	if before == 0 || before != serial(dnsdAddr) {
 		t.Fatalf("knotd serial %d, dnsd serial %d", before, serial(dnsdAddr))
@@ -130,11 +137,16 @@ zone:
 		}
 	}
 
-	// Both sources change: NOTIFY, transfer, served within 10 s.
+	// Every source changes: NOTIFY, transfer, served within 10 s.
 	writeFile(t, filepath.Join(dir, "example.hosts"), "10.0.0.10 db.example.internal\n10.0.0.11 db2.example.internal\n")
 	etcd.Put("/skydns/internal/example/web", `{"host":"10.0.1.2"}`)
+	writeFile(t, filepath.Join(dir, "example.zone.tmp"), knotZone("10.0.2.2"))
+	if err := os.Rename(filepath.Join(dir, "example.zone.tmp"), filepath.Join(dir, "example.zone")); err != nil {
+		t.Fatal(err)
+	}
 	waitKnot("db2.example.internal.", "NOERROR:10.0.0.11", 10*time.Second)
 	waitKnot("web.example.internal.", "NOERROR:10.0.1.2", 10*time.Second)
+	waitKnot("mail.example.internal.", "NOERROR:10.0.2.2", 10*time.Second)
 	if after := serial(knot); !(after > before) {
 		t.Errorf("knotd serial went from %d to %d, want it risen", before, after)
 	}
@@ -150,4 +162,13 @@ zone:
 	if t.Failed() || testing.Verbose() {
 		t.Logf("knotd output:\n%s", k.stderr.String())
 	}
+}
+
+// knotZone is the zone file of TestTransferToKnot with mail's address.
+func knotZone(mail string) string {
+	return "$TTL 300\n" +
+		"@ IN MX 10 mail\n" +
+		"mail IN A " + mail + "\n" +
+		"txt IN TXT \"from a zone file\"\n" +
+		"*.apps IN A 10.0.2.80\n"
 }

@@ -329,17 +329,28 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
 	return append(out, soa), nil
 }
 
-// answeredBefore reports whether a local source before entry i knows
-// name (resolution stops there).
+// answeredBefore reports whether resolution of name stops before entry i:
+// a local source before it holds records there, or one holds name as an
+// empty non-terminal and a forward source lies between (an empty
+// non-terminal does not stop the local sources, only forwarding).
 func (z *zone) answeredBefore(ctx context.Context, q *Question, i int, name string) (bool, error) {
 	q.Name = name
+	ent := false
 	for j := 0; j < i; j++ {
 		e := &z.entries[j]
 		if !e.local {
+			if ent {
+				return true, nil
+			}
 			continue
 		}
 		switch res := e.src.Lookup(ctx, q); res.Status {
-		case Found, Answered:
+		case Found:
+			if len(res.RRs) > 0 {
+				return true, nil
+			}
+			ent = true
+		case Answered:
 			return true, nil
 		case Failed:
 			err := res.Err
