@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,12 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
 
 // TestKubernetesTransfer: a cluster zone (pods: verified) and its reverse
 // zone transferred from a real kube-apiserver; a new service raises the
-// serial and is in the next transfer.
+// serial and is in the next transfer. A Knot secondary (unsigned) mirrors
+// the cluster zone and serves the new service within 10 s.
 func TestKubernetesTransfer(t *testing.T) {
 	bin := kubetest.Require(t)
 	cp, err := kubetest.Start(bin, t.TempDir())
@@ -43,6 +47,13 @@ func TestKubernetesTransfer(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// A real secondary too, when knotd is there (unsigned: no tsig).
+	_, haveKnot := exec.LookPath("knotd")
+	knotPort := freePort(t)
+	notify := ""
+	if haveKnot == nil {
+		notify = fmt.Sprintf("    notify: [\"127.0.0.1:%d\"]\n", knotPort)
+	}
 	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
 zones:
   cluster.local:
@@ -52,9 +63,31 @@ zones:
 transfer:
   - zones: [cluster.local, in-addr.arpa]
     allow: [127.0.0.1]
-`, addr, cp.Kubeconfig))
+%[3]s`, addr, cp.Kubeconfig, notify))
 	p := startDnsd(t, dir, "-config", "dnsd.yaml")
 	p.waitLog("dnsd started", 1)
+	knot := ""
+	if haveKnot == nil {
+		knot, _ = startKnot(t, knotPort, port, []string{"cluster.local"}, false)
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("knotd is missing (scripts/ci-deps.sh installs it)")
+	}
+	// knotAnswers waits until the secondary answers name with want.
+	knotAnswers := func(name, want string, within time.Duration) {
+		t.Helper()
+		if knot == "" {
+			return
+		}
+		got := ""
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if r, err := query(t, "udp", knot, name, dns.TypeA); err == nil {
+				if got = dnstest.RData(r); got == want {
+					return
+				}
+			}
+		}
+		t.Fatalf("the Knot secondary answers %s with %q, want %q", name, got, want)
+	}
 
 	transfer := func(zone string) (string, uint32) {
 		t.Helper()
@@ -87,6 +120,8 @@ transfer:
 			t.Errorf("cluster.local transfer lacks %s:\n%s", want, fwd)
 		}
 	}
+	knotAnswers("kubernetes.default.svc.cluster.local.", "NOERROR:10.3.0.1", 30*time.Second)
+	knotAnswers("10-244-1-7.default.pod.cluster.local.", "NOERROR:10.244.1.7", time.Second)
 	if rev, _ := transfer("in-addr.arpa."); !strings.Contains(rev, "1.0.3.10.in-addr.arpa. 5 IN PTR kubernetes.default.svc.cluster.local.\n") {
 		t.Errorf("in-addr.arpa transfer lacks the ClusterIP's PTR:\n%s", rev)
 	}
@@ -111,4 +146,6 @@ transfer:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The secondary follows within 10 s (NOTIFY, then its transfer).
+	knotAnswers("late.default.svc.cluster.local.", "NOERROR:10.3.0.77", 10*time.Second)
 }

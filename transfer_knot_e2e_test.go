@@ -21,7 +21,6 @@ import (
 // zone again, and knotd serves the change.
 func TestTransferToKnot(t *testing.T) {
 	needTool(t, "knotd")
-	knotd, _ := exec.LookPath("knotd")
 	etcd := etcdtest.Start(t, etcdtest.Options{})
 	etcd.Put("/skydns/internal/example/web", `{"host":"10.0.1.1"}`)
 
@@ -47,47 +46,7 @@ transfer:
 	d.waitLog("dnsd started", 1)
 
 	// The secondary, as docs/operations.md configures one.
-	kdir := filepath.Join(dir, "knot")
-	for _, sub := range []string{"run", "db", "zones"} {
-		if err := os.MkdirAll(filepath.Join(kdir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile(t, filepath.Join(kdir, "knot.conf"), fmt.Sprintf(`server:
-    rundir: "%[1]s/run"
-    listen: 127.0.0.1@%[2]d
-database:
-    storage: "%[1]s/db"
-log:
-  - target: stderr
-    any: info
-key:
-  - id: xfr-key
-    algorithm: hmac-sha256
-    secret: %[3]s
-remote:
-  - id: dnsd
-    address: 127.0.0.1@%[4]d
-    key: xfr-key
-acl:
-  - id: notify-from-dnsd
-    address: 127.0.0.1
-    key: xfr-key
-    action: notify
-template:
-  - id: default
-    storage: "%[1]s/zones"
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: none
-zone:
-  - domain: example.internal
-    master: dnsd
-    acl: notify-from-dnsd
-`, kdir, knotPort, xfrSecret, dnsdPort))
-	k := startBinary(t, knotd, nil, kdir, "-c", filepath.Join(kdir, "knot.conf"))
-	_ = k
-	knot := fmt.Sprintf("127.0.0.1:%d", knotPort)
+	knot, k := startKnot(t, knotPort, dnsdPort, []string{"example.internal"}, true)
 	dnsdAddr := fmt.Sprintf("127.0.0.1:%d", dnsdPort)
 
 	serial := func(addr string) uint32 {
@@ -171,4 +130,54 @@ func knotZone(mail string) string {
 		"mail IN A " + mail + "\n" +
 		"txt IN TXT \"from a zone file\"\n" +
 		"*.apps IN A 10.0.2.80\n"
+}
+
+// startKnot runs knotd on port as a secondary of zones, fetching them
+// from dnsd at dnsdPort (with the TSIG key xfr-key when keyed) and taking
+// its NOTIFYs, as docs/operations.md configures one. It returns knotd's
+// DNS address and process.
+func startKnot(t *testing.T, port, dnsdPort int, zones []string, keyed bool) (string, *proc) {
+	t.Helper()
+	needTool(t, "knotd")
+	knotd, _ := exec.LookPath("knotd")
+	kdir := filepath.Join(t.TempDir(), "knot")
+	for _, sub := range []string{"run", "db", "zones"} {
+		if err := os.MkdirAll(filepath.Join(kdir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, keyRef := "", ""
+	if keyed {
+		key = fmt.Sprintf("key:\n  - id: xfr-key\n    algorithm: hmac-sha256\n    secret: %s\n", xfrSecret)
+		keyRef = "    key: xfr-key\n"
+	}
+	var zoneList strings.Builder
+	for _, z := range zones {
+		fmt.Fprintf(&zoneList, "  - domain: %s\n    master: dnsd\n    acl: notify-from-dnsd\n", z)
+	}
+	writeFile(t, filepath.Join(kdir, "knot.conf"), fmt.Sprintf(`server:
+    rundir: "%[1]s/run"
+    listen: 127.0.0.1@%[2]d
+database:
+    storage: "%[1]s/db"
+log:
+  - target: stderr
+    any: info
+%[3]sremote:
+  - id: dnsd
+    address: 127.0.0.1@%[4]d
+%[5]sacl:
+  - id: notify-from-dnsd
+    address: 127.0.0.1
+%[5]s    action: notify
+template:
+  - id: default
+    storage: "%[1]s/zones"
+    zonefile-sync: -1
+    zonefile-load: none
+    journal-content: none
+zone:
+%[6]s`, kdir, port, key, dnsdPort, keyRef, zoneList.String()))
+	k := startBinary(t, knotd, nil, kdir, "-c", filepath.Join(kdir, "knot.conf"))
+	return fmt.Sprintf("127.0.0.1:%d", port), k
 }
