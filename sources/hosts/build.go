@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"net/netip"
+	"strings"
 	"sync"
 )
 
@@ -56,9 +57,15 @@ func (ix *index) each(f func(id uint32, d *fileData, e fileEntry)) {
 	}
 }
 
-// tableSize is the number of slots for n keys: a load of at most one half,
-// so that a probe for an unknown key ends after about 2.5 slots.
+// tableSize is the number of slots for n keys: a load of one half, so that
+// a probe for an unknown key ends after about 2.5 slots. A table grows
+// (doubles) only past a load of three quarters: the empty non-terminals
+// are unknown in advance, and they are usually few.
 func tableSize(n int) int { return max(2*n, 8) }
+
+// full reports whether a table of size slots with used of them in use
+// must grow before one more key is added.
+func full(used, size int) bool { return used+1 > size/4*3 }
 
 // place puts v (a slot value) into slots at the first free slot from h.
 func place(slots []uint32, h uint64, v uint32) {
@@ -94,7 +101,7 @@ func (ix *index) buildFwd() int {
 	used, records := 0, 0
 	var big map[fwdDup]struct{}
 	grow := func() {
-		if used+1 <= len(ix.fwd)/2 {
+		if !full(used, len(ix.fwd)) {
 			return
 		}
 		slots := make([]uint32, 2*len(ix.fwd))
@@ -118,6 +125,10 @@ func (ix *index) buildFwd() int {
 			}
 		}
 	}
+	// parent: the parent of the last new name, known to be present;
+	// consecutive lines usually share theirs, which is then not looked up
+	// again.
+	parent := ""
 	ix.each(func(id uint32, d *fileData, e fileEntry) {
 		name := d.name(e)
 		grow()
@@ -127,18 +138,21 @@ func (ix *index) buildFwd() int {
 		case v == 0: // a new name, and its ancestors
 			ix.fwd[i], ix.fnext[id] = id+1, id
 			used++
-			for off := 0; off < len(name)-1; off++ {
-				if name[off] != '.' || off+2 >= len(name) {
-					continue
+			if dot := strings.IndexByte(name, '.'); dot+2 < len(name) && name[dot+1:] != parent {
+				parent = name[dot+1:]
+				for off := dot; off < len(name)-1; off++ {
+					if name[off] != '.' || off+2 >= len(name) {
+						continue
+					}
+					grow()
+					j := find(name[off+1:])
+					if ix.fwd[j] != 0 {
+						break // its ancestors are there too
+					}
+					ix.fwd[j] = 1 + (entFlag | uint32(len(ix.ents)))
+					ix.ents = append(ix.ents, entName{id: id, off: uint8(off + 1)})
+					used++
 				}
-				grow()
-				j := find(name[off+1:])
-				if ix.fwd[j] != 0 {
-					break // its ancestors are there too
-				}
-				ix.fwd[j] = 1 + (entFlag | uint32(len(ix.ents)))
-				ix.ents = append(ix.ents, entName{id: id, off: uint8(off + 1)})
-				used++
 			}
 		case (v-1)&entFlag != 0: // an empty non-terminal gets records
 			ix.fwd[i], ix.fnext[id] = id+1, id
@@ -197,7 +211,7 @@ func (ix *index) buildRev() int {
 	used, records := 0, 0
 	var big map[revDup]struct{}
 	grow := func() {
-		if used+1 <= len(ix.rev)/2 {
+		if !full(used, len(ix.rev)) {
 			return
 		}
 		slots := make([]uint32, 2*len(ix.rev))
@@ -220,6 +234,7 @@ func (ix *index) buildRev() int {
 			}
 		}
 	}
+	var parent rkey // as in buildFwd
 	ix.each(func(id uint32, d *fileData, e fileEntry) {
 		name := d.name(e)
 		if isWildcard(name) {
@@ -236,6 +251,12 @@ func (ix *index) buildRev() int {
 				ix.v6 = true
 			} else {
 				ix.v4 = true
+			}
+			if p := k.prefix(k.n - 1); p == parent {
+				records++
+				return
+			} else {
+				parent = p
 			}
 			for n := k.n - 1; n > 0; n-- {
 				p := k.prefix(n)
