@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -174,5 +176,86 @@ func checkIndex(t testing.TB, ix *index, pairs []pair) {
 				}
 			}
 		}
+	}
+}
+
+// mixedHosts has what the index must keep straight: IPv4 and IPv6,
+// several names on a line, duplicates, names on several lines, an
+// address on several lines, wildcards, empty non-terminals, upper case,
+// comments and a bad line.
+const mixedHosts = `# mixed
+10.0.0.1   web.example.internal www.example.internal  # two names
+10.0.0.2   web.example.internal
+2001:db8::1 web.example.internal v6only.example.internal
+10.0.0.1   WEB.Example.Internal.
+10.0.0.1   other.example.internal
+10.0.0.80  *.apps.example.internal apps.example.internal
+fd00::80   *.apps.example.internal
+10.0.0.3   a.b.c.deep.example.internal
+bad line here
+10.0.0.2   web.example.internal
+::ffff:10.0.0.9 mapped.example.internal
+10.1.2.3   1.0.0.10.in-addr.arpa
+`
+
+// TestMixedFileAnswers checks the answers for mixedHosts, built ahead and
+// made at lookup time, against records written out by hand and against
+// the model.
+func TestMixedFileAnswers(t *testing.T) {
+	for _, large := range []bool{false, true} {
+		t.Run(fmt.Sprintf("large=%v", large), func(t *testing.T) {
+			if large {
+				defer func(n int) { prebuiltMax = n }(prebuiltMax)
+				prebuiltMax = 0
+			}
+			path := filepath.Join(t.TempDir(), "hosts")
+			writeFile(t, path, mixedHosts)
+			b := openBackend(t, path)
+			s := NewSource(b, []Entry{entry("10.0.0.7", "web.example.internal.", "inline.example.internal.")}, time.Hour, true, nil)
+			if got := s.data.Load().pre != nil; got == large {
+				t.Fatalf("records built ahead: %v", got)
+			}
+			expect(t, s, "web.example.internal.", "A 10.0.0.7", "A 10.0.0.1", "A 10.0.0.2", "AAAA 2001:db8::1")
+			expect(t, s, "www.example.internal.", "A 10.0.0.1")
+			expect(t, s, "v6only.example.internal.", "AAAA 2001:db8::1")
+			expect(t, s, "*.apps.example.internal.", "A 10.0.0.80", "AAAA fd00::80")
+			expect(t, s, "apps.example.internal.", "A 10.0.0.80")
+			expect(t, s, "deep.example.internal.")
+			expect(t, s, "b.c.deep.example.internal.")
+			expect(t, s, "example.internal.")
+			expect(t, s, "internal.")
+			expect(t, s, "mapped.example.internal.", "A 10.0.0.9")
+			expect(t, s, "nope.example.internal.", "NOTMINE")
+			expect(t, s, "1.0.0.10.in-addr.arpa.", "A 10.1.2.3", "PTR web.example.internal.", "PTR www.example.internal.", "PTR other.example.internal.")
+			expect(t, s, "2.0.0.10.in-addr.arpa.", "PTR web.example.internal.")
+			expect(t, s, "7.0.0.10.in-addr.arpa.", "PTR web.example.internal.", "PTR inline.example.internal.")
+			expect(t, s, "80.0.0.10.in-addr.arpa.", "PTR apps.example.internal.")
+			expect(t, s, "0.0.10.in-addr.arpa.")
+			expect(t, s, "10.in-addr.arpa.")
+			expect(t, s, "in-addr.arpa.")
+			expect(t, s, "arpa.") // an ancestor of the host name 1.0.0.10.in-addr.arpa.
+			expect(t, s, "ip6.arpa.")
+			expect(t, s, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.",
+				"PTR web.example.internal.", "PTR v6only.example.internal.")
+			expect(t, s, "8.b.d.0.1.0.0.2.ip6.arpa.")
+			expect(t, s, "0.8.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.", "NOTMINE") // a wildcard's
+			expect(t, s, "01.0.0.10.in-addr.arpa.", "NOTMINE")
+			expect(t, s, "9.9.9.9.10.in-addr.arpa.", "NOTMINE")
+
+			var pairs []pair
+			for line := range strings.SplitSeq(mixedHosts, "\n") {
+				a, names, err := ParseLine([]byte(line))
+				if err != nil {
+					continue
+				}
+				for _, n := range names {
+					pairs = append(pairs, pair{a, n})
+				}
+			}
+			checkIndex(t, s.data.Load().ix, pairs)
+			if n, ex := b.Outside([]string{"example.internal."}); n != 1 || ex != "1.0.0.10.in-addr.arpa." {
+				t.Errorf("Outside = %d, %q", n, ex)
+			}
+		})
 	}
 }
