@@ -26,6 +26,9 @@ func buildIndex(segs []*fileData) *index {
 		if len(d.entries) == 0 {
 			continue
 		}
+		if ix.n+len(d.entries) >= entFlag {
+			break // 2^31 pairs: an id would run into entFlag (and take some 50 GB)
+		}
 		ix.segs = append(ix.segs, d)
 		ix.base = append(ix.base, uint32(ix.n))
 		ix.n += len(d.entries)

@@ -92,7 +92,8 @@ func (s *Source) Wildcards() bool {
 // Lookup returns every record held at q.Name (a lower-case FQDN): Found
 // with the records, Found with none for an empty non-terminal, NotMine for
 // an unknown name. PTR names are known only when reverse is on. A hit on
-// one data set does not allocate.
+// one data set does not allocate when its records are built ahead (up to
+// prebuiltMax pairs); above, its records are made for the answer.
 func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
 	var parts [4][]dns.RR
 	found := false
