@@ -37,11 +37,24 @@ zones:
         path: zones/example.internal.zone
         records: ["*.apps 60 IN A 10.0.0.80", "web IN TXT \"inline\""]
     - hosts: {entries: ["10.9.9.9 web", "10.9.9.10 other"]}
-`, map[string]string{"zones/extra/more.zone": "extra IN A 10.0.0.50\n", "zones/example.internal.zone": e2eZone})
+  solo.internal:
+    - file: {path: zones/solo.zone}
+`, map[string]string{"zones/extra/more.zone": "extra IN A 10.0.0.50\n", "zones/example.internal.zone": e2eZone,
+		"zones/solo.zone": "@ 300 IN SOA ns1.solo.internal. admin.solo.internal. 2024060101 7200 3600 1209600 120\n@ 300 IN NS ns1\nns1 300 IN A 10.0.3.1\n"})
 
-	soa := dnstest.Ask(t, s.addr, "example.internal.", dns.TypeSOA)
-	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Serial != 2024010101 || !soa.Authoritative {
-		t.Fatalf("apex SOA: %v", soa)
+	// A zone served by the file alone has the file's SOA (its serial as
+	// written), in answers and negative answers; a zone it shares with
+	// another source has dnsd's, whose serial rises with either.
+	soa := dnstest.Ask(t, s.addr, "solo.internal.", dns.TypeSOA)
+	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Serial != 2024060101 || soa.Answer[0].(*dns.SOA).Ns != "ns1.solo.internal." || !soa.Authoritative {
+		t.Fatalf("apex SOA of a file-only zone: %v", soa)
+	}
+	if neg := dnstest.SOA(dnstest.Ask(t, s.addr, "nope.solo.internal.", dns.TypeA)); neg == nil || neg.Serial != 2024060101 {
+		t.Errorf("negative answer of a file-only zone: SOA %v, want the file's", neg)
+	}
+	soa = dnstest.Ask(t, s.addr, "example.internal.", dns.TypeSOA)
+	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Ns != "ns.dns.example.internal." || !soa.Authoritative {
+		t.Fatalf("apex SOA of a zone merged from file and hosts: %v", soa)
 	}
 	if got := dnstest.RData(dnstest.Ask(t, s.addr, "example.internal.", dns.TypeNS)); got != "NOERROR:ns1.example.internal." {
 		t.Errorf("apex NS: %s", got)

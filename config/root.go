@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones", "views"}
+var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones", "views", "transfer"}
 
 func (p *Parser) config(root *yaml.Node) *Config {
 	cfg := &Config{
@@ -39,6 +39,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	m.Bool("rotate", &cfg.Rotate)
 	cfg.Zones = p.zones(m)
 	cfg.Views = p.views(m, cfg.Listen)
+	cfg.Transfers = p.transfers(m, cfg.Zones)
 	return cfg
 }
 

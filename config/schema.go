@@ -221,6 +221,28 @@ func rootSchema(kinds Kinds) *Schema {
 			}),
 			"rotate": BoolSchema("Rotate the order of the A and AAAA records of each answer (round robin).", false),
 			"zones":  zones,
+			"transfer": {
+				Description: "Zone transfers (AXFR, IXFR) to secondaries and NOTIFY when a zone's serial rises. A zone appears in one item at most.",
+				Type:        TArray,
+				Items: &Schema{
+					Description: "Zones, the secondaries that may copy them, an optional TSIG key and the secondaries to notify.", Type: TObject, AdditionalProperties: noOthers,
+					Required: []string{"zones", "allow"},
+					Properties: map[string]*Schema{
+						"zones": {Description: "Top-level zones (names as in zones keys).", Type: "array", MinItems: Ptr(1), Items: PatternSchema("A zone name.", `^(`+NamePattern+`)$`)},
+						"allow": {Description: "Client ranges that may transfer (TCP and TLS only).", Type: "array", MinItems: Ptr(1), Items: cidr},
+						"tsig": {
+							Description: "TSIG key (RFC 8945): transfers must be signed with it, responses and NOTIFYs are.", Type: "object", AdditionalProperties: noOthers,
+							Required: []string{"name", "algorithm", "secret_file"},
+							Properties: map[string]*Schema{
+								"name":        PatternSchema("The key's name, as the secondaries know it.", `^(`+NamePattern+`)$`),
+								"algorithm":   {Description: "HMAC algorithm.", Enum: []any{"hmac-sha256", "hmac-sha512", "hmac-sha384", "hmac-sha224", "hmac-sha1"}},
+								"secret_file": FileSchema("File holding the base64 secret (never inline)."),
+							},
+						},
+						"notify": ListSchema("Secondaries told when the zone's serial rises: IP or IP:port (default port 53).", PatternSchema("IP or IP:port.", `^([0-9.]+|[0-9A-Fa-f:]+|`+hostPortP+`)$`)),
+					},
+				},
+			},
 			"views": {
 				Description: "Split horizon: views checked in order, the first that matches a query answers it from its zones, then the top-level zones.",
 				Type:        TArray, MaxItems: Ptr(maxViews),

@@ -62,6 +62,8 @@ func TestSchemaKeys(t *testing.T) {
 		{"etcd tls", "zones:\n  x:\n    - etcd: {tls: {zz_probe: 1}}\n", root.Defs["etcd"].Properties["tls"]},
 		{"hosts", "zones:\n  x:\n    - hosts: {zz_probe: 1}\n", root.Defs["hosts"]},
 		{"forward", "zones:\n  x:\n    - forward: {zz_probe: 1}\n", root.Defs["forward"]},
+		{"transfer", "transfer: [{zz_probe: 1}]\n" + zone, root.Properties["transfer"].Items},
+		{"transfer tsig", "transfer: [{tsig: {zz_probe: 1}}]\n" + zone, root.Properties["transfer"].Items.Properties["tsig"]},
 	}
 	known := regexp.MustCompile(`unknown key "zz_probe" \(known: ([^)]*)\)`)
 	for _, p := range probes {
@@ -218,6 +220,8 @@ func TestSchemaFixtures(t *testing.T) {
 			"/zones/cluster.local/0/kubernetes/endpoint_pod_names"},
 		"listen.yaml": {"/listen/1", "/listen/2", "/listen/7", "/listen/8", "/http"},
 		"syntax.yaml": yamlError,
+		"transfer.yaml": {"/transfer/0/zones/2", "/transfer/0/tsig/algorithm", "/transfer/0/notify/0", "/transfer/0/notify/1", // a /33, a missing host, unknown zones: dnsd check
+			"/transfer/1/allow", "/transfer/1/tsig", "/transfer/2", "/transfer/2/tsig"},
 		"types.yaml": {"/listen", "/http", "/log/queries", "/limits/udp_buffer", "/limits/max_tcp_connections",
 			"/cache", "/zones/example.internal", "/zones/lab.internal/0/hosts/entries"},
 		"unknown_keys.yaml": {"/", "/log", "/zones/example.internal/0/hosts", "/zones/example.internal/1/etcd/tls"},

@@ -34,6 +34,8 @@ type Config struct {
 	Rotate bool
 	Zones  []Zone // in file order
 	Views  []View // in file order; the first that matches a query wins
+	// Transfers are the zone transfer items (key transfer), in file order.
+	Transfers []Transfer
 }
 
 // View is one split-horizon view: its own zones for the clients and/or

@@ -55,6 +55,7 @@ type Daemon struct {
 	srv      *server.Server
 	notify   notifier
 	watchdog *time.Ticker // WATCHDOG=1 pings; nil without a systemd watchdog
+	notifies *secondaries // NOTIFY to the secondaries of transferred zones
 
 	mu   sync.Mutex // serialises Reload and Shutdown
 	cfg  *config.Config
@@ -117,6 +118,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.notifies = newSecondaries(func() *pipeline.Pipeline { return d.sw.current().p }, d.metrics, d.logger)
+	d.notifies.start()
 	waitCtx, cancel := context.WithCancel(context.Background())
 	d.stopWait = cancel
 	go func() {
@@ -229,6 +232,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	_ = d.notify.send(sd.SdNotifyStopping)
 	d.stopWait()
 	<-d.waitDone
+	d.notifies.Close()
 	err := d.srv.Shutdown(ctx)
 	d.http.stop(ctx)
 	d.reg.Close()
@@ -398,7 +402,20 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 		seen[ap.Addr()] = true
 		addrs = append(addrs, ap.Addr().Unmap())
 	}
-	return pipeline.Options{NSAddrs: addrs, Logger: logger}
+	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg)}
+}
+
+// transferSpecs turns the config's transfer items into the pipeline's.
+func transferSpecs(cfg *config.Config) []pipeline.TransferSpec {
+	out := make([]pipeline.TransferSpec, 0, len(cfg.Transfers))
+	for _, t := range cfg.Transfers {
+		spec := pipeline.TransferSpec{Zones: t.Zones, Allow: t.Allow, Notify: t.Notify}
+		if t.TSIG != nil {
+			spec.Key = &pipeline.TSIGKey{Name: t.TSIG.Name, Algorithm: t.TSIG.Algorithm, Secret: t.TSIG.Secret}
+		}
+		out = append(out, spec)
+	}
+	return out
 }
 
 func serverSettings(cfg *config.Config) (server.Settings, error) {
@@ -464,3 +481,5 @@ func (o *observer) Observe(ob server.Observation) {
 }
 
 func (o *observer) TCPRejected(reason string) { o.m.TCPRejected(reason) }
+
+func (o *observer) Transfer(zone, result string) { o.m.Transfer(zone, result) }

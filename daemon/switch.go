@@ -41,6 +41,25 @@ func (s *switcher) Resolve(ctx context.Context, req *pipeline.Request) pipeline.
 	}
 }
 
+// Transfer implements pipeline.Transferer: the current generation decides
+// and lists the zone; the server sends the listing after the generation
+// is let go, so a long transfer never holds back a reload's drain.
+func (s *switcher) Transfer(ctx context.Context, req *pipeline.TransferRequest) pipeline.TransferResult {
+	for {
+		g := s.cur.Load()
+		g.inflight.Add(1)
+		if s.cur.Load() == g { // see Resolve
+			r := g.p.Transfer(ctx, req)
+			g.inflight.Add(-1)
+			return r
+		}
+		g.inflight.Add(-1)
+	}
+}
+
+// TSIGKey implements pipeline.Transferer.
+func (s *switcher) TSIGKey(name string) *pipeline.TSIGKey { return s.cur.Load().p.TSIGKey(name) }
+
 func (s *switcher) current() *generation { return s.cur.Load() }
 
 // swap installs g and returns the previous generation (nil at start).

@@ -27,6 +27,8 @@ type Metrics struct {
 	dropped   *prometheus.CounterVec
 	panics    prometheus.Counter
 	tcpReject *prometheus.CounterVec
+	transfers *prometheus.CounterVec
+	notifies  *prometheus.CounterVec
 }
 
 // Label values for queries that matched no zone and for names outside the
@@ -82,6 +84,14 @@ func New(version, commit string) *Metrics {
 			Name: "dnsd_tcp_connections_rejected_total",
 			Help: "TCP and TLS connections closed at once, by reason: total (max_tcp_connections reached) or client (max_tcp_per_client reached for the client's /24 or /56).",
 		}, []string{"reason"}),
+		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dnsd_transfers_total",
+			Help: "Zone transfers (AXFR, IXFR) answered, by zone (a transferred zone, or none) and result: success, refused, notauth (TSIG key or signature wrong) or error (a source could not list, or the connection broke).",
+		}, []string{"zone", "result"}),
+		notifies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dnsd_notify_total",
+			Help: "NOTIFY messages to secondaries, by zone and result: sent (each attempt), acked (the secondary answered) or failed (no answer after every retry, or an error answer).",
+		}, []string{"zone", "result"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dnsd_build_info",
@@ -89,7 +99,7 @@ func New(version, commit string) *Metrics {
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
 
-	m.Registry.MustRegister(m.requests, m.responses, m.duration, m.reloads, m.dropped, m.panics, m.tcpReject, build,
+	m.Registry.MustRegister(m.requests, m.responses, m.duration, m.reloads, m.dropped, m.panics, m.tcpReject, m.transfers, m.notifies, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start so rate() works from the first reload.
@@ -126,6 +136,27 @@ func (m *Metrics) Panic() { m.panics.Inc() }
 // TCPRejected records a connection closed at once; reason is RejectTotal
 // or RejectClient.
 func (m *Metrics) TCPRejected(reason string) { m.tcpReject.WithLabelValues(reason).Inc() }
+
+// Transfer results (dnsd_transfers_total) and NOTIFY results
+// (dnsd_notify_total).
+const (
+	NotifySent   = "sent"
+	NotifyAcked  = "acked"
+	NotifyFailed = "failed"
+)
+
+// Transfer records one zone transfer; zone is a transferred zone or ""
+// (none), result one of the server's Transfer* results.
+func (m *Metrics) Transfer(zone, result string) {
+	if zone == "" {
+		zone = NoZone
+	}
+	m.transfers.WithLabelValues(zone, result).Inc()
+}
+
+// Notify records one NOTIFY event of a transferred zone; result is
+// NotifySent, NotifyAcked or NotifyFailed.
+func (m *Metrics) Notify(zone, result string) { m.notifies.WithLabelValues(zone, result).Inc() }
 
 // Reload records a reload's outcome.
 func (m *Metrics) Reload(ok bool) {

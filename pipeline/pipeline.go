@@ -11,12 +11,12 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Synthesized SOA timers (RFC 1912 §2.2 ranges). dnsd has no secondaries,
-// so refresh/retry/expire only matter to tools that display them.
+// Synthesized SOA timers, in the ranges RFC 1912 §2.2 recommends (and
+// zone checkers expect) for secondaries that copy the zone by transfer.
 const (
-	soaRefresh = 7200  // 2h
-	soaRetry   = 1800  // 30m
-	soaExpire  = 86400 // 1d
+	soaRefresh = 14400   // 4h
+	soaRetry   = 3600    // 1h
+	soaExpire  = 1209600 // 2 weeks
 )
 
 // MaxCNAMELinks is the number of CNAME records the pipeline follows for one
@@ -53,6 +53,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Views are the split-horizon views, checked in order (see ViewSpec).
 	Views []ViewSpec
+	// Transfers say which top-level zones may be transferred, by whom, and
+	// whom to notify (see Transfer). A zone in two specs is an error.
+	Transfers []TransferSpec
+	// Serial is the generation's serial (from the process's SerialClock,
+	// taken when the pipeline is built): every zone's synthesized SOA
+	// serial is at least this, so a reload that changes a zone without
+	// changing any source's data (a source removed or reordered, a ttl)
+	// still raises its serial. 0: none.
+	Serial uint32
 }
 
 // Pipeline is a compiled, immutable zone table (and one per view). It is
@@ -64,6 +73,10 @@ type Pipeline struct {
 	sources []Source
 	nsAddrs []netip.Addr
 	log     *slog.Logger
+	serial  uint32 // Options.Serial
+
+	xfr      map[string]*TransferSpec // transferred zones
+	xfrSpecs []*TransferSpec          // in configuration order
 }
 
 // table is one view's zones.
@@ -77,6 +90,7 @@ type zone struct {
 	nsName  string // ns.dns.<zone>
 	mbox    string // hostmaster.<zone>
 	entries []entry
+	built   uint32 // the generation's serial: the least serial of the zone
 }
 
 type entry struct {
@@ -96,6 +110,7 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 	p := &Pipeline{
 		nsAddrs: append([]netip.Addr(nil), opts.NSAddrs...),
 		log:     opts.Logger,
+		serial:  opts.Serial,
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -108,6 +123,7 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 		p.views = vs
 		errs = append(errs, verrs...)
 	}
+	errs = append(errs, p.compileTransfers(opts.Transfers)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -159,7 +175,7 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 				errs = append(errs, fmt.Errorf("pipeline: zone %q declared twice", name))
 				continue
 			}
-			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries}
+			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial}
 			if name == "." {
 				z.nsName, z.mbox = "ns.dns.", "hostmaster."
 				t.root = z
@@ -219,10 +235,16 @@ func (t *table) match(name string) *zone {
 	return t.root
 }
 
-// serial is the zone's SOA serial: the largest of its sources' serials, so
-// it never goes backwards while each source's does not.
+// serial is the zone's SOA serial: the largest of its sources' serials and
+// the generation's, so it never goes backwards while each source's does
+// not, and it rises with every change of any source (they all draw from
+// one SerialClock) and with every reload. A zone whose only local source
+// holds its own SOA (SOAer) has that SOA's serial.
 func (z *zone) serial() uint32 {
-	var s uint32
+	if own := z.ownSOA(); own != nil {
+		return own.Serial
+	}
+	s := z.built
 	for i := range z.entries {
 		if v := z.entries[i].src.Serial(); v > s {
 			s = v
@@ -231,7 +253,14 @@ func (z *zone) serial() uint32 {
 	return s
 }
 
+// soa is the zone's SOA owned by owner: the only local source's own SOA
+// when it has one (SOAer), else synthesized with ttl as TTL and minimum.
 func (z *zone) soa(owner string, ttl uint32) *dns.SOA {
+	if own := z.ownSOA(); own != nil {
+		c := *own
+		c.Hdr.Name = owner
+		return &c
+	}
 	return &dns.SOA{
 		Hdr:     dns.RR_Header{Name: owner, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: ttl},
 		Ns:      z.nsName,

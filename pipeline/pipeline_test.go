@@ -136,7 +136,7 @@ func soa(zone string, serial, ttl uint32) string {
 	if zone == "." {
 		ns, mbox = "ns.dns.", "hostmaster."
 	}
-	return fmt.Sprintf("%s %d IN SOA %s %s %d 7200 1800 86400 %d", zone, ttl, ns, mbox, serial, ttl)
+	return fmt.Sprintf("%s %d IN SOA %s %s %d 14400 3600 1209600 %d", zone, ttl, ns, mbox, serial, ttl)
 }
 
 func TestResolve(t *testing.T) {
@@ -191,7 +191,7 @@ func TestResolve(t *testing.T) {
 		{name: "apex SOA synthesized", qname: "example.", qtype: SOA, aa: true, source: "etcd", zone: "example.",
 			answer: []string{exampleSOA300}},
 		{name: "apex SOA keeps query case", qname: "EXAMPLE.", qtype: SOA, aa: true, source: "etcd", zone: "example.",
-			answer: []string{"EXAMPLE. 300 IN SOA ns.dns.example. hostmaster.example. 9 7200 1800 86400 300"}},
+			answer: []string{"EXAMPLE. 300 IN SOA ns.dns.example. hostmaster.example. 9 14400 3600 1209600 300"}},
 		{name: "apex NS synthesized, glue from source data", qname: "example.", qtype: NS, aa: true, source: "etcd", zone: "example.",
 			answer: []string{"example. 300 IN NS ns.dns.example."},
 			extra:  []string{"ns.dns.example. 300 IN A 192.0.2.53"}},
@@ -704,5 +704,36 @@ func TestInZone(t *testing.T) {
 		if got := InZone(c.name, c.zone); got != c.want {
 			t.Errorf("InZone(%q, %q) = %v, want %v", c.name, c.zone, got, c.want)
 		}
+	}
+}
+
+// An empty non-terminal in one source does not hide another local
+// source's records at that name (a hosts file's names above a zone file's
+// apex records); with no local records it is NODATA, never forwarded.
+// The apex SOA is the zone's whichever source holds a SOA record.
+func TestEmptyNonTerminalYieldsToRecords(t *testing.T) {
+	hosts := newFake(t, "hosts", 60, 10, "db.example. 60 IN A 10.0.0.1", "x.y.example. 60 IN A 10.0.0.2")
+	hosts.ents["example."] = true
+	hosts.ents["y.example."] = true
+	file := newFake(t, "file", 300, 20, "example. 300 IN MX 10 mail.example.", "example. 300 IN SOA a. b. 7 1 2 3 4")
+	fwd := newForward(t)
+	p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{
+		{Source: hosts, Fallthrough: true}, {Source: file, Fallthrough: true}, {Source: fwd, Fallthrough: true},
+	}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := query(p, "example.", dns.TypeMX)
+	if got := rrStrings(r.Msg.Answer); len(got) != 1 || !strings.Contains(got[0], "MX\t10 mail.example.") || r.Source != "file" {
+		t.Errorf("apex MX behind another source's empty non-terminal: %v from %q", got, r.Source)
+	}
+	r = query(p, "y.example.", dns.TypeA)
+	if r.Msg.Rcode != dns.RcodeSuccess || len(r.Msg.Answer) != 0 || len(fwd.questions()) != 0 {
+		t.Errorf("an empty non-terminal no local source has records at: rcode %d answer %v, forwarded %v; want NODATA, not forwarded",
+			r.Msg.Rcode, r.Msg.Answer, fwd.questions())
+	}
+	r = query(p, "example.", dns.TypeSOA)
+	if soa, ok := r.Msg.Answer[0].(*dns.SOA); !ok || soa.Serial != 20 || soa.Ns != "ns.dns.example." {
+		t.Errorf("apex SOA %v: want the zone's (ns.dns.example., the largest serial 20), not one source's record", r.Msg.Answer)
 	}
 }

@@ -200,6 +200,13 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 	q.Name, q.Type, q.Zone = name, qtype, z.name
 	q.DO, q.CD = r.req.DO, r.req.CD
 	var o outcome
+	// ent: the first local source that holds name only as an empty
+	// non-terminal. The name exists, so it is NODATA rather than
+	// forwarded or matched by a wildcard — unless a later local source
+	// holds records there (a zone file's apex records below a hosts
+	// file's names): records win over another source's empty
+	// non-terminal.
+	var ent outcome
 	// wild: a local source with wildcards said NotMine since the last
 	// wildcard search (a search that found nothing needs repeating only
 	// if a later source has wildcards: earlier sources' wildcards lie at
@@ -208,6 +215,9 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 	for i := range z.entries {
 		e := &z.entries[i]
 		if !e.local {
+			if ent.e != nil {
+				return ent
+			}
 			if wild {
 				if w, ok := r.wildcard(z, name, i); ok {
 					return w
@@ -226,6 +236,9 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 				wild = e.wild.Wildcards()
 			}
 			if !e.fallsThrough {
+				if ent.e != nil {
+					return ent
+				}
 				if wild {
 					if w, ok := r.wildcard(z, name, i+1); ok {
 						return w
@@ -234,7 +247,15 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 				return o
 			}
 		case Found:
-			return outcome{status: Found, rrs: res.RRs, e: e, decided: true}
+			if len(res.RRs) > 0 {
+				return outcome{status: Found, rrs: res.RRs, e: e, decided: true}
+			}
+			if ent.e == nil {
+				ent = outcome{status: Found, e: e, decided: true}
+			}
+			if !e.fallsThrough {
+				return ent
+			}
 		case Answered:
 			if res.Msg == nil {
 				return outcome{status: Failed, err: errNoMsg, e: e, decided: true}
@@ -249,6 +270,9 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 		default:
 			return outcome{status: Failed, err: fmt.Errorf("source returned unknown status %d", res.Status), e: e, decided: true}
 		}
+	}
+	if ent.e != nil {
+		return ent
 	}
 	if wild {
 		if w, ok := r.wildcard(z, name, len(z.entries)); ok {
@@ -285,6 +309,12 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 		default:
 			m.Ns = append(m.Ns, z.soa(z.name, ttl))
 		}
+		return nil
+	}
+	if apex && qt == dns.TypeSOA {
+		// The zone's SOA, whichever source holds a SOA record: one
+		// serial for the zone, as negative answers and transfers carry.
+		m.Answer = append(m.Answer, z.soa(owner, ttl))
 		return nil
 	}
 	if r.appendType(rrs, qt, owner) > 0 {

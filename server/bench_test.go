@@ -24,8 +24,9 @@ func (f *fixedResolver) Resolve(_ context.Context, req *pipeline.Request) pipeli
 
 type nopObserver struct{}
 
-func (nopObserver) Observe(Observation) {}
-func (nopObserver) TCPRejected(string)  {}
+func (nopObserver) Observe(Observation)     {}
+func (nopObserver) TCPRejected(string)      {}
+func (nopObserver) Transfer(string, string) {}
 
 // BenchmarkServeUDP measures bytes in → bytes out for one UDP query with
 // EDNS0 (parse, checks, ACL, resolve, OPT, truncation check, pack).

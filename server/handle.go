@@ -51,6 +51,10 @@ type scratch struct {
 	extra  []dns.RR
 	opt    dns.OPT
 	pack   *[]byte // from Server.packs while a packed response is held
+	// sign: the query was TSIG-signed with this key (verified); finish
+	// signs the response, covering signMAC, the query's MAC.
+	sign    *pipeline.TSIGKey
+	signMAC string
 }
 
 // release returns the pack buffer and drops references to records.
@@ -66,6 +70,7 @@ func (s *Server) release(sc *scratch) {
 	clear(sc.ede)
 	sc.ede = sc.ede[:0]
 	sc.opt = dns.OPT{}
+	sc.sign, sc.signMAC = nil, ""
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
 	sc.q.msg = dns.Msg{}
@@ -148,6 +153,14 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		out := s.reply(sc, q, dns.RcodeRefused)
 		out.Extra = prohibited
 		return s.finish(sc, &obs, out, qopt, st, maxSize)
+	}
+
+	if ts := q.IsTsig(); ts != nil {
+		// A signed query (a secondary's SOA check): verify it with the
+		// transfer key of that name; the answer is signed in finish.
+		if rcode, tsigErr := s.verifyQuery(sc, q, ts, in); rcode != dns.RcodeSuccess {
+			return s.finish(sc, &obs, tsigError(s.reply(sc, q, rcode), q, ts, tsigErr), qopt, st, maxSize)
+		}
 	}
 
 	var rcode int
@@ -297,7 +310,15 @@ func (s *Server) finish(sc *scratch, obs *Observation, out *dns.Msg, qopt *dns.O
 	if sc.pack == nil {
 		sc.pack = s.packs.Get().(*[]byte)
 	}
-	b, err := out.PackBuffer((*sc.pack)[2:])
+	var (
+		b   []byte
+		err error
+	)
+	if sc.sign != nil {
+		b, err = s.signed(sc, out)
+	} else {
+		b, err = out.PackBuffer((*sc.pack)[2:])
+	}
 	if err != nil {
 		s.log.Debug("cannot pack response, answering SERVFAIL", "name", obs.Name, "qtype", obs.Qtype, "err", err)
 		q := &dns.Msg{MsgHdr: out.MsgHdr, Question: out.Question}

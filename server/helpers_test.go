@@ -57,9 +57,19 @@ func answerA(req *pipeline.Request, n int) pipeline.Response {
 
 // recorder is an Observer that keeps every Observation and TCP rejection.
 type recorder struct {
-	mu       sync.Mutex
-	obs      []Observation
-	rejected map[string]int
+	mu        sync.Mutex
+	obs       []Observation
+	rejected  map[string]int
+	transfers map[string]int // "zone result"
+}
+
+func (r *recorder) Transfer(zone, result string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.transfers == nil {
+		r.transfers = map[string]int{}
+	}
+	r.transfers[zone+" "+result]++
 }
 
 func (r *recorder) TCPRejected(reason string) {

@@ -31,6 +31,10 @@ type Observer interface {
 	// max_tcp_connections ("total") or max_tcp_per_client ("client") was
 	// reached.
 	TCPRejected(reason string)
+	// Transfer: a zone transfer (AXFR, IXFR) ended with result (one of
+	// TransferSuccess, TransferRefused, TransferNotAuth, TransferError);
+	// zone is the configured zone asked for, "" when it is not listed.
+	Transfer(zone, result string)
 }
 
 // Drop reasons of an Observation.

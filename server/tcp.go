@@ -99,6 +99,12 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 		if _, err := io.ReadFull(br, msg); err != nil {
 			return
 		}
+		if isTransfer(msg) {
+			if !s.serveTransfer(s.ctx, c, proto, client, u.loopback, msg) {
+				return
+			}
+			continue
+		}
 		sc.listen = u.listen
 		out := s.serveRaw(s.ctx, &sc, proto, client, u.loopback, msg)
 		if out == nil { // unparseable or not a query: give up on this stream

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -157,4 +159,20 @@ func (hs *handovers) stop() {
 		hs.cancel()
 	}
 	hs.wg.Wait()
+}
+
+// List lists the source that answers now.
+func (h *handover) List(zone string, yield func(dns.RR) bool) error {
+	if l, ok := h.current().(pipeline.Lister); ok {
+		return l.List(zone, yield)
+	}
+	return pipeline.ErrNotListable
+}
+
+// SOA is the answering source's own SOA, if it has one.
+func (h *handover) SOA(zone string) *dns.SOA {
+	if s, ok := h.current().(pipeline.SOAer); ok {
+		return s.SOA(zone)
+	}
+	return nil
 }

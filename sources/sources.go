@@ -43,8 +43,9 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// serials hands out the SOA serials of every source, so a zone's
-	// serial rises with any change of any of its sources.
+	// serials hands out the SOA serials of every source and of every
+	// built pipeline, so a zone's serial rises with any change of any of
+	// its sources and with every reload.
 	serials pipeline.SerialClock
 
 	// kinds hold their own process-lifetime state (metrics, shared
@@ -184,6 +185,10 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 	if len(errs) > 0 {
 		set.Release()
 		return nil, nil, errors.Join(errs...)
+	}
+	if opts.Serial == 0 {
+		// A new generation raises every synthesized zone serial.
+		opts.Serial = r.serials.Next()
 	}
 	p, err := pipeline.New(zones, opts)
 	if err != nil {

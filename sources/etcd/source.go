@@ -154,3 +154,37 @@ func (s *Source) apexLookup(zone string) pipeline.Result {
 	rrs = append(append(rrs, own...), extra...)
 	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
 }
+
+var _ pipeline.Lister = (*Source)(nil)
+
+// List yields, for zone transfers, the answer of every name of the index
+// in zone — what Lookup gives for it: a name's own records and its
+// children's (SkyDNS), the apex's from apex.dns and ns.dns — owned by that
+// name. It fails until the first sync.
+func (s *Source) List(zone string, yield func(dns.RR) bool) error {
+	if s.b == nil || !s.b.Synced() {
+		return errNotSynced
+	}
+	emit := func(name string, rrs []dns.RR) bool {
+		for _, rr := range rrs {
+			if rr.Header().Name != name {
+				rr = dns.Copy(rr)
+				rr.Header().Name = name
+			}
+			if !yield(rr) {
+				return false
+			}
+		}
+		return true
+	}
+	if res := s.apexLookup(zone); res.Status == pipeline.Found && !emit(zone, res.RRs) {
+		return nil
+	}
+	s.ix.names.each(func(name string, n *node) bool {
+		if name == zone || !pipeline.InZone(name, zone) {
+			return true
+		}
+		return emit(name, n.records())
+	})
+	return nil
+}

@@ -431,6 +431,41 @@ func TestLookupHitDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestList: a transfer lists the inline entries and the files' names in
+// the zone, PTR records only in reverse zones and only with reverse on.
+func TestList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.1 a.example.internal\n10.0.0.2 b.other.internal\n")
+	entries := []Entry{{Addr: netip.MustParseAddr("10.0.0.3"), Names: []string{"c.example.internal."}}}
+	list := func(s *Source, zone string) []string {
+		var out []string
+		if err := s.List(zone, func(rr dns.RR) bool {
+			out = append(out, strings.Join(strings.Fields(rr.String()), " "))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(out)
+		return out
+	}
+	s := NewSource(openBackend(t, path), entries, time.Hour, true, nil)
+	if got, want := list(s, "example.internal."), []string{"a.example.internal. 3600 IN A 10.0.0.1", "c.example.internal. 3600 IN A 10.0.0.3"}; !slices.Equal(got, want) {
+		t.Errorf("forward zone: %q, want %q", got, want)
+	}
+	if got, want := list(s, "10.in-addr.arpa."), []string{
+		"1.0.0.10.in-addr.arpa. 3600 IN PTR a.example.internal.",
+		"2.0.0.10.in-addr.arpa. 3600 IN PTR b.other.internal.",
+		"3.0.0.10.in-addr.arpa. 3600 IN PTR c.example.internal.",
+	}; !slices.Equal(got, want) {
+		t.Errorf("reverse zone: %q, want %q", got, want)
+	}
+	noRev := NewSource(openBackend(t, path), nil, time.Hour, false, nil)
+	if got := list(noRev, "10.in-addr.arpa."); len(got) != 0 {
+		t.Errorf("reverse off: %q listed", got)
+	}
+}
+
 // A name whose first label is "*" is stored under its literal name with
 // its parent as an empty non-terminal, gets no PTR, and makes the source
 // report wildcards, from files and from inline entries; the pipeline

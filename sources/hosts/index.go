@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // The index is compact: a 1,000,000-line file must load in well under a
@@ -436,3 +438,53 @@ func (ix *index) revRecords(x uint32, owner string, ttl uint32, b *bulk) []dns.R
 }
 
 func v4bytes(a uint32) [4]byte { return [4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
+
+// list yields the records at names in zone until yield returns false;
+// it reports whether it went through. Records not built ahead are made in
+// bulk for the listing.
+func (r *ttlIndex) list(zone string, reverse bool, yield func(dns.RR) bool) bool {
+	ix := r.ix
+	b := &bulk{}
+	for _, v := range ix.fwd {
+		if v == 0 || (v-1)&entFlag != 0 || !pipeline.InZone(ix.name(v-1), zone) {
+			continue
+		}
+		rrs := []dns.RR(nil)
+		if r.pre != nil {
+			rrs = r.pre.fwd[v-1]
+		} else {
+			rrs = ix.fwdRecords(v-1, r.ttl, b)
+		}
+		for _, rr := range rrs {
+			if !yield(rr) {
+				return false
+			}
+		}
+	}
+	if !reverse {
+		return true
+	}
+	var buf [80]byte
+	for _, v := range ix.rev {
+		if v == 0 || (v-1)&entFlag != 0 {
+			continue
+		}
+		d, e := ix.entry(v - 1)
+		owner := appendReverse(buf[:0], d.addr(e))
+		if !pipeline.InZone(string(owner), zone) {
+			continue
+		}
+		rrs := []dns.RR(nil)
+		if r.pre != nil {
+			rrs = r.pre.rev[v-1]
+		} else {
+			rrs = ix.revRecords(v-1, b.intern(owner), r.ttl, b)
+		}
+		for _, rr := range rrs {
+			if !yield(rr) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -202,6 +202,7 @@ bad line here
 // made at lookup time, against records written out by hand and against
 // the model.
 func TestMixedFileAnswers(t *testing.T) {
+	listed := map[bool][]string{} // by large: what List gives for two zones
 	for _, large := range []bool{false, true} {
 		t.Run(fmt.Sprintf("large=%v", large), func(t *testing.T) {
 			if large {
@@ -256,6 +257,18 @@ func TestMixedFileAnswers(t *testing.T) {
 			if n, ex := b.Outside([]string{"example.internal."}); n != 1 || ex != "1.0.0.10.in-addr.arpa." {
 				t.Errorf("Outside = %d, %q", n, ex)
 			}
+			for _, zone := range []string{"apps.example.internal.", "in-addr.arpa."} {
+				if err := s.List(zone, func(rr dns.RR) bool {
+					listed[large] = append(listed[large], strings.Join(strings.Fields(rr.String()), " "))
+					return true
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			slices.Sort(listed[large])
 		})
+	}
+	if len(listed[false]) != 14 || !slices.Equal(listed[false], listed[true]) {
+		t.Errorf("List with records built ahead: %q\nmade for the listing: %q", listed[false], listed[true])
 	}
 }

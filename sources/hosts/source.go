@@ -127,3 +127,17 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 	}
 	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
 }
+
+var _ pipeline.Lister = (*Source)(nil)
+
+// List yields every record of the inline entries and the files at names
+// in zone (PTR records only when reverse is on), for zone transfers.
+func (s *Source) List(zone string, yield func(dns.RR) bool) error {
+	if s.inline != nil && !s.inline.list(zone, s.reverse, yield) {
+		return nil
+	}
+	if s.data != nil {
+		s.data.Load().list(zone, s.reverse, yield)
+	}
+	return nil
+}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dnsd/dnsd/internal/health"
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // Client QPS and burst: informers only list and watch, so these matter
@@ -168,8 +169,10 @@ type Backend struct {
 	listMu   sync.Mutex
 	listErr  map[cache.SharedIndexInformer]string
 	// serial is the SOA serial of every source over this backend: it
-	// starts at the Unix time and advances with each change applied.
+	// starts at a serial of serials and advances to a new one with each
+	// change applied.
 	serial    atomic.Uint32
+	serials   *pipeline.SerialClock
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 }
@@ -188,6 +191,9 @@ type BackendOptions struct {
 	Health *health.Tracker
 	// Endpoint names the API server for an operator (its URL).
 	Endpoint string
+	// Serials hands out SOA serials, shared by every source of the
+	// process (nil: the Unix time, still rising with every change).
+	Serials *pipeline.SerialClock
 }
 
 // NewBackend starts informers over client. Close stops them.
@@ -204,7 +210,8 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	if b.health == nil {
 		b.health = health.New(logger)
 	}
-	b.serial.Store(uint32(time.Now().Unix()))
+	b.serials = opts.Serials
+	b.serial.Store(b.serials.Next())
 	b.podNames = opts.PodNames
 	b.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(b.strip))
 	b.services = b.factory.Core().V1().Services().Informer()

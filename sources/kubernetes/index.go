@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // contribution is the records one owner (a service, a namespace, a pod)
@@ -53,7 +55,8 @@ type index struct {
 	owners map[string]*owner
 	roots  []string
 	serial *atomic.Uint32 // shared by every index of a backend
-	count  atomic.Int64   // names
+	clock  *pipeline.SerialClock
+	count  atomic.Int64 // names
 }
 
 func newIndex(roots []string, serial *atomic.Uint32) *index {
@@ -104,8 +107,17 @@ func (ix *index) set(key string, contribs []contribution) {
 	}
 }
 
-// bump advances the serial after a batch of changes.
-func (ix *index) bump() { ix.serial.Add(1) }
+// bump advances the serial after a batch of changes: to a new serial of
+// the process's clock, so the zone's serial (the largest of its sources')
+// rises with this change whatever the other sources' serials are.
+func (ix *index) bump() {
+	for {
+		old := ix.serial.Load()
+		if ix.serial.CompareAndSwap(old, max(ix.clock.Next(), old+1)) {
+			return
+		}
+	}
+}
 
 // nameSet answers "is name among contribs" in O(1) for big owners and by
 // a scan for small ones (no map allocation).

@@ -102,7 +102,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			env.Logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context, "pods", withPods)
 			return NewBackend(cs, BackendOptions{
 				Pods: withPods, PodNames: podNames, Logger: logger, Metrics: metrics,
-				Health: cc.Health, Endpoint: rc.Host,
+				Health: cc.Health, Endpoint: rc.Host, Serials: env.Serials,
 			}), nil
 		})
 		if err != nil {

@@ -152,6 +152,7 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 		syncedCh: make(chan struct{}),
 		stop:     make(chan struct{}),
 	}
+	src.ix.clock = b.serials
 	src.ix.set("static", staticRecords(&src.s))
 	src.ix.bump() // a new view (a reload) is new data
 	if err := src.register(b.services, func(obj any) { src.enqueueMeta(kindService, obj) }, nil); err != nil {
@@ -479,6 +480,35 @@ func (src *Source) Close() error {
 		}
 		close(src.stop)
 		src.wg.Wait()
+	})
+	return nil
+}
+
+var _ pipeline.Lister = (*Source)(nil)
+
+// List yields every record of the index at names in zone, for zone
+// transfers: services, endpoints, SRV, PTR, dns-version and, in pods:
+// verified mode only, pods (pods: insecure answers any dashed address and
+// has nothing to list). It fails until the first sync.
+func (src *Source) List(zone string, yield func(dns.RR) bool) error {
+	if !src.synced.Load() {
+		return ErrNotSynced
+	}
+	src.ix.names.Range(func(k, v any) bool {
+		name := k.(string)
+		if !pipeline.InZone(name, zone) {
+			return true
+		}
+		p := v.(*entry).rrs.Load()
+		if p == nil {
+			return true
+		}
+		for _, rr := range *p {
+			if !yield(rr) {
+				return false
+			}
+		}
+		return true
 	})
 	return nil
 }

@@ -1,0 +1,192 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/metrics"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// NOTIFY (RFC 1996): secondaries of a transferred zone are told when its
+// serial rises, so they transfer it at once instead of at their next
+// refresh. Serials are watched by polling: every notifyCheck the current
+// generation's zone serials are compared with the last ones seen (a few
+// atomic loads per zone), which follows reloads without any hook into the
+// sources. A zone is notified at start (its serial is new to the
+// secondaries' primary), then at most once per notifyGap: changes in
+// between are coalesced into one NOTIFY with the latest serial. Each
+// target gets up to notifyTries attempts over UDP, notifyTimeout apart,
+// until it answers; messages are TSIG-signed with the zone's key.
+
+const (
+	notifyCheck   = time.Second
+	notifyGap     = 5 * time.Second
+	notifyTries   = 3
+	notifyTimeout = 2 * time.Second
+)
+
+// secondaries watches the serials of the transferred zones and sends
+// NOTIFYs. It runs from newSecondaries until Close.
+type secondaries struct {
+	current func() *pipeline.Pipeline
+	m       *metrics.Metrics
+	log     *slog.Logger
+
+	check, gap, timeout time.Duration
+	tries               int
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the watch loop and every send
+
+	// Loop only.
+	zones map[string]*zoneState
+}
+
+type zoneState struct {
+	serial  uint32
+	seen    bool      // serial is valid
+	pending bool      // the serial rose since the last NOTIFY
+	last    time.Time // when the last NOTIFY round started
+	busy    chan struct{}
+}
+
+func newSecondaries(current func() *pipeline.Pipeline, m *metrics.Metrics, log *slog.Logger) *secondaries {
+	return &secondaries{current: current, m: m, log: log, check: notifyCheck, gap: notifyGap, timeout: notifyTimeout, tries: notifyTries, zones: map[string]*zoneState{}}
+}
+
+// start runs the watch loop.
+func (s *secondaries) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.check)
+		defer t.Stop()
+		for {
+			s.tick(ctx, time.Now())
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Close stops the loop and waits for NOTIFYs in flight (their exchanges
+// end with the context).
+func (s *secondaries) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+}
+
+// tick compares the zones' serials with the last seen and starts the
+// NOTIFY rounds that are due.
+func (s *secondaries) tick(ctx context.Context, now time.Time) {
+	p := s.current()
+	live := map[string]bool{}
+	for _, spec := range p.Transfers() {
+		if len(spec.Notify) == 0 {
+			continue
+		}
+		for _, zone := range spec.Zones {
+			soa := p.ZoneSOA(zone)
+			if soa == nil {
+				continue
+			}
+			live[zone] = true
+			st := s.zones[zone]
+			if st == nil {
+				st = &zoneState{}
+				s.zones[zone] = st
+			}
+			if !st.seen || pipeline.SerialLess(st.serial, soa.Serial) {
+				st.serial, st.seen, st.pending = soa.Serial, true, true
+			}
+			if !st.pending || now.Sub(st.last) < s.gap {
+				continue
+			}
+			if st.busy != nil {
+				select {
+				case <-st.busy:
+				default:
+					continue // the last round is still retrying
+				}
+			}
+			st.pending, st.last = false, now
+			st.busy = make(chan struct{})
+			s.wg.Add(1)
+			go func(zone string, soa *dns.SOA, key *pipeline.TSIGKey, targets []string, done chan struct{}) {
+				defer s.wg.Done()
+				defer close(done)
+				s.round(ctx, zone, soa, key, targets)
+			}(zone, soa, spec.Key, spec.Notify, st.busy)
+		}
+	}
+	for zone := range s.zones {
+		if !live[zone] {
+			delete(s.zones, zone)
+		}
+	}
+}
+
+// round notifies every target of zone, in parallel, and waits.
+func (s *secondaries) round(ctx context.Context, zone string, soa *dns.SOA, key *pipeline.TSIGKey, targets []string) {
+	var wg sync.WaitGroup
+	for _, addr := range targets {
+		wg.Go(func() { s.notify(ctx, zone, soa, key, addr) })
+	}
+	wg.Wait()
+}
+
+// notify sends one NOTIFY to addr, retrying until it answers.
+func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key *pipeline.TSIGKey, addr string) {
+	c := &dns.Client{Net: "udp", Timeout: s.timeout}
+	if key != nil {
+		c.TsigSecret = map[string]string{key.Name: key.Secret}
+	}
+	var err error
+	for try := 1; try <= s.tries; try++ {
+		start := time.Now()
+		m := new(dns.Msg)
+		m.SetNotify(zone)
+		m.Answer = []dns.RR{soa}
+		if key != nil {
+			m.SetTsig(key.Name, key.Algorithm, 300, time.Now().Unix())
+		}
+		s.m.Notify(zone, metrics.NotifySent)
+		var r *dns.Msg
+		r, _, err = c.ExchangeContext(ctx, m, addr)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && r.Rcode == dns.RcodeSuccess {
+			s.m.Notify(zone, metrics.NotifyAcked)
+			s.log.Debug("secondary notified", "zone", zone, "serial", soa.Serial, "target", addr)
+			return
+		}
+		if err == nil {
+			s.m.Notify(zone, metrics.NotifyFailed)
+			s.log.Warn("secondary refused our NOTIFY", "zone", zone, "serial", soa.Serial, "target", addr, "rcode", dns.RcodeToString[r.Rcode])
+			return
+		}
+		if try < s.tries {
+			// Attempts start s.timeout apart (a timeout has waited already).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(start.Add(s.timeout))):
+			}
+		}
+	}
+	s.m.Notify(zone, metrics.NotifyFailed)
+	s.log.Warn("secondary did not answer our NOTIFY", "zone", zone, "serial", soa.Serial, "target", addr, "tries", s.tries, "err", err)
+}

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/metrics"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// serialSource is a local source whose serial the test sets.
+type serialSource struct{ serial atomic.Uint32 }
+
+func (s *serialSource) Lookup(context.Context, *pipeline.Question) pipeline.Result {
+	return pipeline.Result{Status: pipeline.NotMine}
+}
+func (s *serialSource) Kind() string   { return "hosts" }
+func (s *serialSource) TTL() uint32    { return 60 }
+func (s *serialSource) Serial() uint32 { return s.serial.Load() }
+
+// secondary is a UDP server that records the NOTIFYs it gets and answers
+// them, except the first drop ones.
+type secondary struct {
+	addr string
+	mu   sync.Mutex
+	got  []uint32 // serials notified (answered or not)
+	drop int
+}
+
+func startSecondary(t *testing.T, drop int) *secondary {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &secondary{addr: pc.LocalAddr().String(), drop: drop}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		sec.mu.Lock()
+		var serial uint32
+		if len(r.Answer) == 1 {
+			serial = r.Answer[0].(*dns.SOA).Serial
+		}
+		ok := r.Opcode == dns.OpcodeNotify && len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeSOA && r.Authoritative
+		sec.got = append(sec.got, serial)
+		dropIt := len(sec.got) <= sec.drop
+		sec.mu.Unlock()
+		if dropIt {
+			return
+		}
+		m := new(dns.Msg)
+		m.SetReply(r)
+		if !ok {
+			m.Rcode = dns.RcodeFormatError
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return sec
+}
+
+func (s *secondary) serials() []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint32(nil), s.got...)
+}
+
+func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *pipeline.Pipeline {
+	t.Helper()
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{zone}, Sources: []pipeline.SourceEntry{{Source: src}}}},
+		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{zone}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Notify: []string{target}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNotifyCoalescedAndRetried(t *testing.T) {
+	sec := startSecondary(t, 1) // the first NOTIFY is lost
+	src := &serialSource{}
+	src.serial.Store(100)
+	var cur atomic.Pointer[pipeline.Pipeline]
+	cur.Store(notifyPipeline(t, src, "example.", sec.addr))
+	m := metrics.New("test", "test")
+	s := newSecondaries(cur.Load, m, slog.New(slog.DiscardHandler))
+	s.check, s.gap, s.timeout = 10*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond
+	s.start()
+	defer s.Close()
+
+	waitUntil := func(what string, ok func([]uint32) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok(sec.serials()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: NOTIFYs seen %v", what, sec.serials())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// At start: one NOTIFY, lost, then retried.
+	waitUntil("start-up NOTIFY retried", func(g []uint32) bool { return len(g) == 2 && g[0] == 100 && g[1] == 100 })
+
+	// A burst of changes: one more NOTIFY with the last serial, after the gap.
+	for i := uint32(101); i <= 110; i++ {
+		src.serial.Store(i)
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitUntil("coalesced NOTIFY", func(g []uint32) bool { return len(g) >= 3 })
+	time.Sleep(2 * s.gap)
+	if got := sec.serials(); len(got) != 3 || got[2] != 110 {
+		t.Errorf("after a burst of 10 changes: NOTIFYs %v, want one more with serial 110", got)
+	}
+
+	// A reload that drops the zone's notify list: nothing more is sent.
+	p2, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Store(p2)
+	src.serial.Store(200)
+	time.Sleep(3 * s.gap)
+	if got := sec.serials(); len(got) != 3 {
+		t.Errorf("after the zone left transfer: NOTIFYs %v", got)
+	}
+}
+
+func TestNotifyGivesUp(t *testing.T) {
+	sec := startSecondary(t, 1000) // never answers
+	src := &serialSource{}
+	src.serial.Store(1)
+	p := notifyPipeline(t, src, "example.", sec.addr)
+	s := newSecondaries(func() *pipeline.Pipeline { return p }, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s.check, s.gap, s.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
+	s.start()
+	time.Sleep(500 * time.Millisecond)
+	s.Close() // returns: the loop and its sends are stopped
+	if got := sec.serials(); len(got) != notifyTries {
+		t.Errorf("%d attempts, want %d", len(got), notifyTries)
+	}
+}

@@ -1,0 +1,387 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Zone transfers (AXFR, IXFR). A transferred zone's content is what
+// resolution would answer, listed: the zone's SOA, then every record of
+// its local sources in resolution order — a name belongs to the first
+// source that knows it (later sources' records at that name are left
+// out, as resolution never reaches them), forward sources are never
+// listed, names of a more specific configured zone belong to that zone —
+// the apex NS and ns.dns.<zone> addresses the pipeline synthesizes when
+// no source has them, and the SOA again. Who may transfer which zone is
+// part of the generation (Options.Transfers), swapped with it on reload.
+
+// Lister is implemented by local sources that can list their records for
+// zone transfers (hosts, etcd, kubernetes, file).
+type Lister interface {
+	// List calls yield with every record the source holds at names in
+	// zone (a lower-case FQDN; the source knows its own zones), wildcard
+	// records as they are ("*.x"), until yield returns false. Records are
+	// shared and read-only; owners are lower case. List fails when the
+	// source cannot answer for its data (not synced yet): a secondary must
+	// never receive an empty zone for an unsynced source.
+	List(zone string, yield func(dns.RR) bool) error
+}
+
+// SOAer is implemented by sources that hold a zone's own SOA record (a
+// zone file). When a zone has exactly one local source and it returns a
+// SOA for the zone, that SOA (its serial as written) is the zone's,
+// instead of the synthesized one.
+type SOAer interface {
+	// SOA returns the zone's SOA (zone a lower-case FQDN), or nil when the
+	// source has none. The record is read-only.
+	SOA(zone string) *dns.SOA
+}
+
+// TSIGKey is a transfer item's TSIG key (RFC 8945), in miekg/dns's terms.
+type TSIGKey struct {
+	Name      string // lower-case FQDN
+	Algorithm string // "hmac-sha256." ...
+	Secret    string // base64; never logged
+}
+
+// String names the key without its secret.
+func (k *TSIGKey) String() string { return k.Name + " (" + k.Algorithm + ")" }
+
+// TransferSpec says who may transfer some zones and whom to notify.
+type TransferSpec struct {
+	Zones  []string       // top-level zone names (FQDNs)
+	Allow  []netip.Prefix // clients that may transfer
+	Key    *TSIGKey       // nil: unsigned transfers
+	Notify []string       // ip:port of secondaries to NOTIFY
+}
+
+func (p *Pipeline) compileTransfers(specs []TransferSpec) []error {
+	var errs []error
+	p.xfr = make(map[string]*TransferSpec)
+	for i := range specs {
+		spec := specs[i]
+		spec.Zones = nil
+		p.xfrSpecs = append(p.xfrSpecs, &spec)
+		for _, n := range specs[i].Zones {
+			name := strings.ToLower(dns.Fqdn(n))
+			if p.table.zones[name] == nil {
+				errs = append(errs, fmt.Errorf("pipeline: transfer of %q: not a top-level zone", n))
+				continue
+			}
+			if p.xfr[name] != nil {
+				errs = append(errs, fmt.Errorf("pipeline: zone %q transferred twice", name))
+				continue
+			}
+			spec.Zones = append(spec.Zones, name)
+			p.xfr[name] = &spec
+		}
+	}
+	return errs
+}
+
+// Transfers returns the transfer specs (zone names normalised), in order.
+func (p *Pipeline) Transfers() []TransferSpec {
+	out := make([]TransferSpec, 0, len(p.xfrSpecs))
+	for _, s := range p.xfrSpecs {
+		out = append(out, *s)
+	}
+	return out
+}
+
+// ZoneSOA returns the SOA of a top-level zone as transfers and NOTIFY
+// carry it, or nil when zone is not one.
+func (p *Pipeline) ZoneSOA(zone string) *dns.SOA {
+	z := p.table.zones[strings.ToLower(dns.Fqdn(zone))]
+	if z == nil {
+		return nil
+	}
+	return z.soa(z.name, z.apexTTL())
+}
+
+// TransferRequest is an AXFR or IXFR query as the server received it.
+type TransferRequest struct {
+	Msg    *dns.Msg // parsed: one question, AXFR or IXFR (IXFR: the client's SOA in Ns)
+	Wire   []byte   // the message as received (its TSIG covers these bytes)
+	Client netip.Addr
+}
+
+// TransferResult is the pipeline's decision on a TransferRequest.
+type TransferResult struct {
+	// Zone is the transferred zone when the question names a top-level
+	// zone that is listed for transfers (metrics label), else "".
+	Zone string
+	// Rcode: RcodeSuccess (RRs hold the answer), RcodeRefused (zone not
+	// listed, client not allowed, unsigned when a key is required),
+	// RcodeNotAuth (TSIGError says why; the error response is unsigned),
+	// RcodeServerFailure (Err says why: a source cannot list).
+	Rcode     int
+	TSIGError uint16
+	// Key signs every response message when set; RequestMAC is the
+	// request's MAC the first response's signature covers.
+	Key        *TSIGKey
+	RequestMAC string
+	// RRs is the whole answer: SOA, records, SOA (AXFR, or IXFR of an
+	// older serial); the SOA alone (IXFR of a serial not older than ours).
+	RRs []dns.RR
+	Err error
+}
+
+// ErrNotListable: a local source of the zone cannot list its records.
+var ErrNotListable = errors.New("a local source of the zone cannot list its records")
+
+// Transfer decides an AXFR or IXFR request and, when it is allowed,
+// returns the zone's content. Checks, in order: the question names a
+// listed zone, the client is in the item's allow, the TSIG signature
+// (when the item has a key: unsigned is REFUSED; another key name is
+// NOTAUTH/BADKEY; a bad MAC NOTAUTH/BADSIG; a time outside the fudge
+// NOTAUTH/BADTIME). A signed request to an item without a key is
+// NOTAUTH/BADKEY.
+func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferResult {
+	q := req.Msg.Question[0]
+	name := strings.ToLower(dns.Fqdn(q.Name))
+	spec := p.xfr[name]
+	if spec == nil {
+		return TransferResult{Rcode: dns.RcodeRefused}
+	}
+	res := TransferResult{Zone: name, Rcode: dns.RcodeRefused}
+	if !allowed(spec.Allow, req.Client) {
+		return res
+	}
+	if r, ok := checkTSIG(spec.Key, req); !ok {
+		r.Zone = name
+		return r
+	}
+	if spec.Key != nil {
+		res.Key, res.RequestMAC = spec.Key, req.Msg.IsTsig().MAC
+	}
+	z := p.table.zones[name]
+	if q.Qtype == dns.TypeIXFR {
+		if theirs, ok := ixfrSerial(req.Msg); ok && !SerialLess(theirs, z.serial()) {
+			res.Rcode, res.RRs = dns.RcodeSuccess, []dns.RR{p.ZoneSOA(name)}
+			return res
+		}
+	}
+	rrs, err := p.zoneContent(ctx, z)
+	if err != nil {
+		res.Rcode, res.Err = dns.RcodeServerFailure, err
+		return res
+	}
+	res.Rcode, res.RRs = dns.RcodeSuccess, rrs
+	return res
+}
+
+func allowed(allow []netip.Prefix, a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTSIG verifies the request's signature against key; ok false gives
+// the result to send.
+func checkTSIG(key *TSIGKey, req *TransferRequest) (TransferResult, bool) {
+	ts := req.Msg.IsTsig()
+	switch {
+	case key == nil && ts == nil:
+		return TransferResult{}, true
+	case ts == nil:
+		return TransferResult{Rcode: dns.RcodeRefused}, false
+	case key == nil || !strings.EqualFold(dns.Fqdn(ts.Hdr.Name), key.Name) || !strings.EqualFold(ts.Algorithm, key.Algorithm):
+		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
+	}
+	err := dns.TsigVerify(req.Wire, key.Secret, "", false)
+	switch {
+	case err == nil:
+		return TransferResult{}, true
+	case errors.Is(err, dns.ErrTime):
+		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadTime}, false
+	case errors.Is(err, dns.ErrKeyAlg):
+		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
+	default:
+		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadSig}, false
+	}
+}
+
+// ixfrSerial is the client's serial of an IXFR request (its SOA in the
+// authority section).
+func ixfrSerial(m *dns.Msg) (uint32, bool) {
+	for _, rr := range m.Ns {
+		if soa, ok := rr.(*dns.SOA); ok {
+			return soa.Serial, true
+		}
+	}
+	return 0, false
+}
+
+// SerialLess reports a < b in RFC 1982 serial number arithmetic (a and
+// b exactly 2^31 apart are not ordered: false).
+func SerialLess(a, b uint32) bool {
+	return a != b && (a < b && b-a < 1<<31 || a > b && a-b > 1<<31)
+}
+
+// apexTTL is the TTL of the zone's SOA and synthesized apex records: the
+// first local source's (the one resolution asks first).
+func (z *zone) apexTTL() uint32 {
+	for i := range z.entries {
+		if z.entries[i].local {
+			return z.entries[i].src.TTL()
+		}
+	}
+	return z.entries[0].src.TTL()
+}
+
+// ownSOA is the SOA of the zone's only local source, when it has one
+// (SOAer), else nil.
+func (z *zone) ownSOA() *dns.SOA {
+	var only Source
+	for i := range z.entries {
+		if !z.entries[i].local {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = z.entries[i].src
+	}
+	if s, ok := only.(SOAer); ok {
+		return s.SOA(z.name)
+	}
+	return nil
+}
+
+// zoneContent lists z for a transfer: SOA, records, SOA.
+func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
+	ttl := z.apexTTL()
+	soa := z.soa(z.name, ttl)
+	out := []dns.RR{soa}
+	apexNS, nsAddr := false, false
+	// Sources after one without fallthrough are never asked.
+	last := len(z.entries) - 1
+	for i := range z.entries {
+		if !z.entries[i].fallsThrough {
+			last = i
+			break
+		}
+	}
+	q := &Question{Zone: z.name, Type: dns.TypeANY}
+	for i := 0; i <= last; i++ {
+		e := &z.entries[i]
+		if !e.local {
+			continue
+		}
+		l, ok := e.src.(Lister)
+		if !ok {
+			return nil, fmt.Errorf("%s source: %w", e.kind, ErrNotListable)
+		}
+		// shadowed caches, per owner, whether an earlier source answers it.
+		shadowed := map[string]bool{}
+		var lerr error
+		err := l.List(z.name, func(rr dns.RR) bool {
+			h := rr.Header()
+			owner := h.Name
+			if h.Rrtype == dns.TypeSOA || !InZone(owner, z.name) || p.table.match(owner) != z {
+				return true
+			}
+			sh, known := shadowed[owner]
+			if !known {
+				sh, lerr = z.answeredBefore(ctx, q, i, owner)
+				if lerr != nil {
+					return false
+				}
+				shadowed[owner] = sh
+			}
+			if sh {
+				return true
+			}
+			switch {
+			case owner == z.name && h.Rrtype == dns.TypeNS:
+				apexNS = true
+			case owner == z.nsName:
+				nsAddr = true
+			}
+			out = append(out, rr)
+			return true
+		})
+		if err == nil {
+			err = lerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the %s source: %w", e.kind, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if !apexNS {
+		out = append(out, z.ns(z.name, ttl))
+		if !nsAddr {
+			out = append(out, p.nsAddrRRs(z.nsName, ttl)...)
+		}
+	}
+	return append(out, soa), nil
+}
+
+// answeredBefore reports whether resolution of name stops before entry i:
+// a local source before it holds records there, or one holds name as an
+// empty non-terminal and a forward source lies between (an empty
+// non-terminal does not stop the local sources, only forwarding).
+func (z *zone) answeredBefore(ctx context.Context, q *Question, i int, name string) (bool, error) {
+	q.Name = name
+	ent := false
+	for j := 0; j < i; j++ {
+		e := &z.entries[j]
+		if !e.local {
+			if ent {
+				return true, nil
+			}
+			continue
+		}
+		switch res := e.src.Lookup(ctx, q); res.Status {
+		case Found:
+			if len(res.RRs) > 0 {
+				return true, nil
+			}
+			ent = true
+		case Answered:
+			return true, nil
+		case Failed:
+			err := res.Err
+			if err == nil {
+				err = errNoReason
+			}
+			return false, fmt.Errorf("%s source: %w", e.kind, err)
+		}
+	}
+	return false, nil
+}
+
+// Transferer answers zone transfer requests: *Pipeline implements it,
+// and so does the reload switch (the current generation's pipeline, held
+// only while the zone is listed, never while the server sends it).
+type Transferer interface {
+	Transfer(ctx context.Context, req *TransferRequest) TransferResult
+	// TSIGKey returns the transfer key named name (a FQDN, any case), nil
+	// when no transfer item has it. Secondaries sign their SOA queries
+	// with it too; the server verifies and signs those answers.
+	TSIGKey(name string) *TSIGKey
+}
+
+// TSIGKey implements Transferer.
+func (p *Pipeline) TSIGKey(name string) *TSIGKey {
+	for _, s := range p.xfrSpecs {
+		if s.Key != nil && strings.EqualFold(s.Key.Name, dns.Fqdn(name)) {
+			return s.Key
+		}
+	}
+	return nil
+}
+
+var _ Transferer = (*Pipeline)(nil)

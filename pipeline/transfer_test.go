@@ -1,0 +1,268 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// listFake is a fakeSource that lists its records (a Lister).
+type listFake struct{ *fakeSource }
+
+func (l listFake) List(zone string, yield func(dns.RR) bool) error {
+	if l.fail != nil {
+		return l.fail
+	}
+	names := make([]string, 0, len(l.rrs))
+	for n := range l.rrs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if !InZone(n, zone) {
+			continue
+		}
+		for _, rr := range l.rrs[n] {
+			if !yield(rr) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// soaFake is a listFake holding the zone's own SOA (a zone file).
+type soaFake struct {
+	listFake
+	soa *dns.SOA
+}
+
+func (s soaFake) SOA(zone string) *dns.SOA {
+	if s.soa != nil && s.soa.Hdr.Name == zone {
+		return s.soa
+	}
+	return nil
+}
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+func xfrRequest(zone string, qtype uint16, serial uint32) *TransferRequest {
+	m := new(dns.Msg)
+	if qtype == dns.TypeIXFR {
+		m.SetIxfr(zone, serial, "ns.", "mbox.")
+	} else {
+		m.SetAxfr(zone)
+	}
+	wire, _ := m.Pack()
+	return &TransferRequest{Msg: m, Wire: wire, Client: loopback}
+}
+
+func xfrStrings(rrs []dns.RR) []string {
+	out := make([]string, len(rrs))
+	for i, rr := range rrs {
+		out[i] = strings.Join(strings.Fields(rr.String()), " ")
+	}
+	return out
+}
+
+func TestTransferPrecedence(t *testing.T) {
+	first := listFake{newFake(t, "hosts", 60, 10,
+		"www.example. 60 IN A 10.0.0.1",
+		"a.b.example. 60 IN A 10.0.0.2",
+		"*.apps.example. 60 IN A 10.0.0.80",
+	)}
+	second := listFake{newFake(t, "etcd", 300, 20,
+		"www.example. 300 IN A 10.9.9.9",      // shadowed: first has www
+		"www.example. 300 IN TXT \"hidden\"",  // shadowed too (whole name)
+		"b.example. 300 IN A 10.9.9.8",        // shadowed: an empty non-terminal of first
+		"db.example. 300 IN A 10.0.0.5",       // only here
+		"x.sub.example. 300 IN A 10.0.0.6",    // another configured zone
+		"example. 300 IN NS ns1.example.",     // apex NS from a source: no synthesized NS
+		"example. 300 IN SOA a. b. 1 2 3 4 5", // a source's SOA is never listed
+		"x.apps.example. 300 IN A 10.0.0.81",  // shadowed by first's wildcard
+		"elsewhere.org. 300 IN A 10.0.0.7",    // not in the zone
+	)}
+	first.ents["b.example."] = true
+	after := listFake{newFake(t, "hosts", 60, 30, "late.example. 60 IN A 10.0.0.9")} // after fallthrough: false
+	fwd := newForward(t)
+	p, err := New([]ZoneSpec{
+		{Names: []string{"example."}, Sources: []SourceEntry{
+			{Source: first, Fallthrough: true}, {Source: fwd, Fallthrough: true}, {Source: second}, {Source: after, Fallthrough: true},
+		}},
+		{Names: []string{"sub.example."}, Sources: []SourceEntry{{Source: second}}},
+	}, Options{
+		Serial:    5,
+		NSAddrs:   []netip.Addr{loopback},
+		Transfers: []TransferSpec{{Zones: []string{"example"}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := p.Transfer(context.Background(), xfrRequest("EXAMPLE.", dns.TypeAXFR, 0))
+	if res.Rcode != dns.RcodeSuccess || res.Zone != "example." {
+		t.Fatalf("rcode %d zone %q err %v", res.Rcode, res.Zone, res.Err)
+	}
+	got := xfrStrings(res.RRs)
+	soa := "example. 60 IN SOA ns.dns.example. hostmaster.example. 30 14400 3600 1209600 60" // the largest serial of the zone's sources
+	want := []string{
+		soa,
+		"*.apps.example. 60 IN A 10.0.0.80",
+		"a.b.example. 60 IN A 10.0.0.2",
+		"www.example. 60 IN A 10.0.0.1",
+		"db.example. 300 IN A 10.0.0.5",
+		"example. 300 IN NS ns1.example.",
+		"x.apps.example. 300 IN A 10.0.0.81",
+		soa,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("transfer:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if q := fwd.questions(); len(q) != 0 {
+		t.Errorf("the forward source was asked %q", q)
+	}
+
+	// IXFR: an up-to-date or newer serial gets the SOA alone, an older one
+	// the whole zone; serials compare in RFC 1982 arithmetic.
+	for _, tc := range []struct {
+		serial uint32
+		n      int
+	}{{30, 1}, {31, 1}, {29, len(want)}, {30 + 1<<31 + 1, len(want)}, {30 + 1<<31 - 1, 1}} {
+		res := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeIXFR, tc.serial))
+		if res.Rcode != dns.RcodeSuccess || len(res.RRs) != tc.n {
+			t.Errorf("IXFR from %d: %d records, want %d", tc.serial, len(res.RRs), tc.n)
+		}
+	}
+
+	// A source that cannot list fails the transfer (never an empty zone).
+	second.fail = errors.New("not synced")
+	if res := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)); res.Rcode != dns.RcodeServerFailure || res.Err == nil {
+		t.Errorf("unsynced source: rcode %d err %v, want SERVFAIL", res.Rcode, res.Err)
+	}
+}
+
+func TestTransferPolicy(t *testing.T) {
+	src := listFake{newFake(t, "hosts", 60, 10, "www.example. 60 IN A 10.0.0.1")}
+	key := &TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQ="}
+	p, err := New([]ZoneSpec{
+		{Names: []string{"example.", "signed.", "unlisted.", "far."}, Sources: []SourceEntry{{Source: src, Fallthrough: true}}},
+	}, Options{Transfers: []TransferSpec{
+		{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		{Zones: []string{"signed."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Key: key},
+		{Zones: []string{"far."}, Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(req *TransferRequest, name, secret string, at time.Time) *TransferRequest {
+		req.Msg.SetTsig(name, dns.HmacSHA256, 300, at.Unix())
+		wire, _, err := dns.TsigGenerate(req.Msg, secret, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Wire = wire
+		if err := req.Msg.Unpack(wire); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		req     *TransferRequest
+		rcode   int
+		tsigErr uint16
+		zone    string
+	}{
+		{"listed", xfrRequest("example.", dns.TypeAXFR, 0), dns.RcodeSuccess, 0, "example."},
+		{"unlisted", xfrRequest("unlisted.", dns.TypeAXFR, 0), dns.RcodeRefused, 0, ""},
+		{"below a zone", xfrRequest("www.example.", dns.TypeAXFR, 0), dns.RcodeRefused, 0, ""},
+		{"outside allow", xfrRequest("far.", dns.TypeAXFR, 0), dns.RcodeRefused, 0, "far."},
+		{"unsigned", xfrRequest("signed.", dns.TypeAXFR, 0), dns.RcodeRefused, 0, "signed."},
+		{"signed", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "xfr-key.", key.Secret, now), dns.RcodeSuccess, 0, "signed."},
+		{"other key", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "other.", key.Secret, now), dns.RcodeNotAuth, dns.RcodeBadKey, "signed."},
+		{"bad MAC", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "xfr-key.", "b3RoZXI=", now), dns.RcodeNotAuth, dns.RcodeBadSig, "signed."},
+		{"old", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "xfr-key.", key.Secret, now.Add(-time.Hour)), dns.RcodeNotAuth, dns.RcodeBadTime, "signed."},
+		{"signed without a key", sign(xfrRequest("example.", dns.TypeAXFR, 0), "xfr-key.", key.Secret, now), dns.RcodeNotAuth, dns.RcodeBadKey, "example."},
+	} {
+		res := p.Transfer(context.Background(), tc.req)
+		if res.Rcode != tc.rcode || res.TSIGError != tc.tsigErr || res.Zone != tc.zone {
+			t.Errorf("%s: rcode %d tsig error %d zone %q, want %d %d %q", tc.name, res.Rcode, res.TSIGError, res.Zone, tc.rcode, tc.tsigErr, tc.zone)
+		}
+		if tc.name == "signed" && (res.Key != key || res.RequestMAC == "") {
+			t.Errorf("signed: key %v MAC %q: the answer would not be signed", res.Key, res.RequestMAC)
+		}
+	}
+	if _, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}},
+		Options{Transfers: []TransferSpec{{Zones: []string{"nowhere."}}, {Zones: []string{"example."}}, {Zones: []string{"example."}}}}); err == nil {
+		t.Error("transfers of an unknown zone and of a zone twice compiled")
+	}
+}
+
+// TestOwnSOA: a zone whose only local source holds the zone's SOA (a zone
+// file) keeps it, serial as written; with another local source the SOA is
+// dnsd's own.
+func TestOwnSOA(t *testing.T) {
+	own := &dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 3600},
+		Ns: "ns1.example.", Mbox: "admin.example.", Serial: 2024010101, Refresh: 7200, Retry: 600, Expire: 86400, Minttl: 300}
+	file := soaFake{listFake{newFake(t, "file", 300, 4000000000, "www.example. 300 IN A 10.0.0.1")}, own}
+	other := listFake{newFake(t, "hosts", 60, 50, "db.example. 60 IN A 10.0.0.2")}
+	spec := TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
+	alone, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: file}, {Source: newForward(t)}}}},
+		Options{Serial: 99, Transfers: []TransferSpec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := alone.ZoneSOA("example."); got.Serial != own.Serial || got.Ns != own.Ns || got.Refresh != own.Refresh {
+		t.Errorf("zone file alone: SOA %v, want the file's", got)
+	}
+	res := alone.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
+	if first := res.RRs[0].(*dns.SOA); first.Serial != own.Serial {
+		t.Errorf("transfer starts with %v, want the file's SOA", first)
+	}
+	r := alone.Resolve(context.Background(), &Request{Name: "nx.example.", Type: dns.TypeA})
+	if len(r.Msg.Ns) != 1 || r.Msg.Ns[0].(*dns.SOA).Serial != own.Serial {
+		t.Errorf("negative answer's SOA %v, want the file's", r.Msg.Ns)
+	}
+
+	mixed, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: file, Fallthrough: true}, {Source: other}}}},
+		Options{Serial: 99, Transfers: []TransferSpec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mixed.ZoneSOA("example."); got.Serial != 4000000000 || got.Ns != "ns.dns.example." {
+		t.Errorf("file and hosts: SOA %v, want dnsd's own with the largest serial", got)
+	}
+}
+
+// TestGenerationSerial: a new generation raises the zone's serial even
+// when no source changed (a source removed by a reload).
+func TestGenerationSerial(t *testing.T) {
+	a := newFake(t, "hosts", 60, 100)
+	b := newFake(t, "etcd", 60, 200)
+	var clock SerialClock
+	build := func(srcs ...Source) *Pipeline {
+		var entries []SourceEntry
+		for _, s := range srcs {
+			entries = append(entries, SourceEntry{Source: s, Fallthrough: true})
+		}
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: entries}}, Options{Serial: clock.Next()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a.serial.Store(clock.Next())
+	b.serial.Store(clock.Next()) // every source's serial comes from the process's clock
+	before := build(a, b).ZoneSOA("example.").Serial
+	after := build(a).ZoneSOA("example.").Serial
+	if !SerialLess(before, after) {
+		t.Errorf("serial went from %d to %d when a reload removed a source, want it risen", before, after)
+	}
+}

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// Zone transfers (AXFR RFC 5936, IXFR RFC 1995) over TCP and TLS. A
+// transfer is one request answered by a stream of messages on the
+// connection. The pipeline decides who may transfer what and lists the
+// zone (pipeline.Transferer); the server splits the records into messages
+// of at most xfrMsgSize bytes and signs each one when the transfer is
+// TSIG-signed (RFC 8945 §5.3.1: the first message covers the request's
+// MAC, each later one the previous message's MAC and the timers only —
+// what miekg/dns's Transfer client and other secondaries verify). The
+// listing holds the pipeline generation only while it is built; sending
+// it holds nothing but this connection. Over UDP, AXFR and IXFR are
+// REFUSED by serveRaw.
+
+// Transfer results (Observer.Transfer, dnsd_transfers_total).
+const (
+	TransferSuccess = "success"
+	TransferRefused = "refused"
+	TransferNotAuth = "notauth"
+	TransferError   = "error"
+)
+
+// xfrMsgSize bounds the records of one transfer message (uncompressed,
+// as dns.Len counts them), leaving room in a 64 KiB message for the
+// header, the question and a TSIG record.
+const xfrMsgSize = dns.MaxMsgSize - 1024
+
+// tsigFudge is the fudge of our signatures, seconds (RFC 8945 §10: 300).
+const tsigFudge = 300
+
+// isTransfer reports whether a raw message is a query (QR=0, opcode
+// QUERY) with one question of type AXFR or IXFR. Anything odd is left to
+// the normal path.
+func isTransfer(msg []byte) bool {
+	if len(msg) < 12 || msg[2]&0x80 != 0 || (msg[2]>>3)&0xF != dns.OpcodeQuery || binary.BigEndian.Uint16(msg[4:]) != 1 {
+		return false
+	}
+	off := 12
+	for off < len(msg) {
+		l := int(msg[off])
+		if l == 0 {
+			off++
+			if off+2 > len(msg) {
+				return false
+			}
+			t := binary.BigEndian.Uint16(msg[off:])
+			return t == dns.TypeAXFR || t == dns.TypeIXFR
+		}
+		if l&0xC0 != 0 {
+			return false
+		}
+		off += 1 + l
+	}
+	return false
+}
+
+// serveTransfer answers one AXFR or IXFR request read from c. It reports
+// whether the connection may go on (false: the request was unparseable
+// or a write failed).
+func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport, client netip.Addr, loopback bool, wire []byte) (keep bool) {
+	start := time.Now()
+	obs := Observation{Proto: proto.String(), Client: client, Rcode: -1}
+	zone := ""
+	defer func() {
+		if r := recover(); r != nil {
+			obs.Panicked, keep = true, false
+			pc, site := panicSite()
+			if s.panics.due(pc, time.Now()) {
+				s.log.Error("panic while answering a zone transfer, connection closed (logged at most once a minute per call site)",
+					"panic", fmt.Sprint(r), "site", site, "client", client, "name", obs.Name, "stack", string(debug.Stack()))
+			}
+		}
+		if s.observer != nil {
+			obs.Dropped = obs.Rcode < 0
+			obs.Duration = time.Since(start)
+			s.observer.Observe(obs)
+			if !obs.Dropped {
+				s.observer.Transfer(zone, transferResult(obs.Rcode))
+			}
+		}
+	}()
+	q := new(dns.Msg)
+	if err := q.Unpack(wire); err != nil || len(q.Question) != 1 {
+		obs.DropReason = DropMalformed
+		return false
+	}
+	obs.Name = strings.ToLower(q.Question[0].Name)
+	obs.Qtype = q.Question[0].Qtype
+	st := s.set.Load()
+	send := func(m *dns.Msg, key *pipeline.TSIGKey, mac string, timersOnly bool) (string, error) {
+		var out []byte
+		var err error
+		if key != nil {
+			m.SetTsig(key.Name, key.Algorithm, tsigFudge, time.Now().Unix())
+			out, mac, err = dns.TsigGenerate(m, key.Secret, mac, timersOnly)
+		} else {
+			out, err = m.Pack()
+		}
+		if err != nil {
+			return "", fmt.Errorf("packing a transfer message: %w", err)
+		}
+		buf := make([]byte, 2+len(out))
+		binary.BigEndian.PutUint16(buf, uint16(len(out)))
+		copy(buf[2:], out)
+		_ = c.SetWriteDeadline(time.Now().Add(st.idle))
+		if _, err := c.Write(buf); err != nil {
+			return "", fmt.Errorf("sending a transfer message: %w", err)
+		}
+		return mac, nil
+	}
+	fail := func(rcode int, tsigErr uint16) bool {
+		m := new(dns.Msg)
+		m.SetRcode(q, rcode)
+		if tsigErr != 0 {
+			tsigError(m, q, q.IsTsig(), tsigErr)
+		}
+		obs.Rcode = rcode
+		_, err := send(m, nil, "", false)
+		return err == nil
+	}
+	tr, ok := s.resolver.(pipeline.Transferer)
+	if !st.acl.allowed(client, loopback) || q.Question[0].Qclass != dns.ClassINET || !ok {
+		return fail(dns.RcodeRefused, 0)
+	}
+	res := tr.Transfer(ctx, &pipeline.TransferRequest{Msg: q, Wire: wire, Client: client})
+	zone = res.Zone
+	obs.Zone = res.Zone
+	if res.Rcode != dns.RcodeSuccess {
+		if res.Err != nil {
+			s.log.Warn("zone transfer failed", "zone", res.Zone, "client", client, "err", res.Err)
+		}
+		return fail(res.Rcode, res.TSIGError)
+	}
+	obs.Rcode = dns.RcodeSuccess
+	mac := res.RequestMAC
+	rrs := res.RRs
+	for first := true; len(rrs) > 0; first = false {
+		n, size := 0, 0
+		for n < len(rrs) {
+			l := dns.Len(rrs[n])
+			if n > 0 && size+l > xfrMsgSize {
+				break
+			}
+			size += l
+			n++
+		}
+		m := new(dns.Msg)
+		m.SetReply(q)
+		m.Authoritative = true
+		m.Compress = true
+		m.Answer = rrs[:n]
+		rrs = rrs[n:]
+		var err error
+		if mac, err = send(m, res.Key, mac, !first); err != nil {
+			s.log.Debug("zone transfer aborted", "zone", res.Zone, "client", client, "err", err)
+			obs.Rcode = dns.RcodeServerFailure
+			return false
+		}
+	}
+	return true
+}
+
+func transferResult(rcode int) string {
+	switch rcode {
+	case dns.RcodeSuccess:
+		return TransferSuccess
+	case dns.RcodeRefused:
+		return TransferRefused
+	case dns.RcodeNotAuth:
+		return TransferNotAuth
+	}
+	return TransferError
+}
+
+// tsigError adds to the error response m the TSIG record RFC 8945 §5.2
+// wants: the request's key and algorithm, the error, no MAC (the
+// response is unsigned).
+func tsigError(m, q *dns.Msg, ts *dns.TSIG, tsigErr uint16) *dns.Msg {
+	if tsigErr == 0 || ts == nil {
+		return m
+	}
+	alg := dns.Fqdn(ts.Algorithm) // "" (empty rdata in the request) packs as "."
+	m.Extra = append(m.Extra, &dns.TSIG{
+		Hdr:        dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm:  alg,
+		TimeSigned: uint64(time.Now().Unix()),
+		Fudge:      tsigFudge,
+		OrigId:     q.Id,
+		Error:      tsigErr,
+	})
+	return m
+}
+
+// verifyQuery checks a signed query against the transfer key of its
+// name: NOTAUTH with BADKEY (unknown key), BADSIG or BADTIME, else
+// success with sc set to sign the answer.
+func (s *Server) verifyQuery(sc *scratch, q *dns.Msg, ts *dns.TSIG, wire []byte) (rcode int, tsigErr uint16) {
+	tr, ok := s.resolver.(pipeline.Transferer)
+	if !ok {
+		return dns.RcodeNotAuth, dns.RcodeBadKey
+	}
+	key := tr.TSIGKey(ts.Hdr.Name)
+	if key == nil || !strings.EqualFold(key.Algorithm, ts.Algorithm) {
+		return dns.RcodeNotAuth, dns.RcodeBadKey
+	}
+	switch err := dns.TsigVerify(wire, key.Secret, "", false); {
+	case err == nil:
+	case errors.Is(err, dns.ErrTime):
+		return dns.RcodeNotAuth, dns.RcodeBadTime
+	default:
+		return dns.RcodeNotAuth, dns.RcodeBadSig
+	}
+	sc.sign, sc.signMAC = key, ts.MAC
+	return dns.RcodeSuccess, 0
+}
+
+// signed packs out signed with sc's key (a TSIG record after the other
+// additional records).
+func (s *Server) signed(sc *scratch, out *dns.Msg) ([]byte, error) {
+	out.SetTsig(sc.sign.Name, sc.sign.Algorithm, tsigFudge, time.Now().Unix())
+	b, _, err := dns.TsigGenerate(out, sc.sign.Secret, sc.signMAC, false)
+	return b, err
+}

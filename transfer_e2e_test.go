@@ -1,0 +1,322 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
+)
+
+// Zone transfers through the built binary, with miekg/dns clients.
+
+const xfrSecret = "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="
+
+const xfrCfg = `listen: ["LISTEN"]
+http: "HTTP"
+zones:
+  example.internal:
+    - hosts: {files: [big.hosts], entries: ["10.0.0.1 www"]}
+  signed.internal:
+    - hosts: {files: [signed.hosts], entries: ["10.0.1.1 a", "10.0.1.2 b"]}
+  other.internal:
+    - hosts: {entries: ["10.0.2.1 b"]}
+  denied.internal:
+    - hosts: {entries: ["10.0.3.1 c"]}
+  file.internal:
+    - file: {path: file.zone}
+  mixed.internal:
+    - file: {records: ["@ SOA ns1 admin 77 7200 600 86400 60", "www A 10.0.4.1"]}
+    - hosts: {entries: ["10.0.4.2 db"]}
+transfer:
+  - zones: [file.internal, mixed.internal]
+    allow: [127.0.0.1]
+  - zones: [example.internal]
+    allow: [127.0.0.0/8]
+  - zones: [signed.internal]
+    allow: [127.0.0.0/8]
+    tsig: {name: xfr-key, algorithm: hmac-sha256, secret_file: xfr.key}
+  - zones: [denied.internal]
+    allow: [10.0.0.0/8]
+`
+
+// bigHosts is a hosts file of n names in zone.
+func bigHosts(n int, zone string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "10.%d.%d.%d h%d.%s\n", 1+i>>16, (i>>8)&0xff, i&0xff, i, zone)
+	}
+	return b.String()
+}
+
+// axfr transfers zone from addr; it returns the records and the number
+// of messages.
+func axfr(t *testing.T, addr, zone string, qtype uint16, serial uint32, key string) ([]dns.RR, int, error) {
+	t.Helper()
+	m := new(dns.Msg)
+	if qtype == dns.TypeIXFR {
+		m.SetIxfr(zone, serial, "ns.", "mbox.")
+	} else {
+		m.SetAxfr(zone)
+	}
+	tr := &dns.Transfer{ReadTimeout: 10 * time.Second}
+	if key != "" {
+		m.SetTsig("xfr-key.", dns.HmacSHA256, 300, time.Now().Unix())
+		tr.TsigSecret = map[string]string{"xfr-key.": key}
+	}
+	ch, err := tr.In(m, addr)
+	if err != nil {
+		return nil, 0, err
+	}
+	var rrs []dns.RR
+	n := 0
+	for env := range ch {
+		if env.Error != nil {
+			return rrs, n, env.Error
+		}
+		n++
+		rrs = append(rrs, env.RR...)
+	}
+	return rrs, n, nil
+}
+
+// rawSigned sends m signed with (name, secret) over TCP and returns the
+// unverified response (miekg's client would reject an unsigned one).
+func rawSigned(t *testing.T, addr string, m *dns.Msg, name, secret string) *dns.Msg {
+	t.Helper()
+	m.SetTsig(name, dns.HmacSHA256, 300, time.Now().Unix())
+	wire, _, err := dns.TsigGenerate(m, secret, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	buf := binary.BigEndian.AppendUint16(nil, uint16(len(wire)))
+	if _, err := c.Write(append(buf, wire...)); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [2]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	resp := make([]byte, binary.BigEndian.Uint16(hdr[:]))
+	if _, err := io.ReadFull(c, resp); err != nil {
+		t.Fatal(err)
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(resp); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestTransferProtocol(t *testing.T) {
+	const n = 100000
+	s := specStart(t, xfrCfg, map[string]string{"big.hosts": bigHosts(n, "example.internal"), "signed.hosts": bigHosts(5000, "signed.internal"),
+		"file.zone": "$TTL 300\n@ IN SOA ns1 admin 2024010101 7200 600 86400 60\n@ IN NS ns1\nwww IN A 10.0.5.1\nmail IN MX 10 mx\n", "xfr.key": xfrSecret + "\n"})
+
+	t.Run("AXFR of 100000 names in several messages", func(t *testing.T) {
+		start := time.Now()
+		rrs, msgs, err := axfr(t, s.addr, "example.internal.", dns.TypeAXFR, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d records in %d messages, %s", len(rrs), msgs, time.Since(start))
+		soa1, ok1 := rrs[0].(*dns.SOA)
+		soa2, ok2 := rrs[len(rrs)-1].(*dns.SOA)
+		if !ok1 || !ok2 || soa1.Serial != soa2.Serial {
+			t.Fatalf("first and last records are not the same SOA: %v ... %v", rrs[0], rrs[len(rrs)-1])
+		}
+		if soa1.Refresh != 14400 || soa1.Retry != 3600 || soa1.Expire != 1209600 {
+			t.Errorf("SOA timers %d/%d/%d, want 14400/3600/1209600", soa1.Refresh, soa1.Retry, soa1.Expire)
+		}
+		a, ns := 0, 0
+		for _, rr := range rrs {
+			switch rr.Header().Rrtype {
+			case dns.TypeA:
+				a++
+			case dns.TypeNS:
+				ns++
+			}
+		}
+		// n hosts names, www and the synthesized ns.dns.example.internal.
+		if a != n+2 || ns != 1 {
+			t.Errorf("%d A and %d NS records, want %d and 1", a, ns, n+2)
+		}
+		if msgs < 2 {
+			t.Errorf("%d messages, want several", msgs)
+		}
+	})
+
+	t.Run("IXFR", func(t *testing.T) {
+		rrs, _, err := axfr(t, s.addr, "example.internal.", dns.TypeIXFR, 1, "")
+		if err != nil || len(rrs) < 100 {
+			t.Fatalf("IXFR from serial 1: %d records, %v", len(rrs), err)
+		}
+		cur := rrs[0].(*dns.SOA).Serial
+		for _, serial := range []uint32{cur, cur + 1} {
+			rrs, _, err = axfr(t, s.addr, "example.internal.", dns.TypeIXFR, serial, "")
+			if err != nil || len(rrs) != 1 || rrs[0].(*dns.SOA).Serial != cur {
+				t.Fatalf("IXFR from serial %d (ours %d): %v, %v; want our SOA alone", serial, cur, rrs, err)
+			}
+		}
+	})
+
+	t.Run("TSIG", func(t *testing.T) {
+		rrs, msgs, err := axfr(t, s.addr, "signed.internal.", dns.TypeAXFR, 0, xfrSecret)
+		if err != nil {
+			t.Fatalf("signed AXFR: %v", err)
+		}
+		if len(rrs) != 5006 || msgs < 2 { // SOA, 5000 names, a, b, NS, ns.dns A, SOA
+			t.Errorf("signed AXFR: %d records in %d messages, want 5006 in several", len(rrs), msgs)
+		}
+		if _, _, err := axfr(t, s.addr, "signed.internal.", dns.TypeAXFR, 0, ""); err == nil || !strings.Contains(err.Error(), "REFUSED") && !strings.Contains(err.Error(), "5") {
+			t.Errorf("unsigned AXFR of a zone with a key: %v, want REFUSED", err)
+		}
+		m := new(dns.Msg)
+		m.SetAxfr("signed.internal.")
+		r := rawSigned(t, s.addr, m, "other-key.", xfrSecret)
+		if ts := r.IsTsig(); r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadKey || ts.MAC != "" {
+			t.Errorf("wrong key name: %v, want NOTAUTH with an unsigned BADKEY", r)
+		}
+		m = new(dns.Msg)
+		m.SetAxfr("signed.internal.")
+		r = rawSigned(t, s.addr, m, "xfr-key.", "b3RoZXIgc2VjcmV0")
+		if ts := r.IsTsig(); r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadSig || ts.MAC != "" {
+			t.Errorf("wrong secret: %v, want NOTAUTH with an unsigned BADSIG", r)
+		}
+	})
+
+	t.Run("signed SOA query", func(t *testing.T) {
+		// Secondaries check the serial with a signed SOA query.
+		for _, netw := range []string{"udp", "tcp"} {
+			c := &dns.Client{Net: netw, Timeout: 2 * time.Second, TsigSecret: map[string]string{"xfr-key.": xfrSecret}}
+			m := new(dns.Msg)
+			m.SetQuestion("signed.internal.", dns.TypeSOA)
+			m.SetTsig("xfr-key.", dns.HmacSHA256, 300, time.Now().Unix())
+			r, _, err := c.Exchange(m, s.addr)
+			if err != nil || len(r.Answer) != 1 || r.IsTsig() == nil {
+				t.Errorf("signed SOA query over %s: %v %v", netw, r, err)
+			}
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("signed.internal.", dns.TypeSOA)
+		r := rawSigned(t, s.addr, m, "other-key.", xfrSecret)
+		if ts := r.IsTsig(); r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadKey {
+			t.Errorf("SOA query signed with an unknown key: %v, want NOTAUTH/BADKEY", r)
+		}
+	})
+
+	t.Run("zone file", func(t *testing.T) {
+		// A zone served by one zone file alone keeps the file's SOA (its
+		// serial is the operator's); with another local source the SOA is
+		// dnsd's own.
+		rrs, _, err := axfr(t, s.addr, "file.internal.", dns.TypeAXFR, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if soa := rrs[0].(*dns.SOA); soa.Serial != 2024010101 || soa.Ns != "ns1.file.internal." || rrs[len(rrs)-1].(*dns.SOA).Serial != 2024010101 {
+			t.Errorf("file zone SOA %v, want the file's", soa)
+		}
+		var got []string
+		for _, rr := range rrs[1 : len(rrs)-1] {
+			got = append(got, strings.Join(strings.Fields(rr.String()), " "))
+		}
+		slices.Sort(got)
+		want := "file.internal. 300 IN NS ns1.file.internal.|mail.file.internal. 300 IN MX 10 mx.file.internal.|www.file.internal. 300 IN A 10.0.5.1"
+		if strings.Join(got, "|") != want {
+			t.Errorf("file zone records %q, want %q", got, want)
+		}
+		rrs, _, err = axfr(t, s.addr, "mixed.internal.", dns.TypeAXFR, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if soa := rrs[0].(*dns.SOA); soa.Serial == 77 || soa.Ns != "ns.dns.mixed.internal." {
+			t.Errorf("file+hosts zone SOA %v, want dnsd's own", soa)
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		for _, tc := range []struct{ netw, zone string }{
+			{"udp", "example.internal."},    // never over UDP
+			{"tcp", "denied.internal."},     // client outside allow
+			{"tcp", "other.internal."},      // zone not listed
+			{"tcp", "h1.example.internal."}, // not a zone apex
+			{"tcp", "nowhere.example.org."}, // no zone at all
+		} {
+			for _, qt := range []uint16{dns.TypeAXFR, dns.TypeIXFR} {
+				m := new(dns.Msg)
+				m.SetQuestion(tc.zone, qt)
+				r := dnstest.Exchange(t, tc.netw, s.addr, m)
+				if r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
+					t.Errorf("%s %s over %s: %s with %d records, want REFUSED", dns.TypeToString[qt], tc.zone, tc.netw, dns.RcodeToString[r.Rcode], len(r.Answer))
+				}
+			}
+		}
+	})
+
+	t.Run("the connection goes on after a transfer", func(t *testing.T) {
+		c, err := dns.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		m := new(dns.Msg)
+		m.SetAxfr("example.internal.")
+		if err := c.WriteMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		for soas := 0; soas < 2; {
+			r, err := c.ReadMsg()
+			if err != nil || r.Rcode != dns.RcodeSuccess {
+				t.Fatalf("transfer: %v %v", r, err)
+			}
+			for _, rr := range r.Answer {
+				if rr.Header().Rrtype == dns.TypeSOA {
+					soas++
+				}
+			}
+		}
+		q := new(dns.Msg)
+		q.SetQuestion("a.signed.internal.", dns.TypeA)
+		if err := c.WriteMsg(q); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := c.ReadMsg(); err != nil || len(r.Answer) != 1 {
+			t.Fatalf("query after the transfer on the same connection: %v %v", r, err)
+		}
+	})
+
+	// The transfer settings reload with the zones: without the item, the
+	// zone is no longer transferred.
+	s.reload(t, strings.Replace(xfrCfg, "  - zones: [example.internal]\n    allow: [127.0.0.0/8]\n", "", 1), true, 1)
+	m := new(dns.Msg)
+	m.SetAxfr("example.internal.")
+	if r := dnstest.Exchange(t, "tcp", s.addr, m); r.Rcode != dns.RcodeRefused {
+		t.Errorf("AXFR after the reload dropped the transfer item: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+
+	_, body := httpGet(t, s.base+"/metrics")
+	for _, want := range []string{
+		`dnsd_transfers_total{result="success",zone="example.internal."}`,
+		`dnsd_transfers_total{result="success",zone="signed.internal."}`,
+		`dnsd_transfers_total{result="notauth",zone="signed.internal."} 2`,
+		`dnsd_transfers_total{result="refused",zone="denied.internal."}`,
+		`dnsd_transfers_total{result="refused",zone="none"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, grep(body, "dnsd_transfers_total"))
+		}
+	}
+}
