@@ -44,6 +44,37 @@ func BenchmarkLookupHit(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupHitLarge is BenchmarkLookupHit with the records made at
+// lookup time, as for a file of more than prebuiltMax pairs.
+func BenchmarkLookupHitLarge(b *testing.B) {
+	defer func(n int) { prebuiltMax = n }(prebuiltMax)
+	prebuiltMax = 0
+	s := benchSource(b)
+	q := &pipeline.Question{Name: "host4242.example.internal.", Type: dns.TypeA, Zone: "example.internal."}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.Lookup(ctx, q); len(r.RRs) != 1 {
+			b.Fatal("miss")
+		}
+	}
+}
+
+// BenchmarkLookupPTRLarge: a PTR hit, records made at lookup time.
+func BenchmarkLookupPTRLarge(b *testing.B) {
+	defer func(n int) { prebuiltMax = n }(prebuiltMax)
+	prebuiltMax = 0
+	s := benchSource(b)
+	q := &pipeline.Question{Name: "98.16.0.10.in-addr.arpa.", Type: dns.TypePTR, Zone: "in-addr.arpa."}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.Lookup(ctx, q); len(r.RRs) != 1 {
+			b.Fatal("miss")
+		}
+	}
+}
+
 func BenchmarkLookupMiss(b *testing.B) {
 	s := benchSource(b)
 	q := &pipeline.Question{Name: "nohost.example.internal.", Type: dns.TypeA, Zone: "example.internal."}

@@ -10,26 +10,55 @@
 package hosts
 
 import (
+	"hash/maphash"
+	"math/bits"
 	"net"
-	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/pipeline"
 )
 
+// The index is compact: a 1,000,000-line file must load in well under a
+// second and stay under 100 MiB. It holds no string, slice or record per
+// name: the names stay in their file's arena (fileData), every (address,
+// name) pair is one 12-byte fileEntry, and two open-addressing tables of
+// uint32 find a name or an address. A name's records are a circular list
+// of the pairs that hold it, in file order, duplicates left out; the same
+// for an address's PTR records. Records (dns.A, AAAA, PTR) are made from
+// the pairs: built ahead for a small index (up to prebuiltMax pairs), so a
+// hit costs no allocation, or at lookup time for a large one (one
+// allocation for a name with one record), where building them all would
+// cost 70 bytes a record. The index has no TTL: Views with several TTLs
+// share it.
+
 // index is an immutable snapshot of hosts data. Readers never lock: a new
 // index replaces the old one as a whole.
 type index struct {
-	// fwd maps a lower-case FQDN to its A and AAAA records. A key with an
-	// empty value is an empty non-terminal (an ancestor of a name).
-	fwd map[string][]dns.RR
-	// rev maps a reverse name (in-addr.arpa., ip6.arpa.) to its PTR
-	// records, one per name of the address in file order; empty values are
-	// empty non-terminals.
-	rev map[string][]dns.RR
+	segs  []*fileData  // the files' data, in file order (a pair's id runs across them)
+	base  []uint32     // base[i]: id of segs[i]'s first pair
+	n     int          // pairs
+	seed  maphash.Seed // hashes names
+	rseed uint64       // hashes reverse keys (from seed)
+
+	// fwd finds a name: a slot holds 0 (empty), 1+the id of the name's
+	// last pair (the list's tail; fnext[tail] is its head), or
+	// 1+entFlag|i for the empty non-terminal ents[i].
+	fwd   []uint32
+	fnext []uint32 // per pair: the next pair of the same name (circular)
+	ents  []entName
+	// rev finds a reverse name: 1+the id of the address's last PTR pair
+	// (rnext as fnext), or 1+entFlag|i for the prefix rents[i] (an
+	// empty non-terminal such as 2.1.10.in-addr.arpa.). A wildcard's
+	// pair has no PTR.
+	rev   []uint32
+	rnext []uint32
+	rents []rkey
+	// v4, v6: some PTR is in in-addr.arpa. (ip6.arpa.), which then
+	// exists as an empty non-terminal.
+	v4, v6 bool
+
 	// records counts the records held (for logs).
 	records int
 	// wild: some name's first label is "*" (a wildcard, matched by the
@@ -37,178 +66,273 @@ type index struct {
 	wild bool
 }
 
+// entFlag marks a slot value that is an empty non-terminal.
+const entFlag = 1 << 31
+
+// entName is an empty non-terminal: the name of pair id from byte off on
+// (an ancestor of that name).
+type entName struct {
+	id  uint32
+	off uint8
+}
+
+// rkey is a reverse name as the address (prefix) it stands for: n labels
+// of an in-addr.arpa. name (octets, n ≤ 4) or of an ip6.arpa. name
+// (nibbles, n ≤ 32), the address bits beyond them zero.
+type rkey struct {
+	hi, lo uint64 // IPv6: the address's halves; IPv4: lo
+	n      uint8
+	v6     bool
+}
+
 // isWildcard reports whether name's first label is "*".
 func isWildcard(name string) bool {
 	return len(name) >= 2 && name[0] == '*' && name[1] == '.'
 }
 
+// entry returns pair id and the data holding it.
+func (ix *index) entry(id uint32) (*fileData, fileEntry) {
+	s := len(ix.base) - 1
+	for ix.base[s] > id {
+		s--
+	}
+	d := ix.segs[s]
+	return d, d.entries[id-ix.base[s]]
+}
+
+// name is the name of pair id.
+func (ix *index) name(id uint32) string {
+	d, e := ix.entry(id)
+	return d.name(e)
+}
+
+// fwdName is the name a forward slot value (minus one) stands for.
+func (ix *index) fwdName(v uint32) string {
+	if v&entFlag != 0 {
+		e := ix.ents[v&^entFlag]
+		return ix.name(e.id)[e.off:]
+	}
+	return ix.name(v)
+}
+
+// revKey is the key a reverse slot value (minus one) stands for.
+func (ix *index) revKey(v uint32) rkey {
+	if v&entFlag != 0 {
+		return ix.rents[v&^entFlag]
+	}
+	d, e := ix.entry(v)
+	return d.key(e)
+}
+
+// slot maps a hash onto n slots.
+func slot(h uint64, n int) int {
+	return int((h >> 32) * uint64(n) >> 32)
+}
+
+func (ix *index) hashName(name string) uint64 { return maphash.String(ix.seed, name) }
+
+// hashKey hashes a reverse key: two rounds of a multiply-mix (as
+// wyhash), seeded per index.
+func (ix *index) hashKey(k rkey) uint64 {
+	const m1, m2, m3 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	h1, l1 := bits.Mul64(k.hi^m1^ix.rseed, k.lo^m2)
+	v := uint64(k.n)
+	if k.v6 {
+		v |= 1 << 8
+	}
+	h2, l2 := bits.Mul64(h1^l1^m3, v^m1)
+	return h2 ^ l2
+}
+
+// findName returns the forward slot value of name (an entry id, or
+// entFlag|i for an empty non-terminal).
+func (ix *index) findName(name string) (uint32, bool) {
+	if len(ix.fwd) == 0 {
+		return 0, false
+	}
+	i := slot(ix.hashName(name), len(ix.fwd))
+	for {
+		v := ix.fwd[i]
+		if v == 0 {
+			return 0, false
+		}
+		if ix.fwdName(v-1) == name {
+			return v - 1, true
+		}
+		if i++; i == len(ix.fwd) {
+			i = 0
+		}
+	}
+}
+
+// findRev returns the reverse slot value of name, a name under arpa.
+// in-addr.arpa. and ip6.arpa. exist as empty non-terminals when some PTR
+// is below them.
+func (ix *index) findRev(name string) (uint32, bool) {
+	switch name {
+	case "in-addr.arpa.":
+		return entFlag, ix.v4
+	case "ip6.arpa.":
+		return entFlag, ix.v6
+	}
+	k, ok := parseReverse(name)
+	if !ok || len(ix.rev) == 0 {
+		return 0, false
+	}
+	i := slot(ix.hashKey(k), len(ix.rev))
+	for {
+		v := ix.rev[i]
+		if v == 0 {
+			return 0, false
+		}
+		if ix.revKey(v-1) == k {
+			return v - 1, true
+		}
+		if i++; i == len(ix.rev) {
+			i = 0
+		}
+	}
+}
+
+// ttlIndex is an index with a TTL: what a Source reads. For a small index
+// the records are built ahead (pre); for a large one at lookup time.
+type ttlIndex struct {
+	ix  *index
+	ttl uint32
+	pre *prebuilt
+}
+
+// prebuilt holds a small index's records, by the id of a list's tail.
+type prebuilt struct {
+	fwd, rev [][]dns.RR
+}
+
+// prebuiltMax is the number of pairs up to which records are built
+// ahead (about 150 bytes a pair: an A and a PTR record, their slices and
+// the reverse name), so that a hit allocates nothing; a larger index makes
+// them at lookup time.
+var prebuiltMax = 1 << 17 // a variable for tests
+
+// newTTLIndex returns ix's records with ttl, built ahead when ix is small.
+func newTTLIndex(ix *index, ttl uint32) *ttlIndex {
+	r := &ttlIndex{ix: ix, ttl: ttl}
+	if ix.n <= prebuiltMax {
+		r.pre = ix.prebuild(ttl)
+	}
+	return r
+}
+
 // lookup returns the records at name and whether the name exists. The
-// reverse map is consulted only when reverse is true.
-func (ix *index) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool) {
-	fwd, ok = ix.fwd[name]
+// reverse table is consulted only when reverse is true.
+func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool) {
+	ix := r.ix
+	if v, found := ix.findName(name); found {
+		ok = true
+		if v&entFlag == 0 {
+			if r.pre != nil {
+				fwd = r.pre.fwd[v]
+			} else {
+				fwd = ix.fwdRecords(v, r.ttl, nil)
+			}
+		}
+	}
 	if reverse && strings.HasSuffix(name, ".arpa.") {
-		var okr bool
-		rev, okr = ix.rev[name]
-		ok = ok || okr
+		if v, found := ix.findRev(name); found {
+			ok = true
+			if v&entFlag == 0 {
+				if r.pre != nil {
+					rev = r.pre.rev[v]
+				} else {
+					rev = ix.revRecords(v, name, r.ttl, nil)
+				}
+			}
+		}
 	}
 	return fwd, rev, ok
 }
 
-// dedupScan is the number of records at one name up to which duplicates
-// are found by a linear scan; above it the builder uses a set.
-const dedupScan = 8
-
-// dupKey identifies one record for de-duplication.
-type dupKey struct {
-	owner  string
-	addr   netip.Addr // A/AAAA
-	target string     // PTR
+// prebuild makes every record of ix with ttl, in bulk.
+func (ix *index) prebuild(ttl uint32) *prebuilt {
+	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n)}
+	b := &bulk{}
+	for _, v := range ix.fwd {
+		if v != 0 && (v-1)&entFlag == 0 {
+			p.fwd[v-1] = ix.fwdRecords(v-1, ttl, b)
+		}
+	}
+	var buf [80]byte
+	for _, v := range ix.rev {
+		if v != 0 && (v-1)&entFlag == 0 {
+			d, e := ix.entry(v - 1)
+			owner := b.intern(appendReverse(buf[:0], d.addr(e)))
+			p.rev[v-1] = ix.revRecords(v-1, owner, ttl, b)
+		}
+	}
+	return p
 }
 
-// builder builds one half of an index: the forward map or the reverse
-// map, so that both halves of a large index are built in parallel. It
-// allocates records, addresses and one-record slices in bulk, so loading a
-// large file costs few allocations per line.
-type builder struct {
-	ttl     uint32
-	m       map[string][]dns.RR
-	records int
-	wild    bool // a wildcard name was added (forward half)
-
+// bulk hands out records carved from arrays allocated in chunks, so that
+// building many records costs few allocations.
+type bulk struct {
 	as    []dns.A
 	aaaas []dns.AAAA
 	ptrs  []dns.PTR
 	ips   []byte
-	slots []dns.RR
-	big   map[dupKey]struct{}
-	buf   [80]byte        // reverse name scratch
+	rrs   []dns.RR
 	names strings.Builder // arena for reverse names, never grown: see intern
 }
 
-// parallelMin is the number of pairs from which the two halves of an index
-// are built concurrently.
-const parallelMin = 20000
+const bulkChunk = 256
 
-// buildIndex builds an index of n (address, name) pairs, n4 of them IPv4.
-// each must call add for every pair, in order; it is called twice, maybe
-// concurrently.
-func buildIndex(ttl uint32, n, n4 int, each func(add func(netip.Addr, string))) *index {
-	fwd := &builder{
-		ttl:   ttl,
-		m:     make(map[string][]dns.RR, n),
-		as:    make([]dns.A, 0, n4),
-		aaaas: make([]dns.AAAA, 0, n-n4),
-		ips:   make([]byte, 0, 4*n4+16*(n-n4)),
-		slots: make([]dns.RR, 0, n),
+func (b *bulk) a() *dns.A {
+	if len(b.as) == cap(b.as) {
+		b.as = make([]dns.A, 0, bulkChunk)
 	}
-	rev := &builder{
-		ttl:   ttl,
-		m:     make(map[string][]dns.RR, n),
-		ptrs:  make([]dns.PTR, 0, n),
-		slots: make([]dns.RR, 0, n),
-	}
-	if n < parallelMin {
-		each(fwd.addForward)
-		each(rev.addReverse)
-	} else {
-		var wg sync.WaitGroup
-		wg.Go(func() { each(fwd.addForward) })
-		each(rev.addReverse)
-		wg.Wait()
-	}
-	return &index{fwd: fwd.m, rev: rev.m, records: fwd.records + rev.records, wild: fwd.wild}
+	b.as = b.as[:len(b.as)+1]
+	return &b.as[len(b.as)-1]
 }
 
-// slot returns a one-record slice backed by the bulk array. Its capacity is
-// one, so a later append copies instead of overwriting a neighbour.
-func (b *builder) slot(rr dns.RR) []dns.RR {
-	if len(b.slots) == cap(b.slots) {
-		b.slots = make([]dns.RR, 0, 1024)
+func (b *bulk) aaaa() *dns.AAAA {
+	if len(b.aaaas) == cap(b.aaaas) {
+		b.aaaas = make([]dns.AAAA, 0, bulkChunk)
 	}
-	i := len(b.slots)
-	b.slots = append(b.slots, rr)
-	return b.slots[i : i+1 : i+1]
+	b.aaaas = b.aaaas[:len(b.aaaas)+1]
+	return &b.aaaas[len(b.aaaas)-1]
 }
 
-func (b *builder) ip(n int) net.IP {
-	if len(b.ips)+n > cap(b.ips) {
-		b.ips = make([]byte, 0, 4096)
+func (b *bulk) ptr() *dns.PTR {
+	if len(b.ptrs) == cap(b.ptrs) {
+		b.ptrs = make([]dns.PTR, 0, bulkChunk)
+	}
+	b.ptrs = b.ptrs[:len(b.ptrs)+1]
+	return &b.ptrs[len(b.ptrs)-1]
+}
+
+func (b *bulk) ip4() net.IP {
+	if len(b.ips)+4 > cap(b.ips) {
+		b.ips = make([]byte, 0, 4*bulkChunk)
 	}
 	i := len(b.ips)
-	b.ips = b.ips[:i+n]
-	return net.IP(b.ips[i : i+n : i+n])
+	b.ips = b.ips[:i+4]
+	return net.IP(b.ips[i : i+4 : i+4])
 }
 
-// addForward adds an A or AAAA record at name, and the name's ancestors
-// as empty non-terminals.
-func (b *builder) addForward(addr netip.Addr, name string) {
-	cur, exists := b.m[name]
-	if b.isDup(cur, dupKey{owner: name, addr: addr}) {
-		return
+// slice returns an empty slice with room for n records. Its capacity is
+// n, so a later append copies instead of overwriting a neighbour.
+func (b *bulk) slice(n int) []dns.RR {
+	if len(b.rrs)+n > cap(b.rrs) {
+		b.rrs = make([]dns.RR, 0, max(n, 4*bulkChunk))
 	}
-	var rr dns.RR
-	if addr.Is4() {
-		ip := b.ip(4)
-		a4 := addr.As4()
-		copy(ip, a4[:])
-		b.as = append(b.as, dns.A{
-			Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: b.ttl, Rdlength: 4},
-			A:   ip,
-		})
-		rr = &b.as[len(b.as)-1]
-	} else {
-		ip := b.ip(16)
-		a16 := addr.As16()
-		copy(ip, a16[:])
-		b.aaaas = append(b.aaaas, dns.AAAA{
-			Hdr:  dns.RR_Header{Name: name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: b.ttl, Rdlength: 16},
-			AAAA: ip,
-		})
-		rr = &b.aaaas[len(b.aaaas)-1]
-	}
-	b.push(name, cur, rr)
-	b.records++
-	b.wild = b.wild || isWildcard(name)
-	if !exists {
-		addENTs(b.m, name)
-	}
+	i := len(b.rrs)
+	b.rrs = b.rrs[:i+n]
+	return b.rrs[i:i:(i + n)]
 }
 
-// addReverse adds a PTR record to name at addr's reverse name, and the
-// reverse name's ancestors as empty non-terminals. The owner string is
-// allocated only the first time a reverse name is seen. A wildcard name
-// gets no PTR: it names no host.
-func (b *builder) addReverse(addr netip.Addr, name string) {
-	if isWildcard(name) {
-		return
-	}
-	rb := appendReverse(b.buf[:0], addr)
-	cur, exists := b.m[string(rb)]
-	var rname string
-	if len(cur) > 0 {
-		rname = cur[0].Header().Name // share the existing string
-		if b.isDup(cur, dupKey{owner: rname, target: name}) {
-			return
-		}
-	} else {
-		rname = b.intern(rb)
-	}
-	b.ptrs = append(b.ptrs, dns.PTR{
-		Hdr: dns.RR_Header{Name: rname, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: b.ttl},
-		Ptr: name,
-	})
-	b.push(rname, cur, &b.ptrs[len(b.ptrs)-1])
-	b.records++
-	if !exists {
-		addENTs(b.m, rname)
-	}
-}
-
-// intern returns rb as a string carved from a 64 KiB arena, so that a
-// million reverse names are not a million allocations. A strings.Builder
-// never modifies bytes it has written, and it is never grown past its
-// capacity here, so earlier strings stay valid.
-func (b *builder) intern(rb []byte) string {
+// intern returns rb as a string carved from a 64 KiB arena, so that many
+// reverse names are not as many allocations. A strings.Builder never
+// modifies bytes it has written, and it is never grown past its capacity
+// here, so earlier strings stay valid.
+func (b *bulk) intern(rb []byte) string {
 	const chunk = 64 << 10
 	if b.names.Cap()-b.names.Len() < len(rb) {
 		b.names = strings.Builder{}
@@ -219,129 +343,146 @@ func (b *builder) intern(rb []byte) string {
 	return b.names.String()[start:]
 }
 
-// push appends rr to the records at owner.
-func (b *builder) push(owner string, cur []dns.RR, rr dns.RR) {
-	if len(cur) == 0 {
-		b.m[owner] = b.slot(rr)
-		return
+// One-record answers, each a single allocation. The addresses of AAAA
+// records are shared with the file's data (records are read-only).
+type (
+	oneA struct {
+		rr [1]dns.RR
+		a  dns.A
+		ip [4]byte
 	}
-	b.m[owner] = append(cur, rr)
+	oneAAAA struct {
+		rr [1]dns.RR
+		a  dns.AAAA
+	}
+	onePTR struct {
+		rr [1]dns.RR
+		p  dns.PTR
+	}
+)
+
+func header(name string, t uint16, ttl uint32, rdlen uint16) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl, Rdlength: rdlen}
 }
 
-// isDup reports whether k is already among cur, recording it otherwise
-// when cur is large.
-func (b *builder) isDup(cur []dns.RR, k dupKey) bool {
-	if len(cur) < dedupScan {
-		for _, rr := range cur {
-			if sameRecord(rr, k) {
-				return true
-			}
+// fwdRecords returns the A and AAAA records of the name whose list ends
+// at pair x, in file order, from b (nil: allocated for this answer).
+func (ix *index) fwdRecords(x, ttl uint32, b *bulk) []dns.RR {
+	head := ix.fnext[x]
+	if b == nil && head == x {
+		d, e := ix.entry(x)
+		if e.v6 {
+			o := &oneAAAA{}
+			o.a = dns.AAAA{Hdr: header(d.name(e), dns.TypeAAAA, ttl, 16), AAAA: d.v6[e.addr][:]}
+			o.rr[0] = &o.a
+			return o.rr[:]
 		}
-		return false
+		o := &oneA{}
+		o.ip = v4bytes(e.addr)
+		o.a = dns.A{Hdr: header(d.name(e), dns.TypeA, ttl, 4), A: o.ip[:]}
+		o.rr[0] = &o.a
+		return o.rr[:]
 	}
-	if b.big == nil {
-		b.big = make(map[dupKey]struct{})
+	n := 1
+	for id := head; id != x; id = ix.fnext[id] {
+		n++
 	}
-	if len(cur) == dedupScan { // first time this owner is this large
-		for _, rr := range cur {
-			b.big[recordKey(k.owner, rr)] = struct{}{}
+	if b == nil {
+		b = &bulk{}
+	}
+	rrs := b.slice(n)
+	for id := head; ; id = ix.fnext[id] {
+		d, e := ix.entry(id)
+		if e.v6 {
+			rr := b.aaaa()
+			*rr = dns.AAAA{Hdr: header(d.name(e), dns.TypeAAAA, ttl, 16), AAAA: d.v6[e.addr][:]}
+			rrs = append(rrs, rr)
+		} else {
+			rr, ip, a4 := b.a(), b.ip4(), v4bytes(e.addr)
+			copy(ip, a4[:])
+			*rr = dns.A{Hdr: header(d.name(e), dns.TypeA, ttl, 4), A: ip}
+			rrs = append(rrs, rr)
+		}
+		if id == x {
+			return rrs
 		}
 	}
-	if _, dup := b.big[k]; dup {
-		return true
-	}
-	b.big[k] = struct{}{}
-	return false
 }
 
-func sameRecord(rr dns.RR, k dupKey) bool {
-	switch rr := rr.(type) {
-	case *dns.A:
-		return k.addr.Is4() && [4]byte(rr.A) == k.addr.As4()
-	case *dns.AAAA:
-		return k.addr.Is6() && [16]byte(rr.AAAA) == k.addr.As16()
-	case *dns.PTR:
-		return k.addr == netip.Addr{} && rr.Ptr == k.target
+// revRecords returns the PTR records, owned by owner, of the address
+// whose list ends at pair x, one per name in file order.
+func (ix *index) revRecords(x uint32, owner string, ttl uint32, b *bulk) []dns.RR {
+	head := ix.rnext[x]
+	if b == nil && head == x {
+		o := &onePTR{}
+		o.p = dns.PTR{Hdr: header(owner, dns.TypePTR, ttl, 0), Ptr: ix.name(x)}
+		o.rr[0] = &o.p
+		return o.rr[:]
 	}
-	return false
-}
-
-func recordKey(owner string, rr dns.RR) dupKey {
-	switch rr := rr.(type) {
-	case *dns.A:
-		return dupKey{owner: owner, addr: netip.AddrFrom4([4]byte(rr.A))}
-	case *dns.AAAA:
-		return dupKey{owner: owner, addr: netip.AddrFrom16([16]byte(rr.AAAA))}
-	case *dns.PTR:
-		return dupKey{owner: owner, target: rr.Ptr}
+	n := 1
+	for id := head; id != x; id = ix.rnext[id] {
+		n++
 	}
-	return dupKey{owner: owner}
-}
-
-// addENTs records every proper ancestor of name (not the root) as an empty
-// non-terminal, stopping at the first one already present: its own
-// ancestors are then present too.
-func addENTs(m map[string][]dns.RR, name string) {
-	for i := 0; i < len(name)-1; i++ {
-		if name[i] != '.' {
-			continue
+	if b == nil {
+		b = &bulk{}
+	}
+	rrs := b.slice(n)
+	for id := head; ; id = ix.rnext[id] {
+		rr := b.ptr()
+		*rr = dns.PTR{Hdr: header(owner, dns.TypePTR, ttl, 0), Ptr: ix.name(id)}
+		rrs = append(rrs, rr)
+		if id == x {
+			return rrs
 		}
-		anc := name[i+1:]
-		if len(anc) <= 1 {
-			return
-		}
-		if _, ok := m[anc]; ok {
-			return
-		}
-		m[anc] = nil
 	}
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendReverse appends the in-addr.arpa. or ip6.arpa. name of addr.
-func appendReverse(dst []byte, addr netip.Addr) []byte {
-	if addr.Is4() {
-		a := addr.As4()
-		for i := 3; i >= 0; i-- {
-			dst = appendUint8(dst, a[i])
-			dst = append(dst, '.')
-		}
-		return append(dst, "in-addr.arpa."...)
-	}
-	a := addr.As16()
-	for i := 15; i >= 0; i-- {
-		dst = append(dst, hexDigits[a[i]&0xf], '.', hexDigits[a[i]>>4], '.')
-	}
-	return append(dst, "ip6.arpa."...)
-}
-
-func appendUint8(dst []byte, v byte) []byte {
-	if v >= 100 {
-		dst = append(dst, '0'+v/100)
-	}
-	if v >= 10 {
-		dst = append(dst, '0'+v/10%10)
-	}
-	return append(dst, '0'+v%10)
-}
+func v4bytes(a uint32) [4]byte { return [4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
 
 // list yields the records at names in zone until yield returns false;
-// it reports whether it went through.
-func (ix *index) list(zone string, reverse bool, yield func(dns.RR) bool) bool {
-	maps := []map[string][]dns.RR{ix.fwd}
-	if reverse {
-		maps = append(maps, ix.rev)
-	}
-	for _, m := range maps {
-		for name, rrs := range m {
-			if len(rrs) == 0 || !pipeline.InZone(name, zone) {
-				continue
+// it reports whether it went through. Records not built ahead are made in
+// bulk for the listing.
+func (r *ttlIndex) list(zone string, reverse bool, yield func(dns.RR) bool) bool {
+	ix := r.ix
+	b := &bulk{}
+	for _, v := range ix.fwd {
+		if v == 0 || (v-1)&entFlag != 0 || !pipeline.InZone(ix.name(v-1), zone) {
+			continue
+		}
+		rrs := []dns.RR(nil)
+		if r.pre != nil {
+			rrs = r.pre.fwd[v-1]
+		} else {
+			rrs = ix.fwdRecords(v-1, r.ttl, b)
+		}
+		for _, rr := range rrs {
+			if !yield(rr) {
+				return false
 			}
-			for _, rr := range rrs {
-				if !yield(rr) {
-					return false
-				}
+		}
+	}
+	if !reverse {
+		return true
+	}
+	var buf [80]byte
+	for _, v := range ix.rev {
+		if v == 0 || (v-1)&entFlag != 0 {
+			continue
+		}
+		d, e := ix.entry(v - 1)
+		owner := appendReverse(buf[:0], d.addr(e))
+		if !pipeline.InZone(string(owner), zone) {
+			continue
+		}
+		rrs := []dns.RR(nil)
+		if r.pre != nil {
+			rrs = r.pre.rev[v-1]
+		} else {
+			rrs = ix.revRecords(v-1, b.intern(owner), r.ttl, b)
+		}
+		for _, rr := range rrs {
+			if !yield(rr) {
+				return false
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package hosts
 
 import (
 	"context"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 type Source struct {
 	backend *Backend
 	data    *atomic.Pointer[snapshot] // the backend's records with this source's TTL
-	inline  *index                    // nil without entries
+	inline  *ttlIndex                 // nil without entries
 	ttl     uint32
 	reverse bool
 	serial  uint32 // taken when the Source is made: its inline entries' serial
@@ -56,24 +55,7 @@ func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeli
 		serial:  serials.Next(),
 	}
 	if len(entries) > 0 {
-		n, n4 := 0, 0
-		for _, e := range entries {
-			n += len(e.Names)
-			if e.Addr.Is4() {
-				n4 += len(e.Names)
-			}
-		}
-		s.inline = buildIndex(s.ttl, n, n4, func(add func(netip.Addr, string)) {
-			for _, e := range entries {
-				if !e.Addr.IsValid() {
-					continue
-				}
-				addr := e.Addr.WithZone("")
-				for _, name := range e.Names {
-					add(addr, name)
-				}
-			}
-		})
+		s.inline = newTTLIndex(buildIndex([]*fileData{entriesData(entries)}), s.ttl)
 	}
 	return s
 }
@@ -101,7 +83,7 @@ func (s *Source) Serial() uint32 {
 // wildcard are found under that literal name; the pipeline matches them
 // against query names.
 func (s *Source) Wildcards() bool {
-	if s.inline != nil && s.inline.wild {
+	if s.inline != nil && s.inline.ix.wild {
 		return true
 	}
 	return s.data != nil && s.data.Load().ix.wild
@@ -110,7 +92,8 @@ func (s *Source) Wildcards() bool {
 // Lookup returns every record held at q.Name (a lower-case FQDN): Found
 // with the records, Found with none for an empty non-terminal, NotMine for
 // an unknown name. PTR names are known only when reverse is on. A hit on
-// one data set does not allocate.
+// one data set does not allocate when its records are built ahead (up to
+// prebuiltMax pairs); above, its records are made for the answer.
 func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
 	var parts [4][]dns.RR
 	found := false
@@ -120,7 +103,7 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 		found = ok
 	}
 	if s.data != nil {
-		fwd, rev, ok := s.data.Load().ix.lookup(q.Name, s.reverse)
+		fwd, rev, ok := s.data.Load().lookup(q.Name, s.reverse)
 		parts[2], parts[3] = fwd, rev
 		found = found || ok
 	}
@@ -154,7 +137,7 @@ func (s *Source) List(zone string, yield func(dns.RR) bool) error {
 		return nil
 	}
 	if s.data != nil {
-		s.data.Load().ix.list(zone, s.reverse, yield)
+		s.data.Load().list(zone, s.reverse, yield)
 	}
 	return nil
 }

@@ -1,0 +1,439 @@
+package hosts
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"net/netip"
+	"strings"
+	"sync"
+)
+
+// parallelMin is the number of pairs from which the two halves of an index
+// (names, addresses) are built concurrently.
+const parallelMin = 20000
+
+// dedupScan is the number of records at one name (or address) up to which
+// duplicates are found by walking its list; above it the builder uses a
+// set.
+const dedupScan = 8
+
+// buildIndex indexes the pairs of segs, in order. The index refers to
+// segs' data, which must not change afterwards.
+func buildIndex(segs []*fileData) *index {
+	ix := &index{seed: maphash.MakeSeed()}
+	ix.rseed = maphash.String(ix.seed, "reverse")
+	for _, d := range segs {
+		if len(d.entries) == 0 {
+			continue
+		}
+		if ix.n+len(d.entries) >= entFlag {
+			break // 2^31 pairs: an id would run into entFlag (and take some 50 GB)
+		}
+		ix.segs = append(ix.segs, d)
+		ix.base = append(ix.base, uint32(ix.n))
+		ix.n += len(d.entries)
+	}
+	if ix.n == 0 {
+		return ix
+	}
+	var fwd, rev int
+	if ix.n < parallelMin {
+		fwd, rev = ix.buildFwd(), ix.buildRev()
+	} else {
+		var wg sync.WaitGroup
+		wg.Go(func() { fwd = ix.buildFwd() })
+		rev = ix.buildRev()
+		wg.Wait()
+	}
+	ix.records = fwd + rev
+	return ix
+}
+
+// each calls f for every pair, in order, with its id.
+func (ix *index) each(f func(id uint32, d *fileData, e fileEntry)) {
+	id := uint32(0)
+	for _, d := range ix.segs {
+		for _, e := range d.entries {
+			f(id, d, e)
+			id++
+		}
+	}
+}
+
+// tableSize is the number of slots for n keys: a load of one half, so that
+// a probe for an unknown key ends after about 2.5 slots. A table grows
+// (doubles) only past a load of three quarters: the empty non-terminals
+// are unknown in advance, and they are usually few.
+func tableSize(n int) int { return max(2*n, 8) }
+
+// full reports whether a table of size slots with used of them in use
+// must grow before one more key is added.
+func full(used, size int) bool { return used+1 > size/4*3 }
+
+// place puts v (a slot value) into slots at the first free slot from h.
+func place(slots []uint32, h uint64, v uint32) {
+	i := slot(h, len(slots))
+	for slots[i] != 0 {
+		if i++; i == len(slots) {
+			i = 0
+		}
+	}
+	slots[i] = v
+}
+
+// fwdDup and revDup identify a record for the de-duplication set of a
+// long list (head: the id of the list's first pair).
+type (
+	fwdDup struct {
+		head uint32
+		addr rkey
+	}
+	revDup struct {
+		head uint32
+		name string
+	}
+)
+
+// buildFwd fills fwd, fnext and ents and returns the number of A/AAAA
+// records. A name's list gets a pair unless one with the same address is
+// in it already; every proper ancestor of a name (not the root) is an
+// empty non-terminal unless it has records itself.
+func (ix *index) buildFwd() int {
+	ix.fnext = make([]uint32, ix.n)
+	ix.fwd = make([]uint32, tableSize(ix.n))
+	used, records := 0, 0
+	var big map[fwdDup]struct{}
+	grow := func() {
+		if !full(used, len(ix.fwd)) {
+			return
+		}
+		slots := make([]uint32, 2*len(ix.fwd))
+		for _, v := range ix.fwd {
+			if v != 0 {
+				place(slots, ix.hashName(ix.fwdName(v-1)), v)
+			}
+		}
+		ix.fwd = slots
+	}
+	// find returns the slot of name: empty or holding name.
+	find := func(name string) int {
+		i := slot(ix.hashName(name), len(ix.fwd))
+		for {
+			v := ix.fwd[i]
+			if v == 0 || ix.fwdName(v-1) == name {
+				return i
+			}
+			if i++; i == len(ix.fwd) {
+				i = 0
+			}
+		}
+	}
+	// parent: the parent of the last new name, known to be present;
+	// consecutive lines usually share theirs, which is then not looked up
+	// again.
+	parent := ""
+	ix.each(func(id uint32, d *fileData, e fileEntry) {
+		name := d.name(e)
+		grow()
+		i := find(name)
+		v := ix.fwd[i]
+		switch {
+		case v == 0: // a new name, and its ancestors
+			ix.fwd[i], ix.fnext[id] = id+1, id
+			used++
+			if dot := strings.IndexByte(name, '.'); dot+2 < len(name) && name[dot+1:] != parent {
+				parent = name[dot+1:]
+				for off := dot; off < len(name)-1; off++ {
+					if name[off] != '.' || off+2 >= len(name) {
+						continue
+					}
+					grow()
+					j := find(name[off+1:])
+					if ix.fwd[j] != 0 {
+						break // its ancestors are there too
+					}
+					ix.fwd[j] = 1 + (entFlag | uint32(len(ix.ents)))
+					ix.ents = append(ix.ents, entName{id: id, off: uint8(off + 1)})
+					used++
+				}
+			}
+		case (v-1)&entFlag != 0: // an empty non-terminal gets records
+			ix.fwd[i], ix.fnext[id] = id+1, id
+		default:
+			tail := v - 1
+			head := ix.fnext[tail]
+			k := d.key(e)
+			n, walked := 0, head
+			for ; n < dedupScan; n++ {
+				if ix.addrKey(walked) == k {
+					return // duplicate
+				}
+				if walked == tail {
+					break
+				}
+				walked = ix.fnext[walked]
+			}
+			if n+1 >= dedupScan { // a long list: de-duplicate with a set
+				if big == nil {
+					big = make(map[fwdDup]struct{})
+				}
+				if n+1 == dedupScan && walked == tail { // first time: the list so far
+					for w := head; ; w = ix.fnext[w] {
+						big[fwdDup{head, ix.addrKey(w)}] = struct{}{}
+						if w == tail {
+							break
+						}
+					}
+				}
+				if _, dup := big[fwdDup{head, k}]; dup {
+					return
+				}
+				big[fwdDup{head, k}] = struct{}{}
+			}
+			ix.fnext[id], ix.fnext[tail] = head, id
+			ix.fwd[i] = id + 1
+		}
+		records++
+		ix.wild = ix.wild || isWildcard(name)
+	})
+	return records
+}
+
+// addrKey is the full reverse key of pair id's address.
+func (ix *index) addrKey(id uint32) rkey {
+	d, e := ix.entry(id)
+	return d.key(e)
+}
+
+// buildRev fills rev, rnext and rents and returns the number of PTR
+// records: one per name of an address (wildcards left out), in file order;
+// every proper prefix of an address is an empty non-terminal.
+func (ix *index) buildRev() int {
+	ix.rnext = make([]uint32, ix.n)
+	ix.rev = make([]uint32, tableSize(ix.n))
+	used, records := 0, 0
+	var big map[revDup]struct{}
+	grow := func() {
+		if !full(used, len(ix.rev)) {
+			return
+		}
+		slots := make([]uint32, 2*len(ix.rev))
+		for _, v := range ix.rev {
+			if v != 0 {
+				place(slots, ix.hashKey(ix.revKey(v-1)), v)
+			}
+		}
+		ix.rev = slots
+	}
+	find := func(k rkey) int {
+		i := slot(ix.hashKey(k), len(ix.rev))
+		for {
+			v := ix.rev[i]
+			if v == 0 || ix.revKey(v-1) == k {
+				return i
+			}
+			if i++; i == len(ix.rev) {
+				i = 0
+			}
+		}
+	}
+	var parent rkey // as in buildFwd
+	ix.each(func(id uint32, d *fileData, e fileEntry) {
+		name := d.name(e)
+		if isWildcard(name) {
+			return
+		}
+		k := d.key(e)
+		grow()
+		i := find(k)
+		v := ix.rev[i]
+		if v == 0 { // a new address, and its prefixes
+			ix.rev[i], ix.rnext[id] = id+1, id
+			used++
+			if k.v6 {
+				ix.v6 = true
+			} else {
+				ix.v4 = true
+			}
+			if p := k.prefix(k.n - 1); p == parent {
+				records++
+				return
+			} else {
+				parent = p
+			}
+			for n := k.n - 1; n > 0; n-- {
+				p := k.prefix(n)
+				grow()
+				j := find(p)
+				if ix.rev[j] != 0 {
+					break
+				}
+				ix.rev[j] = 1 + (entFlag | uint32(len(ix.rents)))
+				ix.rents = append(ix.rents, p)
+				used++
+			}
+			records++
+			return
+		}
+		tail := v - 1 // never an empty non-terminal: those are shorter
+		head := ix.rnext[tail]
+		n, walked := 0, head
+		for ; n < dedupScan; n++ {
+			if ix.name(walked) == name {
+				return
+			}
+			if walked == tail {
+				break
+			}
+			walked = ix.rnext[walked]
+		}
+		if n+1 >= dedupScan {
+			if big == nil {
+				big = make(map[revDup]struct{})
+			}
+			if n+1 == dedupScan && walked == tail {
+				for w := head; ; w = ix.rnext[w] {
+					big[revDup{head, ix.name(w)}] = struct{}{}
+					if w == tail {
+						break
+					}
+				}
+			}
+			if _, dup := big[revDup{head, name}]; dup {
+				return
+			}
+			big[revDup{head, name}] = struct{}{}
+		}
+		ix.rnext[id], ix.rnext[tail] = head, id
+		ix.rev[i] = id + 1
+		records++
+	})
+	return records
+}
+
+// prefix is k cut to its first n labels (octets or nibbles).
+func (k rkey) prefix(n uint8) rkey {
+	bitsKept := uint(n) * 4
+	if !k.v6 {
+		bitsKept = uint(n) * 8
+		k.lo &= ^uint64(0) << (32 - bitsKept) & 0xffffffff
+		k.n = n
+		return k
+	}
+	switch {
+	case bitsKept == 0:
+		k.hi, k.lo = 0, 0
+	case bitsKept < 64:
+		k.hi &= ^uint64(0) << (64 - bitsKept)
+		k.lo = 0
+	case bitsKept == 64:
+		k.lo = 0
+	default:
+		k.lo &= ^uint64(0) << (128 - bitsKept)
+	}
+	k.n = n
+	return k
+}
+
+// parseReverse reads a name under in-addr.arpa. or ip6.arpa. as the key
+// of the address prefix it names. Only the names appendReverse writes (and
+// their ancestors) are accepted: decimal octets without leading zeros,
+// lower-case hex nibbles.
+func parseReverse(name string) (rkey, bool) {
+	const v4Suffix, v6Suffix = ".in-addr.arpa.", ".ip6.arpa."
+	var k rkey
+	switch {
+	case len(name) > len(v4Suffix) && name[len(name)-len(v4Suffix):] == v4Suffix:
+		labels := name[:len(name)-len(v4Suffix)+1] // "z.y.x.w."
+		var oct [4]byte
+		n := 0
+		for len(labels) > 0 {
+			if n == 4 {
+				return rkey{}, false
+			}
+			v, i := 0, 0
+			for ; i < len(labels) && labels[i] != '.'; i++ {
+				c := labels[i]
+				if c < '0' || c > '9' || i == 3 || i == 1 && labels[0] == '0' {
+					return rkey{}, false
+				}
+				v = v*10 + int(c-'0')
+			}
+			if i == 0 || v > 255 {
+				return rkey{}, false
+			}
+			oct[n] = byte(v)
+			n++
+			labels = labels[i+1:]
+		}
+		// oct holds the octets last first: the name's rightmost label is
+		// the address's first octet.
+		var a uint32
+		for j := range n {
+			a |= uint32(oct[n-1-j]) << (24 - 8*j)
+		}
+		k.lo, k.n = uint64(a), uint8(n)
+	case len(name) > len(v6Suffix) && name[len(name)-len(v6Suffix):] == v6Suffix:
+		labels := name[:len(name)-len(v6Suffix)+1] // "x.y.z."
+		if len(labels)%2 != 0 || len(labels) > 64 {
+			return rkey{}, false
+		}
+		n := len(labels) / 2
+		var a [16]byte
+		for j := range n { // label j from the left is nibble n-1-j
+			c, dot := labels[2*j], labels[2*j+1]
+			var v byte
+			switch {
+			case c >= '0' && c <= '9':
+				v = c - '0'
+			case c >= 'a' && c <= 'f':
+				v = c - 'a' + 10
+			default:
+				return rkey{}, false
+			}
+			if dot != '.' {
+				return rkey{}, false
+			}
+			nib := n - 1 - j
+			if nib%2 == 0 {
+				a[nib/2] |= v << 4
+			} else {
+				a[nib/2] |= v
+			}
+		}
+		k.hi, k.lo = binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+		k.n, k.v6 = uint8(n), true
+	default:
+		return rkey{}, false
+	}
+	return k, true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendReverse appends the in-addr.arpa. or ip6.arpa. name of addr.
+func appendReverse(dst []byte, addr netip.Addr) []byte {
+	if addr.Is4() {
+		a := addr.As4()
+		for i := 3; i >= 0; i-- {
+			dst = appendUint8(dst, a[i])
+			dst = append(dst, '.')
+		}
+		return append(dst, "in-addr.arpa."...)
+	}
+	a := addr.As16()
+	for i := 15; i >= 0; i-- {
+		dst = append(dst, hexDigits[a[i]&0xf], '.', hexDigits[a[i]>>4], '.')
+	}
+	return append(dst, "ip6.arpa."...)
+}
+
+func appendUint8(dst []byte, v byte) []byte {
+	if v >= 100 {
+		dst = append(dst, '0'+v/100)
+	}
+	if v >= 10 {
+		dst = append(dst, '0'+v/10%10)
+	}
+	return append(dst, '0'+v%10)
+}
