@@ -475,6 +475,11 @@ func TestMalformedValues(t *testing.T) {
 	if got := metricValue(f.m.malformed.WithLabelValues(f.b.opts.Name)); got != 5 {
 		t.Errorf("malformed = %v, want 5", got)
 	}
+	// The log line may follow the published data by a moment.
+	dnstest.Eventually(t, "5 'skipped' log lines (once per key revision)", 5*time.Second, func() bool {
+		return strings.Count(f.log.String(), "etcd value skipped") == 5
+	})
+	time.Sleep(50 * time.Millisecond)
 	if n := strings.Count(f.log.String(), "etcd value skipped"); n != 5 {
 		t.Errorf("%d 'skipped' log lines, want 5 (once per key revision)", n)
 	}
