@@ -112,6 +112,11 @@ transfer:
 	if out := k.stderr.String(); !strings.Contains(out, "notify") && !strings.Contains(out, "NOTIFY") {
 		t.Errorf("knotd never logged a NOTIFY:\n%s", out)
 	}
+	// knotd holds the version dnsd sent it: its IXFR gets the difference,
+	// not the whole zone again.
+	if out := k.stderr.String(); !strings.Contains(out, "IXFR, incoming") || strings.Contains(out, "AXFR-style") {
+		t.Errorf("knotd did not apply an incremental IXFR:\n%s", grep(out, "XFR"))
+	}
 	_, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", hport))
 	for _, want := range []string{`dnsd_notify_total{result="acked",zone="example.internal."}`, `dnsd_transfers_total{result="success",zone="example.internal."}`} {
 		if !strings.Contains(body, want) {

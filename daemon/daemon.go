@@ -51,6 +51,7 @@ type Daemon struct {
 	queryLog atomic.Bool
 	metrics  *metrics.Metrics
 	reg      *sources.Registry
+	journal  *pipeline.Journal // zone versions sent to secondaries, across reloads
 	sw       *switcher
 	srv      *server.Server
 	notify   notifier
@@ -83,6 +84,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		format:   cfg.Log.Format,
 		metrics:  metrics.New(opts.Version, opts.Commit),
 		sw:       &switcher{},
+		journal:  pipeline.NewJournal(),
 		notify:   notifier{},
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
@@ -95,7 +97,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry})
 	d.metrics.WatchSynced(d.reg.Synced)
 
-	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
+	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger, d.journal))
 	if err != nil {
 		d.reg.Close()
 		return nil, err
@@ -174,7 +176,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
+	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger, d.journal))
 	if err != nil {
 		return err
 	}
@@ -391,7 +393,7 @@ func syncTimeout(cfg *config.Config) time.Duration {
 	return longest
 }
 
-func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
+func pipelineOptions(cfg *config.Config, logger *slog.Logger, journal *pipeline.Journal) pipeline.Options {
 	var addrs []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, l := range cfg.Listen {
@@ -402,7 +404,7 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 		seen[ap.Addr()] = true
 		addrs = append(addrs, ap.Addr().Unmap())
 	}
-	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg)}
+	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg), Journal: journal}
 }
 
 // transferSpecs turns the config's transfer items into the pipeline's.

@@ -62,6 +62,10 @@ type Options struct {
 	// changing any source's data (a source removed or reordered, a ttl)
 	// still raises its serial. 0: none.
 	Serial uint32
+	// Journal keeps the zone versions sent to secondaries, for IXFR
+	// answers with differences; the same one across reloads. Nil: IXFR is
+	// always answered with the whole zone.
+	Journal *Journal
 }
 
 // Pipeline is a compiled, immutable zone table (and one per view). It is
@@ -74,6 +78,7 @@ type Pipeline struct {
 	nsAddrs []netip.Addr
 	log     *slog.Logger
 	serial  uint32 // Options.Serial
+	journal *Journal
 
 	xfr      map[string]*TransferSpec // transferred zones
 	xfrSpecs []*TransferSpec          // in configuration order
@@ -111,6 +116,7 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 		nsAddrs: append([]netip.Addr(nil), opts.NSAddrs...),
 		log:     opts.Logger,
 		serial:  opts.Serial,
+		journal: opts.Journal,
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)

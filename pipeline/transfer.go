@@ -126,9 +126,11 @@ type TransferResult struct {
 	Key        *TSIGKey
 	RequestMAC string
 	// RRs is the whole answer: SOA, records, SOA (AXFR, or IXFR of an
-	// older serial); the SOA alone (IXFR of a serial not older than ours).
-	RRs []dns.RR
-	Err error
+	// older serial dnsd holds no version of); an IXFR difference sequence
+	// (Incremental); the SOA alone (IXFR of a serial not older than ours).
+	RRs         []dns.RR
+	Incremental bool
+	Err         error
 }
 
 // ErrNotListable: a local source of the zone cannot list its records.
@@ -160,10 +162,15 @@ func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferR
 		res.Key, res.RequestMAC = spec.Key, req.Msg.IsTsig().MAC
 	}
 	z := p.table.zones[name]
+	var from *version
 	if q.Qtype == dns.TypeIXFR {
-		if theirs, ok := ixfrSerial(req.Msg); ok && !SerialLess(theirs, z.serial()) {
+		theirs, ok := ixfrSerial(req.Msg)
+		if ok && !SerialLess(theirs, z.serial()) {
 			res.Rcode, res.RRs = dns.RcodeSuccess, []dns.RR{p.ZoneSOA(name)}
 			return res
+		}
+		if ok {
+			from = p.journal.find(name, theirs)
 		}
 	}
 	rrs, err := p.zoneContent(ctx, z)
@@ -172,6 +179,10 @@ func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferR
 		return res
 	}
 	res.Rcode, res.RRs = dns.RcodeSuccess, rrs
+	if from != nil && from.soa.Serial != rrs[0].(*dns.SOA).Serial {
+		res.RRs, res.Incremental = ixfrDiff(from, rrs), true
+	}
+	p.journal.record(name, rrs)
 	return res
 }
 
