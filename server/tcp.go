@@ -280,6 +280,9 @@ func (cc *tcpConn) read(j *tcpJob) bool {
 		}
 		var ne net.Error
 		if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
+			if !errors.Is(err, io.EOF) {
+				cc.fail() // reset, or a broken TLS stream: the client is gone
+			}
 			return false
 		}
 		// No message begun: the connection is idle only once every
@@ -303,8 +306,14 @@ func (cc *tcpConn) read(j *tcpJob) bool {
 		j.msg = make([]byte, n, max(n, 512))
 	}
 	j.msg = j.msg[:n]
-	_, err := io.ReadFull(cc.br, j.msg)
-	return err == nil
+	if _, err := io.ReadFull(cc.br, j.msg); err != nil {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			cc.fail()
+		}
+		return false
+	}
+	return true
 }
 
 // answer answers one message: a query, or a zone transfer.
