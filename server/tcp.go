@@ -182,8 +182,11 @@ type tcpConn struct {
 // until another goroutine has taken over reading.
 func (cc *tcpConn) readLoop() {
 	sc := new(scratch) // for the answers given here
+	var j *tcpJob      // the job of the last answer given here, kept
 	for {
-		j := cc.job()
+		if j == nil {
+			j = cc.job()
+		}
 		if !cc.read(j) {
 			cc.free <- j
 			break
@@ -195,20 +198,25 @@ func (cc *tcpConn) readLoop() {
 			continue
 		}
 		cc.dispatch(j)
+		j = nil
 	}
 	close(cc.work) // idle workers leave
 	cc.wg.Done()
 }
 
-// answerInline answers j on the reader; false: reading was taken over
-// meanwhile.
+// answerInline answers j on the reader, which keeps j for the next
+// message; false: reading was taken over meanwhile (j is given back).
 func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 	v := cc.inline.Add(1)
 	cc.s.watch.kick()
 	cc.answer(sc, j.msg)
-	kept := cc.inline.CompareAndSwap(v, v+1)
-	cc.done(j)
-	return kept
+	if !cc.inline.CompareAndSwap(v, v+1) {
+		cc.done(j)
+		return false
+	}
+	cc.inflight.Add(-1)
+	j.trim()
+	return true
 }
 
 // job returns a free job; with maxTCPPipeline in flight it waits for one
@@ -229,10 +237,15 @@ func (cc *tcpConn) job() *tcpJob {
 // done gives back an answered job.
 func (cc *tcpConn) done(j *tcpJob) {
 	cc.inflight.Add(-1)
+	j.trim()
+	cc.free <- j
+}
+
+// trim drops a large message buffer (see tcpMsgKeep).
+func (j *tcpJob) trim() {
 	if cap(j.msg) > tcpMsgKeep {
 		j.msg = nil
 	}
-	cc.free <- j
 }
 
 // dispatch hands j to an idle worker, or starts one. With every worker
