@@ -113,8 +113,11 @@ const maxTCPPipeline = 16
 const tcpInlineWait = time.Millisecond
 
 // tcpWatchQuiet: the watchdog sleeps after this many looks in a row found
-// no reader answering, until a reader answers again.
-const tcpWatchQuiet = 50
+// no reader answering, until a reader answers again (a channel send that
+// readers pay only then). Answers take microseconds, so looks rarely find
+// one even under load: this sets how often it sleeps and is woken, not
+// whether it sees a slow answer.
+const tcpWatchQuiet = 10
 
 // tcpMsgKeep: a job keeps its message buffer for the next query up to
 // this size; a rarer larger query gets a buffer of its own.

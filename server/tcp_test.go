@@ -78,6 +78,8 @@ func TestPipelinedSlowQueryHoldsUpNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			// The watchdog asleep: the slow query must wake it.
+			dnstest.Eventually(t, "the watchdog asleep", 2*time.Second, ts.watch.parked.Load)
 			start := time.Now()
 			if _, err := c.Write(pipelined(t, queryID("slow.test.", 1))); err != nil {
 				t.Fatal(err)
