@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -49,5 +52,89 @@ func BenchmarkServeUDP(b *testing.B) {
 			b.Fatal("no answer")
 		}
 		s.release(sc)
+	}
+}
+
+// benchTCPServer starts a server with the fixed resolver on a loopback TCP
+// listener and returns a connection to it.
+func benchTCPServer(b *testing.B) net.Conn {
+	b.Helper()
+	res := &fixedResolver{rr: []dns.RR{&dns.A{
+		Hdr: dns.RR_Header{Name: "www.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+		A:   net.IPv4(192, 0, 2, 1).To4(),
+	}}}
+	s := New(Options{Resolver: res, Observer: nopObserver{}})
+	if err := s.Apply(context.Background(), []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	c, err := net.Dial("tcp", s.Addrs()[0].String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// BenchmarkServeTCP is one TCP connection with one query at a time (the
+// common client): write a query, read its answer, over loopback.
+func BenchmarkServeTCP(b *testing.B) {
+	c := benchTCPServer(b)
+	q := query("www.example.test.", dns.TypeA)
+	q.SetEdns0(1232, false)
+	m := pack(b, q)
+	wire := append(binary.BigEndian.AppendUint16(nil, uint16(len(m))), m...)
+	buf := make([]byte, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Write(wire); err != nil {
+			b.Fatal(err)
+		}
+		readTCPAnswer(b, c, buf)
+	}
+}
+
+// BenchmarkServeTCPPipelined is one TCP connection with 16 queries
+// written at once, then their 16 answers read (one op: one query).
+func BenchmarkServeTCPPipelined(b *testing.B) {
+	const burst = 16
+	c := benchTCPServer(b)
+	var wire []byte
+	for i := range burst {
+		q := query("www.example.test.", dns.TypeA)
+		q.Id = uint16(i)
+		q.SetEdns0(1232, false)
+		m := pack(b, q)
+		wire = binary.BigEndian.AppendUint16(wire, uint16(len(m)))
+		wire = append(wire, m...)
+	}
+	buf := make([]byte, 512)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if n%burst == 0 {
+			if _, err := c.Write(wire); err != nil {
+				b.Fatal(err)
+			}
+		}
+		readTCPAnswer(b, c, buf)
+		n++
+	}
+	for ; n%burst != 0; n++ { // drain the last burst
+		readTCPAnswer(b, c, buf)
+	}
+}
+
+func readTCPAnswer(b *testing.B, c net.Conn, buf []byte) {
+	if _, err := io.ReadFull(c, buf[:2]); err != nil {
+		b.Fatal(err)
+	}
+	n := int(binary.BigEndian.Uint16(buf))
+	if _, err := io.ReadFull(c, buf[:n]); err != nil {
+		b.Fatal(err)
 	}
 }

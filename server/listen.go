@@ -138,6 +138,8 @@ func (s *Server) start(u *unit) {
 	if u.ln != nil {
 		if u.key.proto == "https" {
 			u.http = s.newDoHServer(u)
+		} else {
+			s.startWatch()
 		}
 		u.loops.Add(1)
 		s.loops.Add(1)

@@ -154,6 +154,7 @@ type Server struct {
 	rotor   atomic.Uint32 // answer rotation: one step per rotated response
 	faults  faults
 	tcpPer  tcpClients
+	watch   tcpWatch // relieves TCP readers stuck on an answer
 
 	// ctx is handed to the Resolver; it is cancelled when Shutdown gives
 	// up waiting (or has finished).
@@ -168,7 +169,7 @@ type Server struct {
 	stopping atomic.Bool    // Shutdown has begun
 	loops    sync.WaitGroup // socket reader and accept goroutines
 	handlers sync.WaitGroup // in-flight UDP queries and TCP connections
-	workers  sync.WaitGroup // UDP worker goroutines
+	workers  sync.WaitGroup // UDP worker goroutines and the TCP watchdog
 	nworkers atomic.Int64
 	done     chan struct{} // closed at the end of Shutdown: idle workers exit
 	udpq     chan *udpJob  // hand-off from UDP readers to idle workers

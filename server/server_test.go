@@ -324,23 +324,34 @@ func TestPipelinedTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Answers may come in any order; the ID says which query each answers.
+	seen := map[uint16]bool{}
 	for i := range 5 {
-		var l [2]byte
-		if _, err := io.ReadFull(c, l[:]); err != nil {
-			t.Fatalf("answer %d: %v", i, err)
+		r := readTCPMsg(t, c)
+		n := int(r.Id) - 100
+		if n < 0 || n >= 5 || seen[r.Id] || r.Question[0].Name != "p"+strconv.Itoa(n)+".test." || len(r.Answer) != 1 {
+			t.Fatalf("answer %d: id %d question %v (seen %v)", i, r.Id, r.Question, seen)
 		}
-		b := make([]byte, binary.BigEndian.Uint16(l[:]))
-		if _, err := io.ReadFull(c, b); err != nil {
-			t.Fatal(err)
-		}
-		r := new(dns.Msg)
-		if err := r.Unpack(b); err != nil {
-			t.Fatal(err)
-		}
-		if r.Id != uint16(100+i) || r.Question[0].Name != "p"+strconv.Itoa(i)+".test." || len(r.Answer) != 1 {
-			t.Fatalf("answer %d: id %d question %v", i, r.Id, r.Question)
-		}
+		seen[r.Id] = true
 	}
+}
+
+// readTCPMsg reads one length-prefixed message from c.
+func readTCPMsg(t *testing.T, c net.Conn) *dns.Msg {
+	t.Helper()
+	var l [2]byte
+	if _, err := io.ReadFull(c, l[:]); err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	b := make([]byte, binary.BigEndian.Uint16(l[:]))
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(b); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestMaxTCPConnections(t *testing.T) {

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -70,13 +68,18 @@ func isTransfer(msg []byte) bool {
 	return false
 }
 
-// serveTransfer answers one AXFR or IXFR request read from c. It reports
-// whether the connection may go on (false: the request was unparseable
-// or a write failed).
-func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport, client netip.Addr, loopback bool, wire []byte) (keep bool) {
+// serveTransfer answers one AXFR or IXFR request read from cc. Its
+// messages are written back to back: cc's writer is held from the first
+// to the last, so no other answer of the connection comes in between
+// (the zone is listed before, without it). It reports whether the
+// connection may go on (false: the request was unparseable or a write
+// failed).
+func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (keep bool) {
 	start := time.Now()
-	obs := Observation{Proto: proto.String(), Client: client, Rcode: -1}
+	client := cc.client
+	obs := Observation{Proto: cc.proto.String(), Client: client, Rcode: -1}
 	zone := ""
+	locked := false
 	defer func() {
 		if r := recover(); r != nil {
 			obs.Panicked, keep = true, false
@@ -93,6 +96,11 @@ func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport,
 			if !obs.Dropped {
 				s.observer.Transfer(zone, transferResult(obs.Rcode))
 			}
+		}
+	}()
+	defer func() { // runs before the recovery above
+		if locked {
+			cc.wmu.Unlock()
 		}
 	}()
 	q := new(dns.Msg)
@@ -118,8 +126,11 @@ func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport,
 		buf := make([]byte, 2+len(out))
 		binary.BigEndian.PutUint16(buf, uint16(len(out)))
 		copy(buf[2:], out)
-		_ = c.SetWriteDeadline(time.Now().Add(st.idle))
-		if _, err := c.Write(buf); err != nil {
+		if !locked {
+			cc.wmu.Lock()
+			locked = true
+		}
+		if err := cc.write(buf); err != nil {
 			return "", fmt.Errorf("sending a transfer message: %w", err)
 		}
 		return mac, nil
@@ -135,7 +146,7 @@ func (s *Server) serveTransfer(ctx context.Context, c net.Conn, proto transport,
 		return err == nil
 	}
 	tr, ok := s.resolver.(pipeline.Transferer)
-	if !st.acl.allowed(client, loopback) || q.Question[0].Qclass != dns.ClassINET || !ok {
+	if !st.acl.allowed(client, cc.u.loopback) || q.Question[0].Qclass != dns.ClassINET || !ok {
 		return fail(dns.RcodeRefused, 0)
 	}
 	res := tr.Transfer(ctx, &pipeline.TransferRequest{Msg: q, Wire: wire, Client: client})
