@@ -11,6 +11,7 @@ const (
 	DefaultUDPBuffer         = 1232
 	DefaultMaxTCPConnections = 1000
 	DefaultMaxTCPPerClient   = 64
+	DefaultMaxTCPPipeline    = 16
 	DefaultUDPRcvBuf         = 4 << 20
 	DefaultTCPIdleTimeout    = 10 * time.Second
 
@@ -34,6 +35,7 @@ func defaultLimits() Limits {
 		UDPBuffer:         DefaultUDPBuffer,
 		MaxTCPConnections: DefaultMaxTCPConnections,
 		MaxTCPPerClient:   DefaultMaxTCPPerClient,
+		MaxTCPPipeline:    DefaultMaxTCPPipeline,
 		UDPRcvBuf:         DefaultUDPRcvBuf,
 		TCPIdleTimeout:    DefaultTCPIdleTimeout,
 	}

@@ -238,7 +238,7 @@ func (p *Parser) acl(m *Mapping, a *ACL) {
 
 func (p *Parser) limits(m *Mapping, l *Limits) {
 	n, path := m.Get("limits")
-	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop")
+	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "max_tcp_pipeline", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop")
 	if lm == nil {
 		return
 	}
@@ -247,6 +247,7 @@ func (p *Parser) limits(m *Mapping, l *Limits) {
 	l.UDPBuffer = uint16(buf)
 	lm.Int("max_tcp_connections", &l.MaxTCPConnections, 1, MaxInt)
 	lm.Int("max_tcp_per_client", &l.MaxTCPPerClient, 1, MaxInt)
+	lm.Int("max_tcp_pipeline", &l.MaxTCPPipeline, 1, 1024)
 	lm.Int("udp_rcvbuf", &l.UDPRcvBuf, 0, 1<<30)
 	lm.Duration("tcp_idle_timeout", &l.TCPIdleTimeout, Positive)
 	lm.Int("rate_per_client", &l.RatePerClient, 0, MaxInt)

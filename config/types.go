@@ -91,6 +91,7 @@ type Limits struct {
 	UDPBuffer         uint16        // default 1232
 	MaxTCPConnections int           // default 1000
 	MaxTCPPerClient   int           // TCP/TLS connections per client /24 (/56), default 64
+	MaxTCPPipeline    int           // queries of one TCP/TLS connection answered at once, default 16
 	UDPRcvBuf         int           // socket receive buffer of UDP listeners in bytes, default 4 MiB; 0 = the kernel's default
 	TCPIdleTimeout    time.Duration // default 10s
 	RatePerClient     int           // UDP responses/s per /24 (/56), 0 = off

@@ -90,6 +90,7 @@ const (
 	defaultUDPBuffer = 1232
 	defaultMaxTCP    = 1000
 	defaultMaxPer    = 64
+	defaultPipeline  = 16
 	defaultIdle      = 10 * time.Second
 )
 
@@ -99,6 +100,7 @@ type settings struct {
 	udpBuffer int
 	maxTCP    int
 	maxPer    int
+	pipeline  int
 	rcvbuf    int
 	idle      time.Duration
 	rate      int
@@ -113,6 +115,7 @@ func compile(set Settings) *settings {
 		udpBuffer: int(set.Limits.UDPBuffer),
 		maxTCP:    set.Limits.MaxTCPConnections,
 		maxPer:    set.Limits.MaxTCPPerClient,
+		pipeline:  set.Limits.MaxTCPPipeline,
 		rcvbuf:    set.Limits.UDPRcvBuf,
 		idle:      set.Limits.TCPIdleTimeout,
 		rate:      set.Limits.RatePerClient,
@@ -131,6 +134,9 @@ func compile(set Settings) *settings {
 	}
 	if st.maxPer <= 0 {
 		st.maxPer = defaultMaxPer
+	}
+	if st.pipeline <= 0 {
+		st.pipeline = defaultPipeline
 	}
 	if st.idle <= 0 {
 		st.idle = defaultIdle

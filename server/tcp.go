@@ -50,7 +50,7 @@ func (s *Server) acceptTCP(u *unit) {
 // serveConn serves one TCP or TLS connection. Clients may pipeline
 // (RFC 7766 §6.2.1.1), and a slow answer (a forward waiting on its
 // upstream) holds up no other query of the connection: queries are
-// answered concurrently, at most maxTCPPipeline at once (over it the
+// answered concurrently, at most max_tcp_pipeline at once (over it the
 // reader waits for an answer before it reads on), and answers go out as
 // they are ready, possibly out of order (the ID tells them apart), each
 // written whole; see tcpConn. The connection is idle only while nothing
@@ -89,8 +89,9 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 		ctx: ctx, cancel: cancel,
 		br:   bufio.NewReaderSize(c, 1024),
 		work: make(chan *tcpJob),
-		free: make(chan *tcpJob, maxTCPPipeline),
+		pipe: s.set.Load().pipeline,
 	}
+	cc.free = make(chan *tcpJob, cc.pipe)
 	s.watch.add(cc)
 	defer s.watch.remove(cc)
 	cc.wg.Add(1) // the reader
@@ -98,13 +99,12 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	cc.wg.Wait()
 }
 
-// maxTCPPipeline bounds the queries of one TCP or TLS connection that are
-// answered at once, and so the goroutines and buffers one connection may
-// hold: in all at most max_tcp_connections × maxTCPPipeline queries are
-// in flight over TCP and TLS. 16 covers what stub resolvers and
-// forwarders pipeline on one connection; a client sending more waits for
-// answers (TCP backpressure), it is never refused.
-const maxTCPPipeline = 16
+// limits.max_tcp_pipeline (Settings; default defaultPipeline) bounds the
+// queries of one TCP or TLS connection that are answered at once, and so
+// the goroutines and buffers one connection may hold: in all at most
+// max_tcp_connections × max_tcp_pipeline queries are in flight over TCP
+// and TLS. A client sending more waits for answers (TCP backpressure), it
+// is never refused. A connection keeps the bound it was accepted with.
 
 // tcpInlineWait is how often the watchdog looks at the connections: a
 // reader that has been answering one query itself for between one and
@@ -130,7 +130,7 @@ type tcpJob struct {
 }
 
 // tcpConn is one TCP or TLS connection being served by one reader and up
-// to maxTCPPipeline workers.
+// to max_tcp_pipeline workers.
 //
 // The reader reads messages. A query that arrives while nothing else is
 // in flight (a client asking one query at a time, or a burst of fast
@@ -159,8 +159,9 @@ type tcpConn struct {
 
 	// The reader's, handed to a new reader with inline.
 	br    *bufio.Reader
-	jobs  int // jobs made so far, ≤ maxTCPPipeline
-	nwork int // workers started, ≤ maxTCPPipeline
+	pipe  int // this connection's max_tcp_pipeline
+	jobs  int // jobs made so far, ≤ pipe
+	nwork int // workers started, ≤ pipe
 
 	// inline counts the reader's own answers: odd while one is being
 	// given. The reader makes it even when done; the watchdog, when it
@@ -224,7 +225,7 @@ func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 	return true
 }
 
-// job returns a free job; with maxTCPPipeline in flight it waits for one
+// job returns a free job; with max_tcp_pipeline in flight it waits for one
 // to be answered.
 func (cc *tcpConn) job() *tcpJob {
 	select {
@@ -232,7 +233,7 @@ func (cc *tcpConn) job() *tcpJob {
 		return j
 	default:
 	}
-	if cc.jobs < maxTCPPipeline {
+	if cc.jobs < cc.pipe {
 		cc.jobs++
 		return &tcpJob{}
 	}
@@ -254,7 +255,7 @@ func (j *tcpJob) trim() {
 }
 
 // dispatch hands j to an idle worker, or starts one. With every worker
-// started, one is about to be idle: at most maxTCPPipeline-1 other
+// started, one is about to be idle: at most max_tcp_pipeline-1 other
 // messages are in flight.
 func (cc *tcpConn) dispatch(j *tcpJob) {
 	select {
@@ -262,7 +263,7 @@ func (cc *tcpConn) dispatch(j *tcpJob) {
 		return
 	default:
 	}
-	if cc.nwork < maxTCPPipeline {
+	if cc.nwork < cc.pipe {
 		cc.nwork++
 		cc.wg.Add(1)
 		go cc.worker(j)

@@ -108,10 +108,11 @@ func TestPipelinedSlowQueryHoldsUpNothing(t *testing.T) {
 	}
 }
 
-// TestPipelineBound: a burst of three times maxTCPPipeline queries that
-// all wait: at most maxTCPPipeline are answered at once (the reader
-// waits), and every query is answered once let go.
+// TestPipelineBound: a burst of three times limits.max_tcp_pipeline
+// queries that all wait: at most that many are answered at once (the
+// reader waits), and every query is answered once let go.
 func TestPipelineBound(t *testing.T) {
+	const bound = 5
 	release := make(chan struct{})
 	var cur, most atomic.Int32
 	res := &fakeResolver{fn: func(ctx context.Context, req *pipeline.Request) pipeline.Response {
@@ -125,13 +126,13 @@ func TestPipelineBound(t *testing.T) {
 		cur.Add(-1)
 		return answerA(req, 1)
 	}}
-	ts := startServer(t, res, []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	ts := startServer(t, res, []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{MaxTCPPipeline: bound}})
 	c, err := net.Dial("tcp", ts.addr(t, "tcp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const n = 3 * maxTCPPipeline
+	const n = 3 * bound
 	var qs []*dns.Msg
 	for i := range n {
 		qs = append(qs, queryID(fmt.Sprintf("q-%d.test.", i), uint16(i)))
@@ -139,10 +140,10 @@ func TestPipelineBound(t *testing.T) {
 	if _, err := c.Write(pipelined(t, qs...)); err != nil {
 		t.Fatal(err)
 	}
-	dnstest.Eventually(t, "the connection's bound of queries in flight", 5*time.Second, func() bool { return cur.Load() == maxTCPPipeline })
+	dnstest.Eventually(t, "the connection's bound of queries in flight", 5*time.Second, func() bool { return cur.Load() == bound })
 	time.Sleep(50 * time.Millisecond) // room to go over, were it possible
-	if m := most.Load(); m != maxTCPPipeline {
-		t.Fatalf("%d queries answered at once, want %d", m, maxTCPPipeline)
+	if m := most.Load(); m != bound {
+		t.Fatalf("%d queries answered at once, want %d", m, bound)
 	}
 	close(release)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -178,7 +179,7 @@ func TestPipelineClientGoneLeaksNothing(t *testing.T) {
 				return
 			}
 			var qs []*dns.Msg
-			for j := range maxTCPPipeline + 4 {
+			for j := range defaultPipeline + 4 {
 				name := "fast.test."
 				if j%2 == 0 {
 					name = "slow.test."
