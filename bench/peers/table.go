@@ -36,8 +36,16 @@ var columns = []column{
 	{"p99", func(s sample) float64 { return s.P99 }, micro, false},
 }
 
-func micro(v float64) string { return fmt.Sprintf("%.2f µs", v) }
-func kilo(v float64) string  { return fmt.Sprintf("%.0fk/s", v/1000) }
+func micro(v float64) string {
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.2f µs", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f µs", v)
+	}
+	return fmt.Sprintf("%.0f µs", v)
+}
+func kilo(v float64) string { return fmt.Sprintf("%.0fk/s", v/1000) }
 
 // results holds the samples of a whole benchmark: scenario → server → runs
 // (one per run, in run order; a failed run is missing).

@@ -35,14 +35,17 @@ func main() {
 	serve := func(s *dns.Server) { errc <- s.ListenAndServe() }
 	go serve(&dns.Server{Addr: *addr, Net: "udp", Handler: h})
 	if *tcpAddr != "" {
-		go serve(&dns.Server{Addr: *tcpAddr, Net: "tcp", Handler: h})
+		// As CoreDNS: no limit on the queries of one connection (miekg/dns
+		// closes it after 128 by default, which makes pipelining clients
+		// reconnect all the time).
+		go serve(&dns.Server{Addr: *tcpAddr, Net: "tcp", Handler: h, MaxTCPQueries: -1})
 	}
 	if *tlsAddr != "" {
 		c, err := tls.LoadX509KeyPair(*cert, *key)
 		if err != nil {
 			log.Fatal(err)
 		}
-		go serve(&dns.Server{Addr: *tlsAddr, Net: "tcp-tls", Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{c}}})
+		go serve(&dns.Server{Addr: *tlsAddr, Net: "tcp-tls", Handler: h, MaxTCPQueries: -1, TLSConfig: &tls.Config{Certificates: []tls.Certificate{c}}})
 	}
 	log.Fatal(<-errc)
 }
