@@ -5,8 +5,10 @@
 # Markdown table of ratios to the reference (see bench/peers/main.go and
 # docs/performance.md).
 #
-#   bench/peers.sh [duration] [runs] [flags for bench/peers...]
+#   bench/peers.sh [duration] [runs] [-k8s] [flags for bench/peers...]
 #       duration: each measurement's length (default 5s); runs: default 3.
+#       -k8s: add the kubernetes scenario (a real kube-apiserver with 10,000
+#       services; scripts/k8s-tools.sh builds it, minutes when cold).
 #       e.g. bench/peers.sh 5s 3 -scenarios hosts,nxdomain -servers dnsd,unbound
 #
 # scripts/bench-deps.sh installs the peers first (apt-get, needs root) and
@@ -17,6 +19,11 @@ cd "$(dirname "$0")/.."
 dur=${1:-5s}
 runs=${2:-3}
 shift $(( $# > 2 ? 2 : $# ))
+args=()
+k8s=false
+for a in "$@"; do
+	if [ "$a" = -k8s ]; then k8s=true; else args+=("$a"); fi
+done
 
 tmp=$(mktemp -d)
 pid=
@@ -28,6 +35,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 eval "$(scripts/bench-deps.sh)"
+if $k8s; then
+	eval "$(scripts/k8s-tools.sh)"
+	args=(-kube-apiserver "$DNSD_KUBE_APISERVER" "${args[@]}")
+fi
 go build -o "$tmp/dnsd" .
 go build -o "$tmp/reference" ./bench/reference
 go build -o "$tmp/loadgen" ./bench/loadgen
@@ -38,6 +49,6 @@ pin=()
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then pin=(taskset -c 1); fi
 "${pin[@]}" "$tmp/peers" -bin "$tmp" -duration "$dur" -runs "$runs" \
 	-coredns "$DNSD_COREDNS" -unbound "$DNSD_UNBOUND" -dnsmasq "$DNSD_DNSMASQ" -dnsperf "$DNSD_DNSPERF" \
-	"$@" &
+	"${args[@]}" &
 pid=$!
 wait "$pid"

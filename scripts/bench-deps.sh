@@ -9,7 +9,8 @@
 # - CoreDNS, pinned by hack/coredns/go.mod, built from the Go module proxy
 #   into a cache outside the repository keyed by version (a minute or two
 #   cold, at once when warm);
-# - with --k8s also the kube-apiserver of scripts/k8s-tools.sh (minutes cold).
+# - with --k8s also the kube-apiserver of scripts/k8s-tools.sh (minutes cold;
+#   sets DNSD_KUBE_APISERVER).
 #
 # Not part of scripts/test.sh: the benchmark's peers are not test
 # dependencies. Progress goes to stderr.

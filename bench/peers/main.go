@@ -33,6 +33,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
 
 func main() {
@@ -49,12 +51,13 @@ func main() {
 	flag.StringVar(&e.unbound, "unbound", "", "unbound binary (empty: left out)")
 	flag.StringVar(&e.dnsmasq, "dnsmasq", "", "dnsmasq binary (empty: left out)")
 	flag.StringVar(&e.dnsperf, "dnsperf", "", "dnsperf binary (empty: only bench/loadgen measures)")
-	flag.StringVar(&e.kubeAPIServer, "kube-apiserver", "", "kube-apiserver binary, for the kubernetes scenario")
+	flag.StringVar(&e.kubeAPIServer, "kube-apiserver", "", "kube-apiserver binary (scripts/k8s-tools.sh): adds the kubernetes scenario")
 	flag.DurationVar(&e.dur, "duration", 5*time.Second, "each measurement's length")
 	runs := flag.Int("runs", 3, "runs; the servers' order rotates from one to the next")
 	flag.IntVar(&e.rate, "rate", 20000, "queries per second of the latency measurement")
-	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all but kubernetes): "+strings.Join(scenarioNames(), ","))
+	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all; kubernetes only with -kube-apiserver): "+strings.Join(scenarioNames(), ","))
 	servers := flag.String("servers", "", "comma-separated servers to run (default: all that are given)")
+	flag.BoolVar(&e.strict, "strict", false, "exit 1 when a server answered wrong or a measurement failed (a smoke test)")
 	flag.StringVar(&e.dir, "dir", "", "working directory for data, configs and logs (default: a new temporary one, removed at the end)")
 	flag.Parse()
 	if e.bin == "" {
@@ -75,6 +78,9 @@ type env struct {
 	rate                                                   int
 	dir                                                    string
 	pin                                                    bool
+	strict                                                 bool
+
+	cluster *kubetest.ControlPlane // the kubernetes scenario's, started once
 
 	cert, key string // the DoT certificate
 
@@ -93,11 +99,19 @@ func (e *env) main(runs int, only, serverList string) error {
 	}
 	e.live = map[*exec.Cmd]bool{}
 	defer e.stopAll()
+	defer func() {
+		if e.cluster != nil {
+			e.cluster.Close()
+		}
+	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
 		e.stopAll()
+		if e.cluster != nil {
+			e.cluster.Close()
+		}
 		os.Exit(130)
 	}()
 
@@ -154,6 +168,9 @@ func (e *env) main(runs int, only, serverList string) error {
 				for _, p := range s.Problems {
 					fmt.Fprintf(os.Stderr, "peers:   problem: %s\n", p)
 				}
+				for _, n := range s.Notes {
+					fmt.Fprintf(os.Stderr, "peers:   note: %s\n", n)
+				}
 				res.add(sc.name, srv, run, s)
 			}
 			stop()
@@ -163,6 +180,17 @@ func (e *env) main(runs int, only, serverList string) error {
 	fmt.Printf("%s, %s, %d CPUs (%s), %d run(s) of %s per measurement, latency at %d queries/s\n\n",
 		time.Now().Format("2006-01-02 15:04"), host, numCPU(), cpuModel(), runs, e.dur, e.rate)
 	render(os.Stdout, res, scs, servers, e.rate)
+	if e.strict {
+		for _, byServer := range res {
+			for srv, runs := range byServer {
+				for _, s := range runs {
+					if len(s.Problems) > 0 {
+						return fmt.Errorf("%s: %s", srv, s.Problems[0])
+					}
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -219,7 +247,7 @@ func (e *env) measure(sc *scenario, srv string) sample {
 		} else {
 			s.P50, s.P99 = kv["p50_us"], kv["p99_us"]
 			if lost := kv["lost"]; lost > 0.001*kv["sent"] {
-				s.Problems = append(s.Problems, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.rate))
+				s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.rate))
 			}
 		}
 		if d, err := udpDrops(port); err == nil {
@@ -351,7 +379,8 @@ func (e *env) stopAll() {
 }
 
 // startBackends starts what sc's servers talk to (the forward upstream,
-// etcd, kube-apiserver) and returns the function that stops them.
+// etcd, the kube-apiserver) and returns the function that stops them (the
+// kube-apiserver stays for the next run).
 func (e *env) startBackends(sc *scenario) (func(), error) {
 	var started []*exec.Cmd
 	stop := func() {
@@ -360,6 +389,11 @@ func (e *env) startBackends(sc *scenario) (func(), error) {
 		}
 	}
 	switch sc.name {
+	case "kubernetes":
+		if err := e.startCluster(); err != nil {
+			return stop, fmt.Errorf("kube-apiserver: %v", err)
+		}
+		sc.kubeconfig = e.cluster.Kubeconfig
 	case "forward":
 		// The upstream: a second reference server, on the load's CPU.
 		sc.upstream = freePort()

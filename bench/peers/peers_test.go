@@ -112,7 +112,7 @@ func TestRotate(t *testing.T) {
 }
 
 func TestPickScenarios(t *testing.T) {
-	all, err := pickScenarios("", false)
+	all, err := pickScenarios("", true)
 	if err != nil || len(all) != len(allScenarios) {
 		t.Fatalf("all scenarios: %d, %v", len(all), err)
 	}
@@ -122,6 +122,12 @@ func TestPickScenarios(t *testing.T) {
 	}
 	if _, err := pickScenarios("hosts,nope", false); err == nil {
 		t.Error("an unknown scenario was accepted")
+	}
+	if _, err := pickScenarios("kubernetes", false); err == nil {
+		t.Error("kubernetes was accepted without a kube-apiserver")
+	}
+	if noK8s, _ := pickScenarios("", false); len(noK8s) != len(allScenarios)-1 {
+		t.Errorf("without a kube-apiserver: %d scenarios, want all but kubernetes", len(noK8s))
 	}
 }
 
@@ -136,7 +142,7 @@ func TestRender(t *testing.T) {
 		r.add("hosts", "dnsd", run, sample{PerfCPU: dnsd[run], PerfQPS: 150000, P50: 50, RSS: 51200, HWM: 61440, Drops: 0})
 		r.add("etcd", "reference", run, sample{PerfCPU: 5, Drops: -1})
 	}
-	r.add("etcd", "dnsd", 1, sample{PerfCPU: 2.5, Drops: -1, Problems: []string{"slow start"}})
+	r.add("etcd", "dnsd", 1, sample{PerfCPU: 2.5, Drops: -1, Problems: []string{"slow start"}, Notes: []string{"3 lost"}})
 	scs, _ := pickScenarios("hosts,etcd", false)
 	var b bytes.Buffer
 	render(&b, r, scs, []string{"reference", "dnsd", "unbound"}, 20000)
@@ -149,6 +155,7 @@ func TestRender(t *testing.T) {
 		"| etcd hits | unbound | — |",
 		"- etcd hits, dnsd, run 1: not run",
 		"- etcd hits, dnsd, run 2: slow start",
+		"- etcd hits, dnsd, run 2: 3 lost",
 		"p50 at 20k/s",
 	} {
 		if !strings.Contains(out, want) {

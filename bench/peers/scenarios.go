@@ -38,9 +38,9 @@ type scenario struct {
 	servers     []string          // the servers that can serve it, with the reference
 	labels      map[string]string // how a server serves it, when worth saying
 	nxShare     float64           // share of the queries that must be NXDOMAIN
-	anyAddress  bool              // answers come from the upstream: any address will do
 
-	upstream, etcd int // the forward upstream's and etcd's ports, while running
+	upstream, etcd int    // the forward upstream's and etcd's ports, while running
+	kubeconfig     string // the kube-apiserver's, while running
 }
 
 func (s *scenario) supports(srv string) bool { return contains(s.servers, srv) }
@@ -52,12 +52,15 @@ var allScenarios = []scenario{
 	{name: "nxdomain", title: "20 % NXDOMAIN", transport: "udp", queryFile: "nx.queries", nxShare: 0.2,
 		servers: []string{"reference", "dnsd", "unbound", "coredns", "dnsmasq"},
 		labels:  map[string]string{"unbound": "local-data", "coredns": "file", "dnsmasq": "addn-hosts"}},
-	{name: "forward", title: "forward, warm cache", transport: "udp", queryFile: "forward.queries", anyAddress: true,
+	{name: "forward", title: "forward, warm cache", transport: "udp", queryFile: "forward.queries",
 		servers: []string{"reference", "dnsd", "unbound", "coredns", "dnsmasq"},
 		labels:  map[string]string{"coredns": "cache+forward"}},
 	{name: "etcd", title: "etcd hits", transport: "udp", queryFile: "hits.queries",
 		servers: []string{"reference", "dnsd", "coredns"},
 		labels:  map[string]string{"coredns": "cache+etcd"}},
+	{name: "kubernetes", title: "kubernetes hits", transport: "udp", queryFile: "k8s.queries",
+		servers: []string{"reference", "dnsd", "coredns"},
+		labels:  map[string]string{"coredns": "kubernetes"}},
 	{name: "tcp", title: "TCP, pipelined", transport: "tcp", queryFile: "hits.queries",
 		servers: []string{"reference", "dnsd", "unbound", "coredns"},
 		labels:  map[string]string{"coredns": "hosts"}},
@@ -75,15 +78,25 @@ func scenarioNames() []string {
 }
 
 // pickScenarios returns the scenarios named in the comma-separated list,
-// in the standard order; all of them for an empty list.
-func pickScenarios(list string, _ bool) ([]scenario, error) {
+// in the standard order; all of them for an empty list, but kubernetes
+// only with a kube-apiserver (k8s).
+func pickScenarios(list string, k8s bool) ([]scenario, error) {
 	if list == "" {
-		return append([]scenario(nil), allScenarios...), nil
+		var out []scenario
+		for _, s := range allScenarios {
+			if s.name != "kubernetes" || k8s {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	want := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		if !contains(scenarioNames(), n) {
 			return nil, fmt.Errorf("no scenario %q (have %s)", n, strings.Join(scenarioNames(), ","))
+		}
+		if n == "kubernetes" && !k8s {
+			return nil, fmt.Errorf("the kubernetes scenario needs -kube-apiserver")
 		}
 		want[n] = true
 	}
@@ -98,7 +111,7 @@ func pickScenarios(list string, _ bool) ([]scenario, error) {
 
 // writeData writes the data every server serves and the query files.
 func (e *env) writeData() error {
-	var hosts, zone, unbound, records, hits, nx, fwd strings.Builder
+	var hosts, zone, unbound, records, hits, nx, fwd, k8s strings.Builder
 	zone.WriteString("$ORIGIN example.internal.\n$TTL 3600\n@ IN SOA ns.example.internal. hostmaster.example.internal. 1 7200 3600 1209600 3600\n@ IN NS ns\nns IN A 10.0.0.1\n")
 	unbound.WriteString("    local-zone: \"example.internal.\" static\n" +
 		"    local-data: \"example.internal. 3600 IN SOA ns.example.internal. hostmaster.example.internal. 1 7200 3600 1209600 3600\"\n")
@@ -116,9 +129,12 @@ func (e *env) writeData() error {
 		}
 		fmt.Fprintf(&fwd, "name%d.example.com. A\n", i)
 	}
+	for i := 0; i < k8sServices; i++ {
+		fmt.Fprintf(&k8s, "%s A\n", k8sName(i))
+	}
 	for file, s := range map[string]*strings.Builder{
 		"hosts": &hosts, "example.internal.zone": &zone, "unbound-local.conf": &unbound, "etcd.records": &records,
-		"hits.queries": &hits, "nx.queries": &nx, "forward.queries": &fwd,
+		"hits.queries": &hits, "nx.queries": &nx, "forward.queries": &fwd, "k8s.queries": &k8s,
 	} {
 		if err := os.WriteFile(filepath.Join(e.dir, file), []byte(s.String()), 0o644); err != nil {
 			return err
@@ -186,6 +202,8 @@ func (e *env) command(srv string, sc *scenario, port, tlsPort int) ([]string, er
 		switch sc.name {
 		case "forward":
 			fmt.Fprintf(&y, "  .:\n    - forward: {upstreams: [\"127.0.0.1:%d\"]}\n", sc.upstream)
+		case "kubernetes":
+			fmt.Fprintf(&y, "  cluster.local:\n    - kubernetes: {kubeconfig: %s, context: test, sync_timeout: 60s}\n", sc.kubeconfig)
 		case "etcd":
 			fmt.Fprintf(&y, "  example.internal:\n    - etcd: {endpoints: [\"http://127.0.0.1:%d\"], prefix: /skydns}\n", sc.etcd)
 		default:
@@ -233,6 +251,8 @@ func (e *env) command(srv string, sc *scenario, port, tlsPort int) ([]string, er
 			fmt.Fprintf(&c, ".:%d {\n    bind 127.0.0.1\n    cache {\n        success 20000\n        denial 20000\n    }\n    forward . 127.0.0.1:%d\n}\n", port, sc.upstream)
 		case "etcd":
 			fmt.Fprintf(&c, "example.internal:%d {\n    bind 127.0.0.1\n    cache {\n        success 20000\n        denial 20000\n    }\n    etcd example.internal {\n        endpoint http://127.0.0.1:%d\n        path /skydns\n    }\n}\n", port, sc.etcd)
+		case "kubernetes":
+			fmt.Fprintf(&c, "cluster.local:%d {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n        kubeconfig %s test\n    }\n}\n", port, sc.kubeconfig)
 		case "nxdomain":
 			// CoreDNS's hosts plugin answers SERVFAIL for a name it does not
 			// hold (it has no SOA to say NXDOMAIN with): the zone file does.
@@ -266,17 +286,24 @@ func client(sc *scenario) *dns.Client {
 	return c
 }
 
-// expected is the address srv answers for name number i in sc.
+// expected is the address srv answers for name number i in sc; "" for
+// any (a service's cluster IP is the API server's choice).
 func expected(sc *scenario, srv string, i int) string {
-	if srv == "reference" || sc.anyAddress {
+	switch {
+	case srv == "reference" || sc.name == "forward":
 		return referenceIP
+	case sc.name == "kubernetes":
+		return ""
 	}
 	return hostIP(i)
 }
 
 func queryName(sc *scenario, i int) string {
-	if sc.name == "forward" {
+	switch sc.name {
+	case "forward":
 		return fmt.Sprintf("name%d.example.com.", i)
+	case "kubernetes":
+		return k8sName(i)
 	}
 	return hostName(i)
 }
@@ -331,7 +358,7 @@ func checkName(sc *scenario, srv string, port, i, rcode int) error {
 	if len(r.Answer) != 1 {
 		return fmt.Errorf("%s A: %d answers, want %s", name, len(r.Answer), want)
 	}
-	if a, ok := r.Answer[0].(*dns.A); !ok || a.A.String() != want {
+	if a, ok := r.Answer[0].(*dns.A); !ok || (want != "" && a.A.String() != want) {
 		return fmt.Errorf("%s A: %s, want %s", name, r.Answer[0], want)
 	}
 	return nil

@@ -10,12 +10,13 @@ import (
 // sample is one server measured in one scenario in one run. A zero figure
 // is "not measured" (the scenario's transport or a missing tool).
 type sample struct {
-	PerfCPU, PerfQPS float64 // dnsperf at saturation: server CPU µs per answer, answers/s
-	GenCPU, GenQPS   float64 // bench/loadgen at saturation, the same
-	P50, P99         float64 // µs, bench/loadgen at the fixed rate
-	RSS, HWM         int64   // KiB at the end of the run: VmRSS, VmHWM
-	Drops            int64   // kernel receive drops on the server's UDP port; -1: not UDP
-	Problems         []string
+	PerfCPU, PerfQPS float64  // dnsperf at saturation: server CPU µs per answer, answers/s
+	GenCPU, GenQPS   float64  // bench/loadgen at saturation, the same
+	P50, P99         float64  // µs, bench/loadgen at the fixed rate
+	RSS, HWM         int64    // KiB at the end of the run: VmRSS, VmHWM
+	Drops            int64    // kernel receive drops on the server's UDP port; -1: not UDP
+	Problems         []string // wrong answers, failed measurements
+	Notes            []string // worth knowing, not wrong (queries lost at the fixed rate)
 }
 
 // column is one figure of the table: a ratio to the reference's figure in
@@ -128,7 +129,7 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 				continue
 			}
 			for i, s := range runs {
-				for _, p := range s.Problems {
+				for _, p := range append(s.Problems, s.Notes...) {
 					notes = append(notes, fmt.Sprintf("%s, %s, run %d: %s", sc.title, srv, i+1, p))
 				}
 			}
