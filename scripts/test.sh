@@ -23,3 +23,10 @@ else
 	echo "warning: no kube-apiserver: the kubernetes integration tests will be skipped" >&2
 fi
 go test -race -count=1 -timeout 30m "$@" ./...
+
+# A smoke run of the side-by-side benchmark (bench/peers.sh: one short run of
+# one scenario against every peer), only on request: it needs the peers that
+# scripts/bench-deps.sh installs and takes about a minute.
+if [ "${DNSD_BENCH_SMOKE:-}" = 1 ]; then
+	bench/peers.sh 1s 1 -scenarios hosts -strict
+fi

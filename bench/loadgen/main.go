@@ -1,21 +1,35 @@
-// Command loadgen sends UDP DNS queries to one server for a fixed time,
-// from several sockets each keeping a window of queries in flight, and
-// reports answers per second and, given the server's pid, the server's CPU
-// time per answer (from /proc/PID/stat). It is the load side of
-// bench/run.sh; it only ever targets the address it is given (loopback).
+// Command loadgen sends UDP DNS queries to one server and reports what it
+// measured on one line. It is the load side of bench/run.sh and
+// bench/peers.sh; it only ever targets the address it is given (loopback).
+//
+// Two modes:
+//   - saturation (default): several sockets each keep a window of queries in
+//     flight for a fixed time; it reports answers per second and, given the
+//     server's pid, the server's CPU time per answer (from /proc/PID/stat);
+//   - fixed rate (-rate N): N queries per second from one socket, whatever
+//     the answers do (an open loop), and the latency percentiles of the
+//     answers; queries unanswered after a second count as lost.
+//
+// The queries are one name (-name, -type) or a file of "name type" lines
+// (-queries, the format of dnsperf's data files), sent in turn.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -24,85 +38,185 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:5353", "server address (UDP)")
-	name := flag.String("name", "db.example.internal.", "query name")
-	qtype := flag.String("type", "A", "query type")
-	conns := flag.Int("conns", 8, "sockets")
-	window := flag.Int("window", 16, "queries in flight per socket")
+	name := flag.String("name", "db.example.internal.", "query name (without -queries)")
+	qtype := flag.String("type", "A", "query type (without -queries)")
+	queries := flag.String("queries", "", `file of "name type" lines to send in turn (dnsperf's format); overrides -name and -type`)
+	conns := flag.Int("conns", 8, "sockets (saturation mode)")
+	window := flag.Int("window", 16, "queries in flight per socket (saturation mode)")
+	rate := flag.Int("rate", 0, "send this many queries per second and report latency percentiles instead of saturating")
 	dur := flag.Duration("duration", 5*time.Second, "measuring time (after 1s warm-up)")
 	pid := flag.Int("pid", 0, "server pid, to report its CPU time per answer")
 	label := flag.String("label", "", "label for the result line")
 	flag.Parse()
 
-	t, ok := dns.StringToType[strings.ToUpper(*qtype)]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "loadgen: unknown type %q\n", *qtype)
-		os.Exit(2)
+	var qs [][]byte
+	var err error
+	if *queries != "" {
+		f, ferr := os.Open(*queries)
+		if ferr != nil {
+			fatal(ferr)
+		}
+		qs, err = parseQueries(f)
+		f.Close()
+	} else {
+		qs, err = parseQueries(strings.NewReader(*name + " " + *qtype))
 	}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(*name), t)
-	m.SetEdns0(1232, false)
-	query, err := m.Pack()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(2)
+		fatal(err)
 	}
+	if *rate > 0 {
+		conn, err := net.Dial("udp", *addr)
+		if err != nil {
+			fatal(err)
+		}
+		// A stall of this process (the machine is shared) must not drop
+		// answers in its own socket and count them as the server's loss.
+		bigReadBuffer(conn.(*net.UDPConn), 8<<20)
+		fmt.Println(fixedRate(conn, qs, *rate, *dur, *label))
+		return
+	}
+	fmt.Println(saturate(*addr, qs, *conns, *window, *dur, *pid, *label))
+}
 
-	var answers, bad atomic.Int64
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "loadgen:", err)
+	os.Exit(2)
+}
+
+// parseQueries packs one query (EDNS0, 1232 bytes) per "name type" line;
+// blank lines and lines starting with '#' or ';' are skipped.
+func parseQueries(r io.Reader) ([][]byte, error) {
+	var qs [][]byte
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		f := strings.Fields(line)
+		typ := "A"
+		if len(f) > 1 {
+			typ = strings.ToUpper(f[1])
+		}
+		t, ok := dns.StringToType[typ]
+		if !ok || len(f) > 2 {
+			return nil, fmt.Errorf("line %d: want \"name [type]\", got %q", n, line)
+		}
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(f[0]), t)
+		m.SetEdns0(1232, false)
+		b, err := m.Pack()
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		qs = append(qs, b)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		return nil, errors.New("no queries")
+	}
+	return qs, nil
+}
+
+// Kinds of response, by rcode and answer count.
+const (
+	kindAnswer = iota // NOERROR with at least one answer record
+	kindNoData        // NOERROR, no answer record
+	kindNX            // NXDOMAIN
+	kindBad           // any other rcode, or not a DNS response
+)
+
+func classify(b []byte) int {
+	if len(b) < 12 || b[2]&0x80 == 0 {
+		return kindBad
+	}
+	switch b[3] & 0x0f {
+	case dns.RcodeSuccess:
+		if binary.BigEndian.Uint16(b[6:8]) > 0 {
+			return kindAnswer
+		}
+		return kindNoData
+	case dns.RcodeNameError:
+		return kindNX
+	}
+	return kindBad
+}
+
+type counts [4]atomic.Int64
+
+// answered is every response that is a proper answer: records, NODATA or
+// NXDOMAIN.
+func (c *counts) answered() int64 {
+	return c[kindAnswer].Load() + c[kindNoData].Load() + c[kindNX].Load()
+}
+
+func (c *counts) String() string {
+	return fmt.Sprintf("answers=%d nodata=%d nxdomain=%d bad=%d", c.answered(), c[kindNoData].Load(), c[kindNX].Load(), c[kindBad].Load())
+}
+
+func saturate(addr string, qs [][]byte, conns, window int, dur time.Duration, pid int, label string) string {
+	var got counts
 	var counting atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for c := 0; c < *conns; c++ {
-		conn, err := net.Dial("udp", *addr)
+	for c := 0; c < conns; c++ {
+		conn, err := net.Dial("udp", addr)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "loadgen:", err)
-			os.Exit(1)
+			fatal(err)
 		}
 		wg.Add(1)
-		go func(conn net.Conn) {
+		go func(conn net.Conn, first int) {
 			defer wg.Done()
 			defer conn.Close()
-			run(ctx, conn, query, *window, &answers, &bad, &counting)
-		}(conn)
+			run(ctx, conn, qs, first, window, &got, &counting)
+		}(conn, c*len(qs)/conns)
 	}
 	time.Sleep(time.Second) // warm-up
-	cpu0 := cpuTicks(*pid)
+	cpu0 := cpuTicks(pid)
 	counting.Store(true)
 	start := time.Now()
-	time.Sleep(*dur)
+	time.Sleep(dur)
 	counting.Store(false)
 	elapsed := time.Since(start)
-	cpu1 := cpuTicks(*pid)
+	cpu1 := cpuTicks(pid)
 	cancel()
 	wg.Wait()
 
-	n := answers.Load()
-	qps := float64(n) / elapsed.Seconds()
-	line := fmt.Sprintf("%-16s qps=%.0f answers=%d bad=%d", *label, qps, n, bad.Load())
-	if *pid > 0 && n > 0 {
+	n := got.answered()
+	line := fmt.Sprintf("%-16s qps=%.0f %s", label, float64(n)/elapsed.Seconds(), &got)
+	if pid > 0 && n > 0 {
 		// /proc ticks are 1/100 s (USER_HZ).
 		cpu := float64(cpu1-cpu0) / 100
 		line += fmt.Sprintf(" server_cpu=%.2fs cpu_per_answer_us=%.2f", cpu, cpu/float64(n)*1e6)
 	}
-	fmt.Println(line)
+	return line
 }
 
 // run keeps window queries in flight on conn, sending and receiving in
 // batches (sendmmsg/recvmmsg) so that the generator spends far less CPU
 // per query than the server it measures. Each answer releases one query;
-// a 200 ms silence refills the whole window (lost packets).
-func run(ctx context.Context, conn net.Conn, query []byte, window int, answers, bad *atomic.Int64, counting *atomic.Bool) {
+// a 200 ms silence refills the whole window (lost packets). Queries are
+// taken in turn from qs, starting at first.
+func run(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got *counts, counting *atomic.Bool) {
 	pc := ipv4.NewPacketConn(conn.(*net.UDPConn))
 	out := make([]ipv4.Message, window)
 	in := make([]ipv4.Message, window)
-	var id uint16
 	for i := range out {
-		out[i].Buffers = [][]byte{append([]byte(nil), query...)}
+		out[i].Buffers = [][]byte{nil}
 		in[i].Buffers = [][]byte{make([]byte, 4096)}
 	}
+	var id uint16
+	next := first
 	send := func(n int) {
 		for i := 0; i < n; i++ {
 			id++
-			binary.BigEndian.PutUint16(out[i].Buffers[0], id)
+			q := qs[next%len(qs)]
+			next++
+			b := append(out[i].Buffers[0][:0], q...)
+			binary.BigEndian.PutUint16(b, id)
+			out[i].Buffers[0] = b
 		}
 		for sent := 0; sent < n; {
 			k, err := pc.WriteBatch(out[sent:n], 0)
@@ -122,16 +236,126 @@ func run(ctx context.Context, conn net.Conn, query []byte, window int, answers, 
 		}
 		if counting.Load() {
 			for _, m := range in[:n] {
-				b := m.Buffers[0][:m.N]
-				if len(b) >= 12 && b[3]&0x0f == 0 && binary.BigEndian.Uint16(b[6:8]) > 0 {
-					answers.Add(1)
-				} else {
-					bad.Add(1)
-				}
+				got[classify(m.Buffers[0][:m.N])].Add(1)
 			}
 		}
 		send(n)
 	}
+}
+
+// fixedRate sends rate queries per second on conn for 1 s of warm-up plus
+// dur, paced every 250 µs, and reports the latency percentiles of the
+// answers to the queries sent after the warm-up. The query ID indexes the
+// send time, so at most 65,536 queries are told apart at once (over 3 s at
+// 20,000/s, far above any answer's latency).
+func fixedRate(conn net.Conn, qs [][]byte, rate int, dur time.Duration, label string) string {
+	var sentAt [65536]atomic.Int64 // ns since start; 0: not awaited
+	start := time.Now()
+	warm := time.Second
+	end := warm + dur
+	var got counts
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, int(float64(rate)*dur.Seconds())+16)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pc := ipv4.NewPacketConn(conn.(*net.UDPConn))
+		in := make([]ipv4.Message, 64)
+		for i := range in {
+			in[i].Buffers = [][]byte{make([]byte, 4096)}
+		}
+		for {
+			_ = conn.SetReadDeadline(start.Add(end + time.Second))
+			n, err := pc.ReadBatch(in, 0)
+			if err != nil {
+				return
+			}
+			now := time.Since(start)
+			mu.Lock()
+			for _, m := range in[:n] {
+				b := m.Buffers[0][:m.N]
+				if len(b) < 12 {
+					continue
+				}
+				t := time.Duration(sentAt[binary.BigEndian.Uint16(b)].Swap(0))
+				if t < warm {
+					continue // a warm-up query, a duplicate or a stray
+				}
+				got[classify(b)].Add(1)
+				lat = append(lat, now-t)
+			}
+			mu.Unlock()
+		}
+	}()
+
+	var sent, measured int64
+	buf := make([]byte, 0, 512)
+	var id uint16
+	for {
+		now := time.Since(start)
+		if now >= end {
+			break
+		}
+		due := int64(now.Seconds() * float64(rate))
+		for ; sent < due; sent++ {
+			id++
+			buf = append(buf[:0], qs[sent%int64(len(qs))]...)
+			binary.BigEndian.PutUint16(buf, id)
+			at := time.Since(start)
+			if at < 1 { // 0 means "not awaited"
+				at = 1
+			}
+			sentAt[id].Store(int64(at))
+			if at >= warm {
+				measured++
+			}
+			if _, err := conn.Write(buf); err != nil {
+				fatal(err)
+			}
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+	<-done
+	conn.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	p := percentiles(lat, 0.5, 0.99, 0.999)
+	return fmt.Sprintf("%-16s rate=%d sent=%d %s lost=%d p50_us=%.1f p99_us=%.1f p999_us=%.1f",
+		label, rate, measured, &got, measured-int64(len(lat)), us(p[0]), us(p[1]), us(p[2]))
+}
+
+// bigReadBuffer sets conn's receive buffer to n bytes: with SO_RCVBUFFORCE
+// where allowed (root), else as far as net.core.rmem_max lets it.
+func bigReadBuffer(conn *net.UDPConn, n int) {
+	if rc, err := conn.SyscallConn(); err == nil {
+		var serr error
+		_ = rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, n)
+		})
+		if serr == nil {
+			return
+		}
+	}
+	_ = conn.SetReadBuffer(n)
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// percentiles returns the nearest-rank percentiles qs (each in (0, 1]) of
+// lat, which it sorts; 0 for each when lat is empty.
+func percentiles(lat []time.Duration, qs ...float64) []time.Duration {
+	out := make([]time.Duration, len(qs))
+	if len(lat) == 0 {
+		return out
+	}
+	slices.Sort(lat)
+	for i, q := range qs {
+		k := int(q*float64(len(lat))+0.999999) - 1 // ceil(q*n) - 1
+		k = max(0, min(k, len(lat)-1))
+		out[i] = lat[k]
+	}
+	return out
 }
 
 // cpuTicks returns utime+stime of pid in clock ticks (0 without a pid).

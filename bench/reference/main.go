@@ -1,9 +1,12 @@
 // Command reference is the benchmark's yardstick: a trivial miekg/dns server
 // that answers every query with one fixed A record and does no lookup.
-// dnsd's benchmark compares its cost per answer with this one's.
+// dnsd's benchmarks compare every server's cost per answer with this one's.
+// It serves UDP on -addr, and optionally TCP (-tcp) and DNS over TLS (-tls
+// with -cert and -key).
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"log"
 	"net"
@@ -13,6 +16,10 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:5399", "UDP address to serve")
+	tcpAddr := flag.String("tcp", "", "TCP address to serve too (none by default)")
+	tlsAddr := flag.String("tls", "", "DNS-over-TLS address to serve too (none by default; needs -cert and -key)")
+	cert := flag.String("cert", "", "PEM certificate for -tls")
+	key := flag.String("key", "", "PEM key for -tls")
 	flag.Parse()
 	a := net.ParseIP("10.0.0.10").To4()
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
@@ -24,6 +31,21 @@ func main() {
 		}
 		_ = w.WriteMsg(m)
 	})
-	srv := &dns.Server{Addr: *addr, Net: "udp", Handler: h}
-	log.Fatal(srv.ListenAndServe())
+	errc := make(chan error, 3)
+	serve := func(s *dns.Server) { errc <- s.ListenAndServe() }
+	go serve(&dns.Server{Addr: *addr, Net: "udp", Handler: h})
+	if *tcpAddr != "" {
+		// As CoreDNS: no limit on the queries of one connection (miekg/dns
+		// closes it after 128 by default, which makes pipelining clients
+		// reconnect all the time).
+		go serve(&dns.Server{Addr: *tcpAddr, Net: "tcp", Handler: h, MaxTCPQueries: -1})
+	}
+	if *tlsAddr != "" {
+		c, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go serve(&dns.Server{Addr: *tlsAddr, Net: "tcp-tls", Handler: h, MaxTCPQueries: -1, TLSConfig: &tls.Config{Certificates: []tls.Certificate{c}}})
+	}
+	log.Fatal(<-errc)
 }

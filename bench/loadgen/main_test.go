@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestParseQueries(t *testing.T) {
+	qs, err := parseQueries(strings.NewReader("# comment\nhost1.example.internal A\n\nmissing.example.internal. aaaa\n; other\nbare.example\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name string
+		typ  uint16
+	}{{"host1.example.internal.", dns.TypeA}, {"missing.example.internal.", dns.TypeAAAA}, {"bare.example.", dns.TypeA}}
+	if len(qs) != len(want) {
+		t.Fatalf("got %d queries, want %d", len(qs), len(want))
+	}
+	for i, w := range want {
+		m := new(dns.Msg)
+		if err := m.Unpack(qs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if q := m.Question[0]; q.Name != w.name || q.Qtype != w.typ || m.IsEdns0() == nil {
+			t.Errorf("query %d = %v (EDNS %v), want %s %s with EDNS", i, q, m.IsEdns0() != nil, w.name, dns.TypeToString[w.typ])
+		}
+	}
+	for _, bad := range []string{"", "# only a comment\n", "a.example NOSUCHTYPE\n", "a.example A extra\n"} {
+		if _, err := parseQueries(strings.NewReader(bad)); err == nil {
+			t.Errorf("parseQueries(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	q := new(dns.Msg).SetQuestion("a.example.", dns.TypeA)
+	pack := func(rcode, answers int) []byte {
+		m := new(dns.Msg).SetRcode(q, rcode)
+		for i := 0; i < answers; i++ {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: "a.example.", Rrtype: dns.TypeA, Class: dns.ClassINET}, A: net.IPv4(10, 0, 0, 1)})
+		}
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	query, _ := q.Pack()
+	for _, c := range []struct {
+		b    []byte
+		want int
+	}{
+		{pack(dns.RcodeSuccess, 1), kindAnswer},
+		{pack(dns.RcodeSuccess, 0), kindNoData},
+		{pack(dns.RcodeNameError, 0), kindNX},
+		{pack(dns.RcodeServerFailure, 0), kindBad},
+		{pack(dns.RcodeRefused, 0), kindBad},
+		{query, kindBad}, // QR not set
+		{[]byte{1, 2, 3}, kindBad},
+	} {
+		if got := classify(c.b); got != c.want {
+			t.Errorf("classify(%x...) = %d, want %d", c.b[:min(4, len(c.b))], got, c.want)
+		}
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var lat []time.Duration
+	for i := 100; i >= 1; i-- {
+		lat = append(lat, time.Duration(i))
+	}
+	got := percentiles(lat, 0.5, 0.99, 1)
+	if got[0] != 50 || got[1] != 99 || got[2] != 100 {
+		t.Errorf("percentiles of 1..100 = %v, want [50 99 100]", got)
+	}
+	if got := percentiles([]time.Duration{7}, 0.5, 0.99); got[0] != 7 || got[1] != 7 {
+		t.Errorf("percentiles of one = %v", got)
+	}
+	if got := percentiles(nil, 0.5); got[0] != 0 {
+		t.Errorf("percentiles of none = %v", got)
+	}
+}
+
+// TestFixedRate runs the fixed-rate mode against a real server on
+// loopback that answers every query but those for drop.example.
+func TestFixedRate(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		if r.Question[0].Name == "drop.example." {
+			return
+		}
+		m := new(dns.Msg).SetRcode(r, dns.RcodeNameError)
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	defer srv.Shutdown()
+
+	qs, err := parseQueries(strings.NewReader("a.example\nb.example\nc.example\ndrop.example\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := fixedRate(conn, qs, 2000, 400*time.Millisecond, "t")
+	f := map[string]float64{}
+	for _, kv := range strings.Fields(line)[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		var x float64
+		if _, err := fmt.Sscan(v, &x); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		f[k] = x
+	}
+	// 800 queries in 0.4 s, give or take the pacing; a quarter dropped.
+	if f["sent"] < 700 || f["sent"] > 900 {
+		t.Errorf("sent %v queries, want about 800: %s", f["sent"], line)
+	}
+	if f["nxdomain"] != f["answers"] || f["bad"] != 0 {
+		t.Errorf("answers are not all NXDOMAIN: %s", line)
+	}
+	if lost := f["lost"] / f["sent"]; lost < 0.2 || lost > 0.3 {
+		t.Errorf("lost %.2f of the queries, want 0.25: %s", lost, line)
+	}
+	if f["p50_us"] <= 0 || f["p99_us"] < f["p50_us"] || f["p999_us"] < f["p99_us"] {
+		t.Errorf("percentiles out of order: %s", line)
+	}
+}

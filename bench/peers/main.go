@@ -1,0 +1,495 @@
+// Command peers measures dnsd side by side with the servers people would
+// otherwise run — unbound, CoreDNS, dnsmasq — and with bench/reference (a
+// trivial fixed-answer server), all serving the same data in one run on
+// this machine, and prints one Markdown table of ratios to the reference.
+// bench/peers.sh builds everything and runs it; see docs/performance.md.
+//
+// Each server in turn runs pinned to CPU 0 (taskset) while the load
+// generators run on CPU 1; the servers' order rotates from run to run. For
+// every server and scenario it measures, at saturation, the server's CPU
+// time per answered query (utime+stime from /proc/PID/stat ÷ answers) and
+// the answers per second, once under dnsperf and once under bench/loadgen;
+// then the p50/p99 latency at a fixed rate (bench/loadgen -rate); the
+// server's VmRSS/VmHWM at the end; and the kernel's receive drops on its
+// UDP port (/proc/net/udp). It only ever talks to loopback addresses.
+//
+// "peers etcd ..." is an internal subcommand: an embedded etcd server
+// loaded with the etcd scenario's records.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "etcd" {
+		if err := runEtcd(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "peers etcd:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var e env
+	flag.StringVar(&e.bin, "bin", "", "directory holding dnsd, reference and loadgen (required)")
+	flag.StringVar(&e.coredns, "coredns", "", "CoreDNS binary (empty: CoreDNS is left out)")
+	flag.StringVar(&e.unbound, "unbound", "", "unbound binary (empty: left out)")
+	flag.StringVar(&e.dnsmasq, "dnsmasq", "", "dnsmasq binary (empty: left out)")
+	flag.StringVar(&e.dnsperf, "dnsperf", "", "dnsperf binary (empty: only bench/loadgen measures)")
+	flag.StringVar(&e.kubeAPIServer, "kube-apiserver", "", "kube-apiserver binary (scripts/k8s-tools.sh): adds the kubernetes scenario")
+	flag.DurationVar(&e.dur, "duration", 5*time.Second, "each measurement's length")
+	runs := flag.Int("runs", 3, "runs; the servers' order rotates from one to the next")
+	flag.IntVar(&e.rate, "rate", 20000, "queries per second of the latency measurement")
+	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all; kubernetes only with -kube-apiserver): "+strings.Join(scenarioNames(), ","))
+	servers := flag.String("servers", "", "comma-separated servers to run (default: all that are given)")
+	flag.BoolVar(&e.strict, "strict", false, "exit 1 when a server answered wrong or a measurement failed (a smoke test)")
+	flag.StringVar(&e.dir, "dir", "", "working directory for data, configs and logs (default: a new temporary one, removed at the end)")
+	flag.Parse()
+	if e.bin == "" {
+		fmt.Fprintln(os.Stderr, "peers: -bin is required")
+		os.Exit(2)
+	}
+	if err := e.main(*runs, *only, *servers); err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+}
+
+// env is one benchmark: the tools, the working directory and the live
+// processes (all stopped on exit or on a signal).
+type env struct {
+	bin, coredns, unbound, dnsmasq, dnsperf, kubeAPIServer string
+	dur                                                    time.Duration
+	rate                                                   int
+	dir                                                    string
+	pin                                                    bool
+	strict                                                 bool
+
+	cluster *kubetest.ControlPlane // the kubernetes scenario's, started once
+
+	cert, key string // the DoT certificate
+
+	mu   sync.Mutex
+	live map[*exec.Cmd]bool
+}
+
+func (e *env) main(runs int, only, serverList string) error {
+	if e.dir == "" {
+		d, err := os.MkdirTemp("", "dnsd-peers-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		e.dir = d
+	}
+	e.live = map[*exec.Cmd]bool{}
+	defer e.stopAll()
+	defer func() {
+		if e.cluster != nil {
+			e.cluster.Close()
+		}
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		e.stopAll()
+		if e.cluster != nil {
+			e.cluster.Close()
+		}
+		os.Exit(130)
+	}()
+
+	_, err := exec.LookPath("taskset")
+	e.pin = err == nil && numCPU() >= 2
+	if !e.pin {
+		fmt.Fprintln(os.Stderr, "peers: warning: no taskset or fewer than 2 CPUs; servers and load are not pinned")
+	}
+	servers := []string{"reference", "dnsd"}
+	for _, s := range []struct{ name, path string }{{"unbound", e.unbound}, {"coredns", e.coredns}, {"dnsmasq", e.dnsmasq}} {
+		if s.path != "" {
+			servers = append(servers, s.name)
+		}
+	}
+	if serverList != "" {
+		var keep []string
+		for _, s := range strings.Split(serverList, ",") {
+			if !contains(servers, s) {
+				return fmt.Errorf("server %q is not available (have %s)", s, strings.Join(servers, ","))
+			}
+			keep = append(keep, s)
+		}
+		if !contains(keep, "reference") {
+			keep = append([]string{"reference"}, keep...) // the yardstick
+		}
+		servers = keep
+	}
+	scs, err := pickScenarios(only, e.kubeAPIServer != "")
+	if err != nil {
+		return err
+	}
+	if err := e.writeData(); err != nil {
+		return err
+	}
+	for i := range scs {
+		scs[i].queries = filepath.Join(e.dir, scs[i].queryFile)
+	}
+
+	res := results{}
+	for run := 0; run < runs; run++ {
+		for si := range scs {
+			sc := &scs[si]
+			stop, err := e.startBackends(sc)
+			if err != nil {
+				return fmt.Errorf("%s: %v", sc.name, err)
+			}
+			order := rotate(servers, run)
+			for _, srv := range order {
+				if !sc.supports(srv) {
+					continue
+				}
+				fmt.Fprintf(os.Stderr, "peers: run %d/%d, %s, %s\n", run+1, runs, sc.name, srv)
+				s := e.measure(sc, srv)
+				for _, p := range s.Problems {
+					fmt.Fprintf(os.Stderr, "peers:   problem: %s\n", p)
+				}
+				for _, n := range s.Notes {
+					fmt.Fprintf(os.Stderr, "peers:   note: %s\n", n)
+				}
+				res.add(sc.name, srv, run, s)
+			}
+			stop()
+		}
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("%s, %s, %d CPUs (%s), %d run(s) of %s per measurement, latency at %d queries/s\n\n",
+		time.Now().Format("2006-01-02 15:04"), host, numCPU(), cpuModel(), runs, e.dur, e.rate)
+	render(os.Stdout, res, scs, servers, e.rate)
+	if e.strict {
+		for _, byServer := range res {
+			for srv, runs := range byServer {
+				for _, s := range runs {
+					if len(s.Problems) > 0 {
+						return fmt.Errorf("%s: %s", srv, s.Problems[0])
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// measure starts srv for sc, checks its answers, runs the load and stops it.
+func (e *env) measure(sc *scenario, srv string) sample {
+	s := sample{Drops: -1}
+	port, tlsPort := freePort(), freePort()
+	argv, err := e.command(srv, sc, port, tlsPort)
+	if err != nil {
+		s.Problems = append(s.Problems, err.Error())
+		return s
+	}
+	p, err := e.spawn(0, fmt.Sprintf("%s-%s", sc.name, srv), argv...)
+	if err != nil {
+		s.Problems = append(s.Problems, err.Error())
+		return s
+	}
+	defer e.stop(p)
+	pid := p.Process.Pid
+	target := port
+	if sc.transport == "dot" {
+		target = tlsPort
+	}
+	if err := waitReady(sc, srv, target, 60*time.Second); err != nil {
+		s.Problems = append(s.Problems, err.Error())
+		return s
+	}
+	if err := checkAnswers(sc, srv, target); err != nil {
+		s.Problems = append(s.Problems, err.Error())
+	}
+	if sc.transport == "udp" {
+		// Warm-up: every query once or more (fills a forward cache).
+		if _, err := e.loadgen(sc, target, 0, "-duration", "0s", "-conns", "4"); err != nil {
+			s.Problems = append(s.Problems, err.Error())
+			return s
+		}
+	}
+	if e.dnsperf != "" {
+		if err := e.runDnsperf(sc, srv, pid, target, &s); err != nil {
+			s.Problems = append(s.Problems, err.Error())
+		}
+	}
+	if sc.transport == "udp" {
+		if kv, err := e.loadgen(sc, target, pid); err != nil {
+			s.Problems = append(s.Problems, err.Error())
+		} else {
+			s.GenQPS, s.GenCPU = kv["qps"], kv["cpu_per_answer_us"]
+			if bad := kv["bad"]; bad > 0.001*kv["answers"] {
+				s.Problems = append(s.Problems, fmt.Sprintf("loadgen: %.0f failed answers (SERVFAIL, REFUSED, ...) of %.0f", bad, kv["answers"]+bad))
+			}
+		}
+		if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(e.rate)); err != nil {
+			s.Problems = append(s.Problems, err.Error())
+		} else {
+			s.P50, s.P99 = kv["p50_us"], kv["p99_us"]
+			if lost := kv["lost"]; lost > 0.001*kv["sent"] {
+				s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.rate))
+			}
+		}
+		if d, err := udpDrops(port); err == nil {
+			s.Drops = d
+		}
+	}
+	if m, err := processMemory(pid); err == nil {
+		s.RSS, s.HWM = m.RSS, m.HWM
+	} else {
+		s.Problems = append(s.Problems, err.Error())
+	}
+	return s
+}
+
+func (e *env) runDnsperf(sc *scenario, srv string, pid, port int, s *sample) error {
+	secs := max(1, int(e.dur.Round(time.Second)/time.Second))
+	args := []string{e.dnsperf, "-s", "127.0.0.1", "-p", strconv.Itoa(port), "-m", sc.transport,
+		"-d", sc.queries, "-l", strconv.Itoa(secs), "-t", "2", "-e"}
+	if sc.transport == "udp" {
+		args = append(args, "-c", "8", "-q", "128")
+	} else {
+		// Pipelined: 100 queries in flight over 4 connections.
+		args = append(args, "-c", "4", "-q", "100")
+	}
+	cpu0, err := cpuTicks(pid)
+	if err != nil {
+		return err
+	}
+	out, err := e.output(1, args...)
+	cpu1, _ := cpuTicks(pid)
+	if err != nil {
+		return fmt.Errorf("dnsperf: %v\n%s", err, out)
+	}
+	r, err := parseDnsperf(out)
+	if err != nil {
+		return err
+	}
+	if r.Completed == 0 {
+		return fmt.Errorf("dnsperf: no query answered")
+	}
+	s.PerfQPS = r.QPS
+	s.PerfCPU = float64(cpu1-cpu0) / 100 / float64(r.Completed) * 1e6
+	if err := sc.checkRcodes(srv, r); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadgen runs bench/loadgen on CPU 1 against port with sc's queries and
+// returns its figures.
+func (e *env) loadgen(sc *scenario, port, pid int, extra ...string) (map[string]float64, error) {
+	args := []string{filepath.Join(e.bin, "loadgen"), "-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		"-queries", sc.queries, "-duration", e.dur.String(), "-label", sc.name}
+	if pid > 0 {
+		args = append(args, "-pid", strconv.Itoa(pid))
+	}
+	args = append(args, extra...) // later flags win
+	out, err := e.output(1, args...)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %v: %s", err, out)
+	}
+	return parseLoadgen(strings.TrimSpace(out))
+}
+
+// spawn starts argv on cpu (when pinning) with its output in a log file of
+// the working directory. taskset execs the command, so the process's pid is
+// the server's.
+func (e *env) spawn(cpu int, name string, argv ...string) (*exec.Cmd, error) {
+	if e.pin {
+		argv = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
+	}
+	log, err := os.Create(filepath.Join(e.dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	e.live[cmd] = true
+	return cmd, nil
+}
+
+// output runs argv on cpu (when pinning) to its end and returns its
+// standard output (and standard error).
+func (e *env) output(cpu int, argv ...string) (string, error) {
+	if e.pin {
+		argv = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e.dur+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// stop ends a process: SIGTERM, then SIGKILL after 5 s.
+func (e *env) stop(cmd *exec.Cmd) {
+	e.mu.Lock()
+	delete(e.live, cmd)
+	e.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (e *env) stopAll() {
+	e.mu.Lock()
+	cmds := make([]*exec.Cmd, 0, len(e.live))
+	for c := range e.live {
+		cmds = append(cmds, c)
+	}
+	e.mu.Unlock()
+	for _, c := range cmds {
+		e.stop(c)
+	}
+}
+
+// startBackends starts what sc's servers talk to (the forward upstream,
+// etcd, the kube-apiserver) and returns the function that stops them (the
+// kube-apiserver stays for the next run).
+func (e *env) startBackends(sc *scenario) (func(), error) {
+	var started []*exec.Cmd
+	stop := func() {
+		for _, c := range started {
+			e.stop(c)
+		}
+	}
+	switch sc.name {
+	case "kubernetes":
+		if err := e.startCluster(); err != nil {
+			return stop, fmt.Errorf("kube-apiserver: %v", err)
+		}
+		sc.kubeconfig = e.cluster.Kubeconfig
+	case "forward":
+		// The upstream: a second reference server, on the load's CPU.
+		sc.upstream = freePort()
+		c, err := e.spawn(1, "upstream", filepath.Join(e.bin, "reference"), "-addr", fmt.Sprintf("127.0.0.1:%d", sc.upstream))
+		if err != nil {
+			return stop, err
+		}
+		started = append(started, c)
+	case "etcd":
+		sc.etcd = freePort()
+		self, err := os.Executable()
+		if err != nil {
+			return stop, err
+		}
+		ready := filepath.Join(e.dir, "etcd.ready")
+		os.Remove(ready)
+		c, err := e.spawn(1, "etcd", self, "etcd", "-port", strconv.Itoa(sc.etcd), "-peer-port", strconv.Itoa(freePort()),
+			"-dir", filepath.Join(e.dir, fmt.Sprintf("etcd-%d", sc.etcd)), "-load", filepath.Join(e.dir, "etcd.records"), "-ready", ready)
+		if err != nil {
+			return stop, err
+		}
+		started = append(started, c)
+		if err := waitFile(ready, 2*time.Minute); err != nil {
+			stop()
+			return func() {}, fmt.Errorf("etcd: %v (log: %s)", err, filepath.Join(e.dir, "etcd.log"))
+		}
+	}
+	return stop, nil
+}
+
+func waitFile(path string, timeout time.Duration) error {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+	}
+	return errors.New("not ready in time")
+}
+
+func freePort() int {
+	// A port free for both UDP and TCP.
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+}
+
+// rotate returns xs started at its (run mod len)-th element.
+func rotate(xs []string, run int) []string {
+	k := run % len(xs)
+	return append(append([]string(nil), xs[k:]...), xs[:k]...)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func numCPU() int {
+	n := 0
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "processor") {
+			n++
+		}
+	}
+	return n
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	stat := "4242 (my (odd) srv) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 3 0 100 0 0"
+	got, err := parseStat(stat)
+	if err != nil || got != 1234+567 {
+		t.Errorf("parseStat = %d, %v; want 1801", got, err)
+	}
+	if _, err := parseStat("4242 (short) S 1"); err == nil {
+		t.Error("parseStat of a short line succeeded")
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	m, err := parseStatus(strings.NewReader("Name:\tunbound\nVmPeak:\t  99999 kB\nVmHWM:\t   23456 kB\nVmRSS:\t   22000 kB\nThreads:\t1\n"))
+	if err != nil || m.RSS != 22000 || m.HWM != 23456 {
+		t.Errorf("parseStatus = %+v, %v", m, err)
+	}
+	if _, err := parseStatus(strings.NewReader("Name:\tzombie\n")); err == nil {
+		t.Error("parseStatus without VmRSS succeeded")
+	}
+}
+
+func TestParseUDPDrops(t *testing.T) {
+	table := `   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+  123: 0100007F:1F90 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1111 2 0000000000000000 17
+  124: 0100007F:1F90 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1112 2 0000000000000000 3
+  125: 0100007F:1F91 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1113 2 0000000000000000 500
+  126: 00000000:9F90 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1114 2 0000000000000000 900
+`
+	got, err := parseUDPDrops(strings.NewReader(table), 8080) // 0x1F90
+	if err != nil || got != 20 {
+		t.Errorf("drops on 8080 = %d, %v; want 20", got, err)
+	}
+	if got, _ := parseUDPDrops(strings.NewReader(table), 9999); got != 0 {
+		t.Errorf("drops on an unused port = %d", got)
+	}
+}
+
+func TestParseDnsperf(t *testing.T) {
+	out := `DNS Performance Testing Tool
+Version 2.10.0
+
+[Status] Command line: dnsperf -s 127.0.0.1 -p 5300 -d q -l 5
+[Status] Sending queries (to 127.0.0.1:5300)
+[Status] Testing complete (time limit)
+
+Statistics:
+
+  Queries sent:         1000010
+  Queries completed:    1000000 (100.00%)
+  Queries lost:         10 (0.00%)
+
+  Response codes:       NOERROR 800000 (80.00%), NXDOMAIN 200000 (20.00%)
+  Average packet size:  request 40, response 56
+  Run time (s):         5.000000
+  Queries per second:   199999.500000
+
+  Average Latency (s):  0.000587 (min 0.000029, max 0.004085)
+  Latency StdDev (s):   0.000648
+`
+	r, err := parseDnsperf(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Completed != 1000000 || r.Lost != 10 || r.QPS != 199999.5 || r.Rcodes["NOERROR"] != 800000 || r.Rcodes["NXDOMAIN"] != 200000 {
+		t.Errorf("parseDnsperf = %+v", r)
+	}
+	sc := scenario{nxShare: 0.2}
+	if err := sc.checkRcodes("dnsd", r); err != nil {
+		t.Errorf("checkRcodes of a right mix: %v", err)
+	}
+	if err := sc.checkRcodes("reference", r); err == nil {
+		t.Error("checkRcodes: the reference answering NXDOMAIN passed")
+	}
+	r.Rcodes = map[string]int64{"NOERROR": 800000, "SERVFAIL": 200000}
+	if err := sc.checkRcodes("dnsd", r); err == nil {
+		t.Error("checkRcodes: SERVFAIL instead of NXDOMAIN passed")
+	}
+	if _, err := parseDnsperf("[Fatal] unable to connect\n"); err == nil {
+		t.Error("parseDnsperf of a failed run succeeded")
+	}
+}
+
+func TestParseLoadgen(t *testing.T) {
+	kv, err := parseLoadgen("hosts            qps=181234 answers=906170 nodata=0 nxdomain=0 bad=0 server_cpu=4.99s cpu_per_answer_us=5.51")
+	if err != nil || kv["qps"] != 181234 || kv["server_cpu"] != 4.99 || kv["cpu_per_answer_us"] != 5.51 {
+		t.Errorf("parseLoadgen = %v, %v", kv, err)
+	}
+	if _, err := parseLoadgen("loadgen: connection refused"); err == nil {
+		t.Error("parseLoadgen of an error succeeded")
+	}
+}
+
+func TestRotate(t *testing.T) {
+	xs := []string{"a", "b", "c"}
+	if got := strings.Join(rotate(xs, 4), ""); got != "bca" {
+		t.Errorf("rotate(abc, 4) = %s", got)
+	}
+	if xs[0] != "a" {
+		t.Error("rotate changed its input")
+	}
+}
+
+func TestPickScenarios(t *testing.T) {
+	all, err := pickScenarios("", true)
+	if err != nil || len(all) != len(allScenarios) {
+		t.Fatalf("all scenarios: %d, %v", len(all), err)
+	}
+	two, err := pickScenarios("dot,hosts", false)
+	if err != nil || len(two) != 2 || two[0].name != "hosts" || two[1].name != "dot" {
+		t.Errorf("pickScenarios(dot,hosts) = %v, %v", two, err)
+	}
+	if _, err := pickScenarios("hosts,nope", false); err == nil {
+		t.Error("an unknown scenario was accepted")
+	}
+	if _, err := pickScenarios("kubernetes", false); err == nil {
+		t.Error("kubernetes was accepted without a kube-apiserver")
+	}
+	if noK8s, _ := pickScenarios("", false); len(noK8s) != len(allScenarios)-1 {
+		t.Errorf("without a kube-apiserver: %d scenarios, want all but kubernetes", len(noK8s))
+	}
+}
+
+// TestRender checks the ratios: per run against the reference of the same
+// run, medians over runs, "—" where a server cannot serve a scenario.
+func TestRender(t *testing.T) {
+	r := results{}
+	ref := []float64{5, 6, 4}
+	dnsd := []float64{4, 6, 3.6} // ratios 0.8, 1.0, 0.9
+	for run := range ref {
+		r.add("hosts", "reference", run, sample{PerfCPU: ref[run], PerfQPS: 100000, RSS: 10240, HWM: 12288, Drops: 2})
+		r.add("hosts", "dnsd", run, sample{PerfCPU: dnsd[run], PerfQPS: 150000, P50: 50, RSS: 51200, HWM: 61440, Drops: 0})
+		r.add("etcd", "reference", run, sample{PerfCPU: 5, Drops: -1})
+	}
+	r.add("etcd", "dnsd", 1, sample{PerfCPU: 2.5, Drops: -1, Problems: []string{"slow start"}, Notes: []string{"3 lost"}})
+	scs, _ := pickScenarios("hosts,etcd", false)
+	var b bytes.Buffer
+	render(&b, r, scs, []string{"reference", "dnsd", "unbound"}, 20000)
+	out := b.String()
+	for _, want := range []string{
+		"| hosts hits | reference | 1.00 (5.00 µs) | 1.00 (100k/s) |",
+		"| hosts hits | dnsd | 0.90 (0.80–1.00) | 1.50 | — | — | — | — | 50 / 60 | 0 |",
+		"| hosts hits | reference |", "10 / 12 | 6 |",
+		"| etcd hits | dnsd | 0.50 |",
+		"| etcd hits | unbound | — |",
+		"- etcd hits, dnsd, run 1: not run",
+		"- etcd hits, dnsd, run 2: slow start",
+		"- etcd hits, dnsd, run 2: 3 lost",
+		"p50 at 20k/s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// unbound can serve hosts but was not run: no row.
+	if strings.Contains(out, "| hosts hits | unbound") {
+		t.Errorf("a server that was not run has a row:\n%s", out)
+	}
+}
+
+// TestWriteData checks the data every server is given agrees: the same
+// names and addresses, a fifth of the NXDOMAIN queries missing.
+func TestWriteData(t *testing.T) {
+	e := &env{dir: t.TempDir()}
+	if err := e.writeData(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(f string) []string {
+		b, err := os.ReadFile(filepath.Join(e.dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	hosts, hits, nx := read("hosts"), read("hits.queries"), read("nx.queries")
+	if len(hosts) != names || len(hits) != names || len(nx) != names {
+		t.Fatalf("%d hosts, %d hit queries, %d nx queries; want %d each", len(hosts), len(hits), len(nx), names)
+	}
+	if hosts[1234] != "10.1.4.210 host1234.example.internal" || hits[1234] != "host1234.example.internal. A" {
+		t.Errorf("line 1234: %q, %q", hosts[1234], hits[1234])
+	}
+	missing := 0
+	for _, q := range nx {
+		if strings.HasPrefix(q, "missing") {
+			missing++
+		}
+	}
+	if missing != names/5 {
+		t.Errorf("%d missing names in the NXDOMAIN mix, want %d", missing, names/5)
+	}
+	if recs := read("etcd.records"); recs[1234] != "/skydns/internal/example/host1234\t{\"host\":\"10.1.4.210\",\"ttl\":3600}" {
+		t.Errorf("etcd record 1234: %q", recs[1234])
+	}
+	if local := read("unbound-local.conf"); len(local) != names+2 || !strings.Contains(local[1236], `"host1234.example.internal. 3600 IN A 10.1.4.210"`) {
+		t.Errorf("unbound local data: %d lines, line 1236 %q", len(local), local[1236])
+	}
+}
