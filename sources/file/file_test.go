@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,5 +206,33 @@ func TestList(t *testing.T) {
 	_ = s.List("b.c.example.internal.", func(dns.RR) bool { n++; return true })
 	if n != 1 {
 		t.Fatalf("a zone below the origin lists %d records, want 1 (a.b.c)", n)
+	}
+}
+
+// An $INCLUDE that is not a regular file (a FIFO would block the parser)
+// or is missing is an error naming it; nested includes are read too.
+func TestIncludes(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "inner.zone"), []byte("inner IN A 10.0.0.2\n"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "mid.zone"), []byte("mid IN A 10.0.0.1\n$INCLUDE inner.zone\n"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "z.zone"), []byte("$INCLUDE mid.zone\n"), 0o644))
+	c := &Config{Path: filepath.Join(dir, "z.zone"), Origin: "z.test.", Zones: []string{"z.test."}}
+	z, err := load(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z.names["inner.z.test."] == nil || len(z.files) != 3 {
+		t.Fatalf("nested include: names %v, files %v", z.order, z.files)
+	}
+	must(os.Remove(filepath.Join(dir, "inner.zone")))
+	must(syscall.Mkfifo(filepath.Join(dir, "inner.zone"), 0o644))
+	if _, err := load(c); err == nil || !strings.Contains(err.Error(), "inner.zone") {
+		t.Fatalf("a FIFO include: %v, want an error naming it", err)
 	}
 }

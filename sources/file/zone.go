@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,6 +18,9 @@ import (
 	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/pipeline"
 )
+
+// maxIncludeDepth bounds nested $INCLUDEs (the parser's own limit is 7).
+const maxIncludeDepth = 7
 
 // maxFileSize bounds one zone file (a 100,000-record zone is a few MB).
 const maxFileSize = 512 << 20
@@ -86,12 +90,22 @@ func load(c *Config) (*zone, error) {
 		if t, ok := firstTTL(data); ok {
 			defTTL = t
 		}
-		// Included files are watched and hashed too.
-		for _, inc := range includes(data, filepath.Dir(c.Path)) {
-			if b, _, err := fsutil.ReadFile(inc, maxFileSize); err == nil {
+		// Included files (and theirs) are watched and hashed too, and
+		// must be regular files: the parser opens them itself, and a FIFO
+		// would block it.
+		todo := includes(data, filepath.Dir(c.Path))
+		for depth := 0; len(todo) > 0 && depth < maxIncludeDepth; depth++ {
+			var next []string
+			for _, inc := range todo {
+				b, _, err := fsutil.ReadFile(inc, maxFileSize)
+				if err != nil {
+					return nil, fmt.Errorf("zone file %s: $INCLUDE %s: %w", c.Path, inc, unwrapPath(err))
+				}
 				h.Write(b)
 				z.files = append(z.files, inc)
+				next = append(next, includes(b, filepath.Dir(inc))...)
 			}
+			todo = next
 		}
 		zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
 		zp.SetDefaultTTL(defTTL)
@@ -254,4 +268,13 @@ func parseTTL(s string) (uint32, bool) {
 		}
 	}
 	return uint32(total + cur), total+cur > 0 || digits
+}
+
+// unwrapPath drops a *PathError's wrapper, whose path is printed already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
