@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -805,6 +806,108 @@ func TestManySlowQueriesInOneBatch(t *testing.T) {
 		if _, err := c.Read(buf); err != nil {
 			t.Fatalf("slow queries after release: %v", err)
 		}
+	}
+}
+
+// sendBurst writes one A query per name, the ID being the key, to c at
+// once.
+func sendBurst(t *testing.T, c net.Conn, names map[uint16]string, order []uint16) {
+	t.Helper()
+	for _, id := range order {
+		sendQuery(t, c, id, names[id])
+	}
+}
+
+// readAnswers reads answers from c until every query of want (ID →
+// name) is answered, each once and with its own question; it fails when
+// deadline passes first.
+func readAnswers(t *testing.T, c net.Conn, want map[uint16]string, deadline time.Time) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	for len(want) > 0 {
+		_ = c.SetReadDeadline(deadline)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("%d queries unanswered: %v", len(want), err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		name, ok := want[r.Id]
+		if !ok {
+			t.Fatalf("answer with unexpected or repeated ID %d", r.Id)
+		}
+		if len(r.Question) != 1 || r.Question[0].Name != name || len(r.Answer) != 1 || r.Answer[0].Header().Name != name {
+			t.Fatalf("answer %d is not for %s: %v", r.Id, name, r)
+		}
+		delete(want, r.Id)
+	}
+}
+
+// burstNames names n queries q<i>.test. with IDs apart by 7, in order.
+func burstNames(n int) (map[uint16]string, []uint16) {
+	names := map[uint16]string{}
+	var order []uint16
+	for i := range n {
+		id := uint16(1000 + 7*i)
+		names[id] = fmt.Sprintf("q%d.test.", i)
+		order = append(order, id)
+	}
+	return names, order
+}
+
+// A burst of 64 queries from one client spans several read batches whose
+// replies are sent together: every query gets exactly one answer, with its
+// own ID and question.
+func TestUDPBurstAnswersMatch(t *testing.T) {
+	c, _ := slowUDPServer(t)
+	for range 3 {
+		names, order := burstNames(64)
+		sendBurst(t, c, names, order)
+		readAnswers(t, c, names, time.Now().Add(5*time.Second))
+	}
+}
+
+// A slow query in the middle of a burst of 64: the replies queued before
+// it in its batch go out when the batch is taken over, the later ones as
+// they are made, so all arrive while the slow one still waits (the bound
+// is generous: the takeover comes after 500 µs).
+func TestUDPBurstWithSlowQuery(t *testing.T) {
+	c, free := slowUDPServer(t)
+	names, order := burstNames(64)
+	slowID := order[20]
+	names[slowID] = "slow20.test."
+	fast := maps.Clone(names)
+	delete(fast, slowID)
+	start := time.Now()
+	sendBurst(t, c, names, order)
+	readAnswers(t, c, fast, start.Add(time.Second))
+	t.Logf("63 fast answers after %v", time.Since(start))
+	free()
+	readAnswers(t, c, map[uint16]string{slowID: "slow20.test."}, time.Now().Add(5*time.Second))
+}
+
+// Replies sent together keep their source address: a burst to 127.0.0.2
+// on a wildcard listener is answered from 127.0.0.2 (the connected client
+// socket drops anything else).
+func TestWildcardUDPBurstRepliesFromQueriedAddress(t *testing.T) {
+	for _, host := range []string{"0.0.0.0", ""} {
+		t.Run("host="+host, func(t *testing.T) {
+			res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response { return answerA(req, 1) }}
+			ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: net.JoinHostPort(host, "0")}}, Settings{ACL: config.ACL{Default: true}})
+			port := ts.Addrs()[0].(*net.UDPAddr).Port
+			for _, ip := range []string{"127.0.0.2", "127.0.0.1"} {
+				c, err := net.Dial("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				names, order := burstNames(64)
+				sendBurst(t, c, names, order)
+				readAnswers(t, c, names, time.Now().Add(5*time.Second))
+			}
+		})
 	}
 }
 

@@ -117,18 +117,30 @@ func (s *Server) handleUDP(j *udpJob) {
 // answerUDP answers one datagram from `from` (sent to dst on interface
 // ifindex when dst is valid: a wildcard listener) and releases sc.
 func (s *Server) answerUDP(sc *scratch, u *unit, conn *net.UDPConn, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf, in []byte) {
-	client := from.Addr().Unmap().WithZone("")
-	sc.listen = u.listen
-	if out := s.serveRaw(s.ctx, sc, protoUDP, client, u.loopback, in); out != nil {
-		var err error
-		if dst.IsValid() {
-			_, _, err = conn.WriteMsgUDPAddrPort(out, srcPktinfo(oobOut, dst, ifindex), from)
-		} else {
-			_, err = conn.WriteToUDPAddrPort(out, from)
-		}
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			s.log.Debug("udp write error", "client", from.String(), "err", err)
-		}
+	if out := s.serveUDP(sc, u, from, in); out != nil {
+		s.writeUDP(conn, out, from, dst, ifindex, oobOut)
 	}
 	s.release(sc)
+}
+
+// serveUDP is serveRaw for a datagram from `from` on u: the reply to
+// send, nil for none, in sc's pack buffer until s.release(sc).
+func (s *Server) serveUDP(sc *scratch, u *unit, from netip.AddrPort, in []byte) []byte {
+	client := from.Addr().Unmap().WithZone("")
+	sc.listen = u.listen
+	return s.serveRaw(s.ctx, sc, protoUDP, client, u.loopback, in)
+}
+
+// writeUDP sends one reply (from dst on interface ifindex when dst is
+// valid).
+func (s *Server) writeUDP(conn *net.UDPConn, out []byte, to netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf) {
+	var err error
+	if dst.IsValid() {
+		_, _, err = conn.WriteMsgUDPAddrPort(out, srcPktinfo(oobOut, dst, ifindex), to)
+	} else {
+		_, err = conn.WriteToUDPAddrPort(out, to)
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("udp write error", "client", to.String(), "err", err)
+	}
 }

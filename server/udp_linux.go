@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,6 +36,13 @@ import (
 // takeover (the reader answers its whole batch, the kernel queue absorbs
 // the rest) and the timer's goroutine answers what is left of the batch
 // itself instead of starting more.
+//
+// Replies go out together: the reader queues each reply of a batch of
+// two or more and sends the queue with one sendmmsg when the batch is
+// done, saving a system call per reply (the kernel's delivery, most of a
+// send's cost, stays; see BenchmarkServeUDPBurst). A reply never waits behind a slow query for longer than
+// slowBatch: the takeover sends the queue first, and from then on until
+// the next batch every reply goes out at once, on its own.
 const (
 	batchSize = 16
 	slowBatch = 500 * time.Microsecond
@@ -80,6 +88,7 @@ type udpReader struct {
 	// exits after its current query. Written before taken is closed.
 	handedOver bool
 	sc         scratch
+	w          udpSends
 
 	// recvmmsg's arguments and results, kept here so that the function
 	// handed to RawConn.Read is made once.
@@ -112,7 +121,107 @@ func (s *Server) newUDPReader(u *unit, conn *net.UDPConn, rc syscall.RawConn) *u
 		r.rn, r.rerr = int(r0), e
 		return true
 	}
+	r.w.sendFn = r.sendmmsg
 	return r
+}
+
+// udpSends is the reply queue of a reader's batch, for one sendmmsg. Each
+// reply goes to its client's address as received and, on a wildcard
+// listener, from the address the query came to (IP_PKTINFO /
+// IPV6_PKTINFO, as writeUDP does). A reply stays in the pack buffer taken
+// from its scratch until the sendmmsg carrying it has returned.
+type udpSends struct {
+	mu sync.Mutex
+	// direct: the batch has been taken over (or the takeover declined):
+	// until the next batch, replies are sent one by one, at once.
+	direct bool
+	n      int // replies queued
+	off    int // next one sendmmsg sends
+	hdrs   [batchSize]unix.Mmsghdr
+	iovs   [batchSize]unix.Iovec
+	to     [batchSize]unix.RawSockaddrInet6
+	oob    [batchSize]oobBuf
+	packs  [batchSize]*[]byte
+	sendFn func(fd uintptr) bool
+}
+
+// queue queues out, the reply to datagram i of b (from `from`, sent to
+// dst), or sends it at once when the batch has been taken over. It
+// reports whether it was queued; then the pack buffer has moved from sc to
+// the queue.
+func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf) bool {
+	w := &r.w
+	w.mu.Lock()
+	if w.direct || len(out) == 0 {
+		w.mu.Unlock()
+		r.s.writeUDP(r.conn, out, from, dst, ifindex, oobOut)
+		return false
+	}
+	k := w.n
+	w.n++
+	w.to[k] = b.from[i]
+	w.iovs[k].Base = &out[0]
+	w.iovs[k].SetLen(len(out))
+	h := &w.hdrs[k].Hdr
+	h.Name = (*byte)(unsafe.Pointer(&w.to[k]))
+	h.Namelen = b.hdrs[i].Hdr.Namelen
+	h.Iov = &w.iovs[k]
+	h.Iovlen = 1
+	if dst.IsValid() {
+		c := srcPktinfo(&w.oob[k], dst, ifindex)
+		h.Control = &c[0]
+		h.SetControllen(len(c))
+	} else {
+		h.Control = nil
+		h.SetControllen(0)
+	}
+	w.packs[k], sc.pack = sc.pack, nil
+	w.mu.Unlock()
+	return true
+}
+
+// flush sends the queued replies and marks their queries answered. The
+// caller holds r.w.mu.
+func (r *udpReader) flush() {
+	w := &r.w
+	if w.n == 0 {
+		return
+	}
+	w.off = 0
+	if err := r.rc.Write(w.sendFn); err != nil && !errors.Is(err, net.ErrClosed) {
+		r.s.log.Debug("udp write error", "addr", r.conn.LocalAddr().String(), "err", err)
+	}
+	for k := range w.n {
+		if w.packs[k] != nil {
+			r.s.packs.Put(w.packs[k])
+			w.packs[k] = nil
+		}
+		w.iovs[k].Base = nil
+	}
+	r.s.handlers.Add(-w.n)
+	w.n = 0
+}
+
+// sendmmsg is the function handed to RawConn.Write by flush. A reply the
+// kernel refuses (sendmmsg fails on its first message) is logged and
+// skipped; the rest are still sent.
+func (r *udpReader) sendmmsg(fd uintptr) bool {
+	w := &r.w
+	for w.off < w.n {
+		r0, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[w.off])), uintptr(w.n-w.off), 0, 0, 0)
+		switch e {
+		case 0:
+			w.off += max(int(r0), 1)
+		case unix.EAGAIN:
+			return false // wait until the socket is writable
+		case unix.EINTR:
+		default:
+			to, _ := sockaddrAddrPort(&w.to[w.off], w.hdrs[w.off].Hdr.Namelen)
+			r.s.log.Debug("udp write error", "client", to.String(), "err", e)
+			w.off++
+		}
+	}
+	return true
 }
 
 func (r *udpReader) run() {
@@ -134,8 +243,21 @@ func (r *udpReader) run() {
 		b.refs.Store(2) // this reader and, should it fire, the timer's goroutine
 		s.handlers.Add(n)
 		r.batch.Store(b)
+		// A lone datagram's reply goes out on its own (writeUDP):
+		// queueing it would save nothing.
+		queue := n > 1
+		if queue {
+			r.w.mu.Lock()
+			r.w.direct = false
+			r.w.mu.Unlock()
+		}
 		r.timer.Reset(slowBatch)
-		r.answer(b, &r.sc)
+		r.answer(b, &r.sc, queue)
+		if queue {
+			r.w.mu.Lock()
+			r.flush()
+			r.w.mu.Unlock()
+		}
 		if r.timer.Stop() {
 			r.unref(b, 2)
 			continue
@@ -157,6 +279,11 @@ func (r *udpReader) run() {
 // takeOver runs on the timer's goroutine when a batch is slow.
 func (r *udpReader) takeOver() {
 	s, u, b := r.s, r.u, r.batch.Load()
+	// The replies ready so far go out now, later ones as they are made.
+	r.w.mu.Lock()
+	r.w.direct = true
+	r.flush()
+	r.w.mu.Unlock()
 	if s.nworkers.Load() >= maxUDPWorkers {
 		close(r.taken) // declined: the reader answers the rest itself
 		r.unref(b, 1)
@@ -182,7 +309,7 @@ func (r *udpReader) takeOver() {
 		if s.nworkers.Add(1) > maxUDPWorkers {
 			s.nworkers.Add(-1)
 			var sc scratch
-			r.answer(b, &sc) // at the bound: the rest, one after the other, here
+			r.answer(b, &sc, false) // at the bound: the rest, one after the other, here
 			break
 		}
 		i := int(b.next.Add(1)) - 1
@@ -195,7 +322,7 @@ func (r *udpReader) takeOver() {
 			defer s.nworkers.Add(-1)
 			var sc scratch
 			var oobOut oobBuf
-			r.answerOne(b, i, &sc, &oobOut)
+			r.answerOne(b, i, &sc, &oobOut, false)
 			r.unref(b, 1)
 		}()
 	}
@@ -208,27 +335,31 @@ func (r *udpReader) unref(b *udpBatch, n int32) {
 	}
 }
 
-// answer answers the batch's datagrams not yet claimed.
-func (r *udpReader) answer(b *udpBatch, sc *scratch) {
+// answer answers the batch's datagrams not yet claimed, queueing the
+// replies for r's next flush when queue is set (only the reader does).
+func (r *udpReader) answer(b *udpBatch, sc *scratch, queue bool) {
 	var oobOut oobBuf
 	for {
 		i := int(b.next.Add(1)) - 1
 		if i >= b.n {
 			return
 		}
-		r.answerOne(b, i, sc, &oobOut)
+		r.answerOne(b, i, sc, &oobOut, queue)
 	}
 }
 
-func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf) {
+// answerOne answers datagram i of b. A queued reply's query is marked
+// answered by the flush that sends it.
+func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf, queue bool) {
 	s := r.s
-	defer s.handlers.Done()
 	h := &b.hdrs[i]
 	if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+		s.handlers.Done()
 		return
 	}
 	from, ok := sockaddrAddrPort(&b.from[i], h.Hdr.Namelen)
 	if !ok {
+		s.handlers.Done()
 		return
 	}
 	var dst netip.Addr
@@ -238,7 +369,15 @@ func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf) {
 			dst, ifindex = d.Unmap(), idx
 		}
 	}
-	s.answerUDP(sc, r.u, r.conn, from, dst, ifindex, oobOut, b.bufs[i][:h.Len])
+	if !queue {
+		s.answerUDP(sc, r.u, r.conn, from, dst, ifindex, oobOut, b.bufs[i][:h.Len])
+		s.handlers.Done()
+		return
+	}
+	if out := s.serveUDP(sc, r.u, from, b.bufs[i][:h.Len]); out == nil || !r.queue(b, i, sc, out, from, dst, ifindex, oobOut) {
+		s.handlers.Done()
+	}
+	s.release(sc)
 }
 
 // recv fills b with one recvmmsg, waiting until at least one datagram is
