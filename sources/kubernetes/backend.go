@@ -159,9 +159,6 @@ type Backend struct {
 	ns       cache.SharedIndexInformer
 	pods     cache.SharedIndexInformer // nil unless pods are watched
 	podNames bool
-	// yes and no are what stripped endpoints' ready conditions point to,
-	// instead of one allocation each.
-	yes, no bool
 	// health is the connection's problem (shared with the transport);
 	// listErr the last list/watch error of each informer.
 	health   *health.Tracker
@@ -206,7 +203,7 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	if m == nil {
 		m = NewMetrics()
 	}
-	b := &Backend{logger: logger, metrics: m, yes: true, health: opts.Health, endpoint: opts.Endpoint, listErr: make(map[cache.SharedIndexInformer]string)}
+	b := &Backend{logger: logger, metrics: m, health: opts.Health, endpoint: opts.Endpoint, listErr: make(map[cache.SharedIndexInformer]string)}
 	if b.health == nil {
 		b.health = health.New(logger)
 	}
@@ -332,76 +329,24 @@ func (b *Backend) Close() error {
 }
 
 func sliceServiceIndex(obj any) ([]string, error) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
+	sl, ok := obj.(*sliceObj)
+	if !ok || sl.service == "" {
 		return nil, nil
 	}
-	svc := sl.Labels[discoveryv1.LabelServiceName]
-	if svc == "" {
-		return nil, nil
-	}
-	return []string{sl.Namespace + "/" + svc}, nil
+	return []string{sl.namespace + "/" + sl.service}, nil
 }
 
 // strip keeps only what DNS needs of an object before it enters an
-// informer's store (to save memory): no managed fields, annotations,
-// labels (but the endpoint slice's service name), pod specs, selectors.
-// It is idempotent.
+// informer's store (to save memory): services and endpoint slices in
+// their compact forms (object.go); namespaces and pods without managed
+// fields, annotations, labels, specs. It is idempotent (a compact form is
+// kept as it is).
 func (b *Backend) strip(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		out := &corev1.Service{ObjectMeta: meta(&o.ObjectMeta)}
-		if v, ok := o.Annotations[tolerateUnreadyAnnotation]; ok {
-			out.Annotations = map[string]string{tolerateUnreadyAnnotation: v}
-		}
-		out.Spec.Type = o.Spec.Type
-		out.Spec.ClusterIP = o.Spec.ClusterIP
-		out.Spec.ClusterIPs = o.Spec.ClusterIPs
-		out.Spec.ExternalName = o.Spec.ExternalName
-		out.Spec.ExternalIPs = o.Spec.ExternalIPs
-		out.Spec.PublishNotReadyAddresses = o.Spec.PublishNotReadyAddresses
-		if len(o.Spec.Ports) > 0 {
-			out.Spec.Ports = make([]corev1.ServicePort, len(o.Spec.Ports))
-			for i, p := range o.Spec.Ports {
-				out.Spec.Ports[i] = corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port}
-			}
-		}
-		if len(o.Status.LoadBalancer.Ingress) > 0 {
-			out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, len(o.Status.LoadBalancer.Ingress))
-			for i, in := range o.Status.LoadBalancer.Ingress {
-				out.Status.LoadBalancer.Ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, Hostname: in.Hostname}
-			}
-		}
-		return out, nil
+		return newServiceObj(o), nil
 	case *discoveryv1.EndpointSlice:
-		out := &discoveryv1.EndpointSlice{ObjectMeta: meta(&o.ObjectMeta), AddressType: o.AddressType, Ports: o.Ports}
-		if svc, ok := o.Labels[discoveryv1.LabelServiceName]; ok {
-			out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
-		}
-		// When the change behind this slice happened: the start of the
-		// DNS programming latency.
-		if v, ok := o.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
-			out.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: v}
-		}
-		if len(o.Endpoints) > 0 {
-			out.Endpoints = make([]discoveryv1.Endpoint, len(o.Endpoints))
-			for i := range o.Endpoints {
-				e := &o.Endpoints[i]
-				n := discoveryv1.Endpoint{Addresses: e.Addresses, Hostname: e.Hostname}
-				if r := e.Conditions.Ready; r != nil {
-					if *r {
-						n.Conditions.Ready = &b.yes
-					} else {
-						n.Conditions.Ready = &b.no
-					}
-				}
-				if b.podNames && e.Hostname == nil && e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
-					n.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: e.TargetRef.Name}
-				}
-				out.Endpoints[i] = n
-			}
-		}
-		return out, nil
+		return newSliceObj(o, b.podNames), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{ObjectMeta: meta(&o.ObjectMeta)}, nil
 	case *corev1.Pod:

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -19,12 +20,14 @@ type contribution struct {
 // entry is one name of the index. Readers only load rrs; the other
 // fields belong to the writer (under index.mu). Most names have one
 // owner, kept inline; rrs then points at that owner's contribution, so a
-// name costs no allocation beyond the entry.
+// name costs no allocation beyond the entry (48 bytes).
 type entry struct {
-	rrs atomic.Pointer[[]dns.RR] // nil: the name exists without records
+	// rrs: nil or empty, the name exists without records.
+	rrs  atomic.Pointer[[]dns.RR]
+	name string // the key, never modified
 
-	first ownerRRs    // the first owner (owner nil: none)
-	more  *[]ownerRRs // further owners, rare (a PTR shared by services)
+	owner *owner      // the only owner (nil: none, or several)
+	all   *[]ownerRRs // every owner when there are several, rare (a PTR shared by services)
 	kids  int32       // names directly below this one that exist
 }
 
@@ -42,14 +45,16 @@ type owner struct {
 	names []contribution
 }
 
-// index maps names to records. Lookups are lock-free (sync.Map reads
-// never block) and allocation-free; one writer at a time (mu) replaces
+// index maps names to records. Lookups are lock-free (a table of atomic
+// pointers, see table) and allocation-free; one writer at a time (mu) replaces
 // an owner's contributions in O(size of that owner). Names that exist
 // only because names below them do (empty non-terminals) are kept by
 // counting children, up to the closest root (a zone apex, in-addr.arpa.
 // or ip6.arpa.), exclusive.
 type index struct {
-	names sync.Map // string → *entry
+	names atomic.Pointer[table]
+	seed  maphash.Seed
+	used  int // slots of names holding an entry or a tombstone (writer only)
 
 	mu     sync.Mutex
 	owners map[string]*owner
@@ -60,16 +65,18 @@ type index struct {
 }
 
 func newIndex(roots []string, serial *atomic.Uint32) *index {
-	return &index{owners: make(map[string]*owner), roots: roots, serial: serial}
+	ix := &index{owners: make(map[string]*owner), roots: roots, serial: serial, seed: maphash.MakeSeed()}
+	ix.names.Store(newTable(tableMin))
+	return ix
 }
 
 // lookup returns the records at name and whether the name exists.
 func (ix *index) lookup(name string) ([]dns.RR, bool) {
-	v, ok := ix.names.Load(name)
-	if !ok {
+	e := ix.load(name)
+	if e == nil {
 		return nil, false
 	}
-	if p := v.(*entry).rrs.Load(); p != nil {
+	if p := e.rrs.Load(); p != nil && len(*p) > 0 {
 		return *p, true
 	}
 	return nil, true
@@ -149,11 +156,113 @@ func (s nameSet) has(name string, contribs []contribution) bool {
 	return false
 }
 
+// table is an open-addressing hash table (linear probing) of the
+// index's names, read without locks: the writer publishes an entry by an
+// atomic store into a free slot, removes one by storing the tombstone,
+// and, when slots run short, builds a new table and swaps the index's
+// pointer (a reader still on the old one sees the state before the swap).
+// It costs a slot (8 bytes) per name at most twice over, where a sync.Map
+// spent over 100 bytes per name on its trie nodes and boxed keys.
+type table struct {
+	slots []atomic.Pointer[entry]
+	mask  uint64
+}
+
+const tableMin = 64
+
+// tombstone marks a removed name's slot: probes go on past it.
+var tombstone = &entry{}
+
+func newTable(size int) *table {
+	return &table{slots: make([]atomic.Pointer[entry], size), mask: uint64(size - 1)}
+}
+
 func (ix *index) load(name string) *entry {
-	if v, ok := ix.names.Load(name); ok {
-		return v.(*entry)
+	t := ix.names.Load()
+	for i := maphash.String(ix.seed, name) & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			return nil
+		}
+		if e != tombstone && e.name == name {
+			return e
+		}
 	}
-	return nil
+}
+
+// store adds e, whose name is not in the index. Writer only.
+func (ix *index) store(e *entry) {
+	t := ix.names.Load()
+	if (ix.used+1)*4 > len(t.slots)*3 {
+		t = ix.grow(t)
+	}
+	for i := maphash.String(ix.seed, e.name) & t.mask; ; i = (i + 1) & t.mask {
+		old := t.slots[i].Load()
+		if old == nil || old == tombstone {
+			if old == nil {
+				ix.used++
+			}
+			t.slots[i].Store(e)
+			ix.count.Add(1)
+			return
+		}
+	}
+}
+
+// delete removes name. Writer only.
+func (ix *index) delete(name string) {
+	t := ix.names.Load()
+	for i := maphash.String(ix.seed, name) & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			return
+		}
+		if e != tombstone && e.name == name {
+			t.slots[i].Store(tombstone)
+			ix.count.Add(-1)
+			return
+		}
+	}
+}
+
+// grow replaces t by a table twice the size of its names (at least),
+// without tombstones, and publishes it.
+func (ix *index) grow(t *table) *table {
+	live := int(ix.count.Load()) + 1
+	size := tableMin
+	for size < 2*live {
+		size *= 2
+	}
+	nt := newTable(size)
+	for i := range t.slots {
+		e := t.slots[i].Load()
+		if e == nil || e == tombstone {
+			continue
+		}
+		for j := maphash.String(ix.seed, e.name) & nt.mask; ; j = (j + 1) & nt.mask {
+			if nt.slots[j].Load() == nil {
+				nt.slots[j].Store(e)
+				break
+			}
+		}
+	}
+	ix.used = int(ix.count.Load())
+	ix.names.Store(nt)
+	return nt
+}
+
+// each calls f with every name and its entry until f returns false.
+func (ix *index) each(f func(name string, e *entry) bool) {
+	t := ix.names.Load()
+	for i := range t.slots {
+		e := t.slots[i].Load()
+		if e == nil || e == tombstone {
+			continue
+		}
+		if !f(e.name, e) {
+			return
+		}
+	}
 }
 
 // put sets o's records at name, creating the name (and its missing
@@ -161,29 +270,35 @@ func (ix *index) load(name string) *entry {
 func (ix *index) put(name string, o *owner, rrs *[]dns.RR) {
 	e := ix.load(name)
 	if e == nil {
-		e = &entry{first: ownerRRs{o, rrs}}
-		e.publish()
-		ix.names.Store(name, e)
-		ix.count.Add(1)
+		e = &entry{name: name, owner: o}
+		e.rrs.Store(rrs)
+		ix.store(e)
 		ix.link(name)
 		return
 	}
-	switch {
-	case e.first.owner == o || e.first.owner == nil:
-		e.first = ownerRRs{o, rrs}
-	default:
-		more := e.others()
-		found := false
-		for i := range more {
-			if more[i].owner == o {
-				more[i].rrs = rrs
-				found = true
-				break
-			}
+	if e.all == nil {
+		if e.owner == o || e.owner == nil {
+			e.owner = o
+			e.rrs.Store(rrs)
+			return
 		}
-		if !found {
-			e.setOthers(append(more, ownerRRs{o, rrs}))
+		all := []ownerRRs{{e.owner, e.rrs.Load()}, {o, rrs}}
+		e.owner, e.all = nil, &all
+		e.publish()
+		return
+	}
+	all := *e.all
+	found := false
+	for i := range all {
+		if all[i].owner == o {
+			all[i].rrs = rrs
+			found = true
+			break
 		}
+	}
+	if !found {
+		all = append(all, ownerRRs{o, rrs})
+		e.all = &all
 	}
 	e.publish()
 }
@@ -194,32 +309,39 @@ func (ix *index) drop(name string, o *owner) {
 	if e == nil {
 		return
 	}
-	more := e.others()
-	if e.first.owner == o {
-		e.first = ownerRRs{}
-		if len(more) > 0 {
-			e.first = more[len(more)-1]
-			more = more[:len(more)-1]
+	if e.all == nil {
+		if e.owner == o {
+			e.owner = nil
+			e.rrs.Store(nil)
 		}
 	} else {
-		for i := range more {
-			if more[i].owner == o {
-				more = append(more[:i], more[i+1:]...)
-				break
+		all := *e.all
+		if all[0].owner == o {
+			all[0] = all[len(all)-1] // the last owner becomes the first
+			all = all[:len(all)-1]
+		} else {
+			for i := range all {
+				if all[i].owner == o {
+					all = append(all[:i], all[i+1:]...)
+					break
+				}
 			}
 		}
+		if len(all) == 1 {
+			e.owner, e.all = all[0].owner, nil
+			e.rrs.Store(all[0].rrs)
+		} else {
+			e.all = &all
+			e.publish()
+		}
 	}
-	e.setOthers(more)
-	if e.first.owner == nil && e.kids == 0 {
+	if e.owner == nil && e.all == nil && e.kids == 0 {
 		ix.remove(name)
-		return
 	}
-	e.publish()
 }
 
 func (ix *index) remove(name string) {
-	ix.names.Delete(name)
-	ix.count.Add(-1)
+	ix.delete(name)
 	ix.unlink(name)
 }
 
@@ -236,9 +358,8 @@ func (ix *index) link(name string) {
 			pe.kids++
 			return
 		}
-		pe = &entry{kids: 1}
-		ix.names.Store(parent, pe)
-		ix.count.Add(1)
+		pe = &entry{name: parent, kids: 1}
+		ix.store(pe)
 		name = parent
 	}
 }
@@ -256,11 +377,10 @@ func (ix *index) unlink(name string) {
 			return
 		}
 		pe.kids--
-		if pe.kids > 0 || pe.first.owner != nil {
+		if pe.kids > 0 || pe.owner != nil || pe.all != nil {
 			return
 		}
-		ix.names.Delete(parent)
-		ix.count.Add(-1)
+		ix.delete(parent)
 		name = parent
 	}
 }
@@ -307,54 +427,26 @@ func (ix *index) underRoot(name string) bool {
 	return false
 }
 
-// publish makes the merged records of every owner visible to readers:
-// one owner's slice as it is, several owners' concatenated without
-// duplicates.
+// publish makes the merged records of several owners visible to
+// readers, concatenated in the owners' order without duplicates.
 func (e *entry) publish() {
-	switch {
-	case e.first.owner == nil:
-		e.rrs.Store(nil)
-	case e.more == nil:
-		if len(*e.first.rrs) == 0 {
-			e.rrs.Store(nil)
-		} else {
-			e.rrs.Store(e.first.rrs)
-		}
-	default:
-		n := len(*e.first.rrs)
-		for _, b := range *e.more {
-			n += len(*b.rrs)
-		}
-		rrs := make([]dns.RR, 0, n)
-		rrs = append(rrs, *e.first.rrs...)
-		for _, b := range *e.more {
-			for _, rr := range *b.rrs {
-				if !containsRR(rrs, rr) {
-					rrs = append(rrs, rr)
-				}
+	n := 0
+	for _, b := range *e.all {
+		n += len(*b.rrs)
+	}
+	rrs := make([]dns.RR, 0, n)
+	for _, b := range *e.all {
+		for _, rr := range *b.rrs {
+			if !containsRR(rrs, rr) {
+				rrs = append(rrs, rr)
 			}
 		}
-		if len(rrs) == 0 {
-			e.rrs.Store(nil)
-			return
-		}
-		e.rrs.Store(&rrs)
 	}
-}
-
-func (e *entry) others() []ownerRRs {
-	if e.more == nil {
-		return nil
-	}
-	return *e.more
-}
-
-func (e *entry) setOthers(l []ownerRRs) {
-	if len(l) == 0 {
-		e.more = nil
+	if len(rrs) == 0 {
+		e.rrs.Store(nil)
 		return
 	}
-	e.more = &l
+	e.rrs.Store(&rrs)
 }
 
 func containsRR(rrs []dns.RR, rr dns.RR) bool {

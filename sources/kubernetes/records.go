@@ -150,16 +150,16 @@ func (b *builder) addr(name string, a netip.Addr) {
 
 // portSRVs adds the SRV records of a service's ports with name as the
 // target: _<port>._<proto>.<name> for named ports, and <name> itself.
-func (b *builder) portSRVs(name string, ports []corev1.ServicePort) {
+func (b *builder) portSRVs(name string, ports []servicePort) {
 	for _, p := range ports {
-		if p.Port <= 0 || p.Port > 65535 {
+		if p.port <= 0 || p.port > 65535 {
 			continue
 		}
-		proto := p.Protocol
-		if p.Name != "" {
-			b.srv(b.srvName(p.Name, &proto, name), uint16(p.Port), name)
+		proto := p.proto
+		if p.name != "" {
+			b.srv(b.srvName(p.name, &proto, name), uint16(p.port), name)
 		}
-		b.srv(name, uint16(p.Port), name)
+		b.srv(name, uint16(p.port), name)
 	}
 }
 
@@ -277,8 +277,8 @@ type endpoint struct {
 // readyEndpoints lists the ready addresses of slices (every address
 // when the service publishes not-ready addresses), without duplicates,
 // in a stable order.
-func readyEndpoints(s *settings, svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []endpoint {
-	all := svc.Spec.PublishNotReadyAddresses || svc.Annotations[tolerateUnreadyAnnotation] == "true"
+func readyEndpoints(s *settings, svc *serviceObj, eps []*sliceObj) []endpoint {
+	all := svc.publishNotReady
 	var out []endpoint
 	type seenKey struct {
 		label string
@@ -286,15 +286,15 @@ func readyEndpoints(s *settings, svc *corev1.Service, eps []*discoveryv1.Endpoin
 	}
 	seen := make(map[seenKey]int)
 	for _, sl := range eps {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+		if sl.family != discoveryv1.AddressTypeIPv4 && sl.family != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
-		for i := range sl.Endpoints {
-			ep := &sl.Endpoints[i]
-			if !all && ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+		for i := range sl.endpoints {
+			ep := &sl.endpoints[i]
+			if !all && ep.notReady {
 				continue
 			}
-			for _, a := range ep.Addresses {
+			for _, a := range ep.addresses {
 				addr, err := netip.ParseAddr(a)
 				if err != nil {
 					continue
@@ -305,11 +305,11 @@ func readyEndpoints(s *settings, svc *corev1.Service, eps []*discoveryv1.Endpoin
 				if j, dup := seen[k]; dup {
 					// The same endpoint in two slices (a slice being
 					// replaced): merge the ports.
-					out[j].ports = mergePorts(out[j].ports, sl.Ports)
+					out[j].ports = mergePorts(out[j].ports, sl.ports)
 					continue
 				}
 				seen[k] = len(out)
-				out = append(out, endpoint{label: label, addr: addr, ports: sl.Ports})
+				out = append(out, endpoint{label: label, addr: addr, ports: sl.ports})
 			}
 		}
 	}
@@ -356,12 +356,12 @@ func ptrEq[T comparable](a, b *T) bool {
 // endpointLabel names an endpoint address under its service: its
 // hostname, else (endpoint_pod_names) its pod's name when that is a DNS
 // label, else its dashed IP.
-func endpointLabel(s *settings, ep *discoveryv1.Endpoint, a netip.Addr) string {
-	if ep.Hostname != nil && isLabel(*ep.Hostname) {
-		return strings.ToLower(*ep.Hostname)
+func endpointLabel(s *settings, ep *sliceEndpoint, a netip.Addr) string {
+	if isLabel(ep.hostname) {
+		return strings.ToLower(ep.hostname)
 	}
-	if s.podNames && ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && isLabel(ep.TargetRef.Name) {
-		return strings.ToLower(ep.TargetRef.Name)
+	if s.podNames && isLabel(ep.pod) {
+		return strings.ToLower(ep.pod)
 	}
 	return dashed(a)
 }
@@ -432,8 +432,8 @@ func undash(label string) (netip.Addr, bool) {
 
 // serviceRecords builds every record of one service from the service and
 // its endpoint slices (docs/sources/kubernetes.md).
-func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.EndpointSlice) []contribution {
-	if svc == nil || !s.exposed(svc.Namespace) {
+func serviceRecords(s *settings, svc *serviceObj, slices []*sliceObj) []contribution {
+	if svc == nil || !s.exposed(svc.namespace) {
 		return nil
 	}
 	b := newBuilder(s)
@@ -443,9 +443,9 @@ func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.Endp
 		externalRecords(b, svc, zones)
 		return b.result()
 	}
-	svcName := strings.ToLower(svc.Name) + "." + strings.ToLower(svc.Namespace) + ".svc."
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		target := strings.ToLower(dns.Fqdn(strings.TrimSpace(svc.Spec.ExternalName)))
+	svcName := strings.ToLower(svc.name) + "." + strings.ToLower(svc.namespace) + ".svc."
+	if svc.typ == corev1.ServiceTypeExternalName {
+		target := strings.ToLower(dns.Fqdn(strings.TrimSpace(svc.externalName)))
 		if _, ok := dns.IsDomainName(target); !ok || target == "." {
 			return nil
 		}
@@ -456,7 +456,7 @@ func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.Endp
 		return b.result()
 	}
 	eps := readyEndpoints(s, svc, slices)
-	headless := isHeadless(svc)
+	headless := svc.headless
 	if headless && len(eps) == 0 {
 		return nil // NXDOMAIN, the specification's rule
 	}
@@ -494,7 +494,7 @@ func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.Endp
 					b.ptr(ip, name)
 				}
 			}
-			b.portSRVs(name, svc.Spec.Ports)
+			b.portSRVs(name, svc.ports)
 		}
 		for i, ep := range eps {
 			b.addr(hosts[i], ep.addr)
@@ -510,7 +510,7 @@ func serviceRecords(s *settings, svc *corev1.Service, slices []*discoveryv1.Endp
 // balancer ingress IPs and spec.externalIPs (a CNAME to the first ingress
 // hostname when there is no IP), SRV for its ports, and PTR for the IPs.
 // ClusterIPs are never served.
-func externalRecords(b *builder, svc *corev1.Service, zones []string) {
+func externalRecords(b *builder, svc *serviceObj, zones []string) {
 	var ips []netip.Addr
 	var host string
 	addIP := func(v string) {
@@ -523,7 +523,7 @@ func externalRecords(b *builder, svc *corev1.Service, zones []string) {
 			ips = append(ips, a)
 		}
 	}
-	for _, in := range svc.Status.LoadBalancer.Ingress {
+	for _, in := range svc.ingress {
 		if in.IP != "" {
 			addIP(in.IP)
 		} else if in.Hostname != "" && host == "" {
@@ -533,13 +533,13 @@ func externalRecords(b *builder, svc *corev1.Service, zones []string) {
 			}
 		}
 	}
-	for _, ip := range svc.Spec.ExternalIPs {
+	for _, ip := range svc.externalIPs {
 		addIP(ip)
 	}
 	if len(ips) == 0 && host == "" {
 		return
 	}
-	base := strings.ToLower(svc.Name) + "." + strings.ToLower(svc.Namespace) + "."
+	base := strings.ToLower(svc.name) + "." + strings.ToLower(svc.namespace) + "."
 	for zi, z := range zones {
 		name := base + z
 		if len(ips) == 0 {
@@ -552,23 +552,15 @@ func externalRecords(b *builder, svc *corev1.Service, zones []string) {
 				b.ptr(ip, name)
 			}
 		}
-		b.portSRVs(name, svc.Spec.Ports)
+		b.portSRVs(name, svc.ports)
 	}
-}
-
-func isHeadless(svc *corev1.Service) bool {
-	return svc.Spec.ClusterIP == corev1.ClusterIPNone || svc.Spec.ClusterIP == ""
 }
 
 // serviceClusterIPs returns the service's cluster IPs (both families of
 // a dual-stack service).
-func serviceClusterIPs(svc *corev1.Service) []netip.Addr {
-	list := svc.Spec.ClusterIPs
-	if len(list) == 0 && svc.Spec.ClusterIP != "" {
-		list = []string{svc.Spec.ClusterIP}
-	}
+func serviceClusterIPs(svc *serviceObj) []netip.Addr {
 	var out []netip.Addr
-	for _, v := range list {
+	for _, v := range svc.clusterIPs {
 		a, err := netip.ParseAddr(v)
 		if err != nil {
 			continue

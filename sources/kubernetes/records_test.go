@@ -485,8 +485,8 @@ func TestReverseOnlyZoneKey(t *testing.T) {
 	if n := src.ix.count.Load(); n == 0 {
 		t.Fatal("empty index")
 	}
-	src.ix.names.Range(func(k, _ any) bool {
-		if !strings.HasSuffix(k.(string), ".in-addr.arpa.") {
+	src.ix.each(func(k string, _ *entry) bool {
+		if !strings.HasSuffix(k, ".in-addr.arpa.") {
 			t.Errorf("forward name %s built in a reverse-only key", k)
 		}
 		return true
