@@ -64,7 +64,7 @@ func (f *fakeSource) Lookup(_ context.Context, q *Question) Result {
 // derives them.
 func (f *fakeSource) entsBelow(apex string) *fakeSource {
 	for name := range f.rrs {
-		for up := parent(name); up != "" && up != apex && InZone(up, apex); up = parent(up) {
+		for up := Parent(name); up != "" && up != apex && InZone(up, apex); up = Parent(up) {
 			if _, ok := f.rrs[up]; !ok {
 				f.ents[up] = true
 			}

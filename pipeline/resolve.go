@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -174,7 +175,7 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 		m.Answer = append(m.Answer, withOwner(cname, owner))
 		target := cname.Target
 		tname := strings.ToLower(target)
-		if containsName(seen[:nseen], tname) {
+		if slices.Contains(seen[:nseen], tname) {
 			break // loop: the CNAME closing it is in the answer
 		}
 		nz := r.match(tname)
@@ -418,15 +419,6 @@ func withOwner(rr dns.RR, owner string) dns.RR {
 func hasOwner(rrs []dns.RR, name string) bool {
 	for _, rr := range rrs {
 		if strings.EqualFold(rr.Header().Name, name) {
-			return true
-		}
-	}
-	return false
-}
-
-func containsName(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
 			return true
 		}
 	}

@@ -33,7 +33,7 @@ func (r *resolution) wildcard(z *zone, name string, n int) (o outcome, ok bool) 
 	defer func() { q.Name = name }()
 
 	ce := z.name
-	for up := parent(name); up != z.name && up != ""; up = parent(up) {
+	for up := Parent(name); up != z.name && up != ""; up = Parent(up) {
 		q.Name = up
 		found, fo, failed := r.known(entries, q, false)
 		if failed {
@@ -79,9 +79,9 @@ func (r *resolution) known(entries []entry, q *Question, wildOnly bool) (found b
 	return false, outcome{}, false
 }
 
-// parent returns the name one label up from name (an FQDN in presentation
+// Parent returns the name one label up from name (an FQDN in presentation
 // form, escapes allowed): "a.b." gives "b.", "a." gives ".", "." gives "".
-func parent(name string) string {
+func Parent(name string) string {
 	for i := 0; i < len(name); i++ {
 		switch name[i] {
 		case '\\':

@@ -290,7 +290,7 @@ func TestParent(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"a.b.", "b."}, {"b.", "."}, {".", ""}, {`a\.b.c.`, "c."}, {`a\\.b.`, "b."}, {`a\046b.c.`, "c."},
 	} {
-		if got := parent(tc.in); got != tc.want {
+		if got := Parent(tc.in); got != tc.want {
 			t.Errorf("parent(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}

@@ -41,12 +41,15 @@ type Backend struct {
 	lastErr string // the error logged last (run goroutine only)
 }
 
-// Open parses the zone of c and, when watch is set and c has a file,
-// starts watching it.
+// Open parses the zone of c (or takes over the parse ParseSettings made)
+// and, when watch is set and c has a file, starts watching it.
 func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialClock) (*Backend, error) {
-	z, err := load(c)
-	if err != nil {
-		return nil, err
+	z := c.takeParsed()
+	if z == nil {
+		var err error
+		if z, err = load(c); err != nil {
+			return nil, err
+		}
 	}
 	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials,
 		stop: make(chan struct{}), done: make(chan struct{})}

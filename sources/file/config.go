@@ -21,6 +21,19 @@ type Config struct {
 	Origin string
 	// Zones are the zone key's zones; records outside them are ignored.
 	Zones []string
+
+	// parsed is the zone as ParseSettings read it, so that a backend
+	// opened by the build right after starts from it instead of parsing
+	// it again. The build lets go of it (takeParsed) either way, so a
+	// config does not keep a zone alive beside its backend's.
+	parsed *zone
+}
+
+// takeParsed returns the zone ParseSettings read, once.
+func (c *Config) takeParsed() *zone {
+	z := c.parsed
+	c.parsed = nil
+	return z
 }
 
 // Record is one inline record as written.
@@ -54,7 +67,8 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 	if c.Origin == "" || (path != "" && c.Path == "") {
 		return c // errors reported already
 	}
-	if _, err := load(c); err != nil {
+	z, err := load(c)
+	if err != nil {
 		var pe *parseError
 		if asParseError(err, &pe) {
 			b.Parser.ErrorAt(pe.pos, b.Path, "%s", pe.msg)
@@ -62,5 +76,6 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 			b.Errorf(nil, b.Path, "%v", err)
 		}
 	}
+	c.parsed = z
 	return c
 }

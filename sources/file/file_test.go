@@ -236,3 +236,30 @@ func TestIncludes(t *testing.T) {
 		t.Fatalf("a FIFO include: %v, want an error naming it", err)
 	}
 }
+
+// The backend opened right after a config parse starts from that parse
+// (the file is not read twice at start) and the config lets go of it.
+func TestOpenTakesTheConfigParse(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "z.zone")
+	if err := os.WriteFile(path, []byte("a IN A 10.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}
+	z, err := load(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.parsed = z
+	if err := os.Remove(path); err != nil { // a second read would fail
+		t.Fatal(err)
+	}
+	b, err := Open(c, false, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatalf("Open read the file again: %v", err)
+	}
+	defer b.Close()
+	if b.snapshot().z != z || c.parsed != nil {
+		t.Fatalf("Open did not take over the config's parse (kept by the config: %v)", c.parsed != nil)
+	}
+}

@@ -72,6 +72,7 @@ func (*Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any
 		}
 		return b, b, nil
 	})
+	c.takeParsed() // a running backend was kept: the parse only checked the file
 	if err != nil {
 		return nil, err
 	}

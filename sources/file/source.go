@@ -11,8 +11,7 @@ import (
 // Source answers one zone key from a Backend. It implements
 // pipeline.Source.
 type Source struct {
-	b   *Backend
-	ttl uint32
+	b *Backend
 }
 
 var (
@@ -21,13 +20,7 @@ var (
 )
 
 // NewSource returns the source over b.
-func NewSource(b *Backend) *Source {
-	ttl := uint32(DefaultTTL.Seconds())
-	if soa := b.snapshot().z.soa; soa != nil {
-		ttl = soa.Minttl
-	}
-	return &Source{b: b, ttl: ttl}
-}
+func NewSource(b *Backend) *Source { return &Source{b: b} }
 
 // Lookup implements pipeline.Source: every record at the name, an empty
 // Found for an empty non-terminal, else NotMine.
@@ -51,7 +44,7 @@ func (s *Source) TTL() uint32 {
 	if soa := s.b.snapshot().z.soa; soa != nil {
 		return min(soa.Minttl, soa.Hdr.Ttl)
 	}
-	return s.ttl
+	return pipeline.TTLSeconds(DefaultTTL)
 }
 
 // Serial implements pipeline.Source: rises with every change of the zone.

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -139,7 +140,7 @@ func load(c *Config) (*zone, error) {
 	z.sum = h.Sum64()
 	for name := range z.names {
 		top := zoneOf(name, c.Zones)
-		for p := parent(name); p != "" && pipeline.InZone(p, top); p = parent(p) {
+		for p := pipeline.Parent(name); p != "" && pipeline.InZone(p, top); p = pipeline.Parent(p) {
 			if _, ok := z.names[p]; ok {
 				continue
 			}
@@ -168,7 +169,7 @@ func (z *zone) add(rr dns.RR, zones []string) {
 		return
 	}
 	hdr.Name = name
-	if soa, ok := rr.(*dns.SOA); ok && z.soa == nil && slicesContains(zones, name) {
+	if soa, ok := rr.(*dns.SOA); ok && z.soa == nil && slices.Contains(zones, name) {
 		z.soa = soa
 	}
 	if strings.HasPrefix(name, "*.") {
@@ -190,27 +191,6 @@ func zoneOf(name string, zones []string) string {
 		}
 	}
 	return best
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// parent returns the name one label up ("" above the root).
-func parent(name string) string {
-	if name == "." {
-		return ""
-	}
-	i := strings.IndexByte(name, '.')
-	if i < 0 || i == len(name)-1 {
-		return "."
-	}
-	return name[i+1:]
 }
 
 // firstTTL finds the file's first $TTL directive.
