@@ -247,12 +247,7 @@ zones:
 // /ready says why, one line each way, and a service created after the
 // restart is served.
 func TestFailureKubeAPIServerKilled(t *testing.T) {
-	bin := kubetest.Require(t)
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	cp := kubetest.StartFor(t)
 	createService := func(name, ip string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

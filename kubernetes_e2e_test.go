@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,12 +37,7 @@ import (
 )
 
 func TestKubernetesE2E(t *testing.T) {
-	bin := kubetest.Require(t)
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	cp := kubetest.StartFor(t)
 	k := cp.Client
 	ctx := context.Background()
 
@@ -129,7 +123,7 @@ zones:
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}
 	start := time.Now()
-	svc, err = k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	svc, err := k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,34 +472,8 @@ func createScale(b *testing.B, k k8sclient.Interface, services, perService int) 
 			b.Fatal(err)
 		}
 	}
-	work := make(chan int)
-	errs := make(chan error, 16)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := createScaleService(ctx, k, i, perService); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for i := 0; i < services; i++ {
-		select {
-		case work <- i:
-		case err := <-errs:
-			b.Fatal(err)
-		}
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
+	if err := kubetest.Each(services, func(i int) error { return createScaleService(ctx, k, i, perService) }); err != nil {
 		b.Fatal(err)
-	default:
 	}
 }
 
@@ -580,12 +548,7 @@ func procRSS(b *testing.B, pid int) (rss, hwm int) {
 // ServiceAccount (as `kubectl create token` gives), does not sync without
 // the ClusterRoleBinding, and with it serves services and verified pods.
 func TestKubernetesRBAC(t *testing.T) {
-	bin := kubetest.Require(t)
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	cp := kubetest.StartFor(t)
 	k := cp.Client
 	ctx := context.Background()
 	sa, role, binding := docRBAC(t)

@@ -23,12 +23,7 @@ import (
 // serial and is in the next transfer. A Knot secondary (unsigned) mirrors
 // the cluster zone and serves the new service within 10 s.
 func TestKubernetesTransfer(t *testing.T) {
-	bin := kubetest.Require(t)
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	cp := kubetest.StartFor(t)
 	k := cp.Client
 	ctx := context.Background()
 	createConformanceObjects(t, k)

@@ -151,13 +151,9 @@ zones:
 // A kubeconfig with a token the API server does not know: "401
 // Unauthorized" in /ready and in one WARN line.
 func TestSayWhyKubernetesBadToken(t *testing.T) {
-	bin := kubetest.Require(t)
+	kubetest.Require(t) // skip before waiting for the parallel phase
 	t.Parallel()
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	cp := kubetest.StartFor(t)
 	kc, err := cp.KubeconfigFor("intruder", "not-a-valid-token")
 	if err != nil {
 		t.Fatal(err)

@@ -233,12 +233,7 @@ func TestScaleOutEtcd(t *testing.T) {
 // TestScaleOutEtcd. Skipped without the kube-apiserver binary (see
 // scripts/k8s-tools.sh), except under CI=true.
 func TestScaleOutKubernetes(t *testing.T) {
-	bin := kubetest.Require(t)
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	cp := kubetest.StartFor(t)
 	k := cp.Client
 	ctx := context.Background()
 	fleet := startFleet(t, 2, fmt.Sprintf(`  cluster.local:

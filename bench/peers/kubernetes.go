@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,33 +63,12 @@ func createServices(k kubernetes.Interface) error {
 			return err
 		}
 	}
-	work := make(chan int)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				svc := &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%d", i)},
-					Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
-				}
-				if _, err := k.CoreV1().Services(fmt.Sprintf("ns-%d", i%k8sNamespaces)).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range k8sServices {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	return first
+	return kubetest.Each(k8sServices, func(i int) error {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%d", i)},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}
+		_, err := k.CoreV1().Services(fmt.Sprintf("ns-%d", i%k8sNamespaces)).Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	})
 }

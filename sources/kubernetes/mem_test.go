@@ -9,10 +9,10 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,31 +108,7 @@ func createScale(cfg *rest.Config, services, perService int) error {
 			return err
 		}
 	}
-	work := make(chan int)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := createScaleService(ctx, k, i, perService); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range services {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	return first
+	return kubetest.Each(services, func(i int) error { return createScaleService(ctx, k, i, perService) })
 }
 
 func createScaleService(ctx context.Context, k k8s.Interface, i, perService int) error {

@@ -84,6 +84,48 @@ func Require(t testing.TB) string {
 	return ""
 }
 
+// StartFor starts a control plane in a temporary directory of t and stops
+// it when t ends; without the kube-apiserver binary t is skipped (or
+// fails when CI=true, see Require).
+func StartFor(t testing.TB) *ControlPlane {
+	t.Helper()
+	cp, err := Start(Require(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	return cp
+}
+
+// Each calls fn(i) for every i in [0, n) from 16 goroutines (API servers
+// take objects faster in parallel) and returns the first error; the other
+// calls still run.
+func Each(n int, fn func(i int) error) error {
+	work := make(chan int)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
 // ControlPlane is an etcd (in this process) and a kube-apiserver
 // (a child process) on loopback ports.
 type ControlPlane struct {
