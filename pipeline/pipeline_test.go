@@ -121,6 +121,24 @@ func rrStrings(rrs []dns.RR) []string {
 	return out
 }
 
+// checkSections compares m's answer, authority and additional sections
+// with the expected records (zone-file text, in order).
+func checkSections(t *testing.T, m *dns.Msg, answer, ns, extra []string) {
+	t.Helper()
+	for _, sec := range []struct {
+		name      string
+		got, want []string
+	}{
+		{"answer", rrStrings(m.Answer), canon(t, answer)},
+		{"authority", rrStrings(m.Ns), canon(t, ns)},
+		{"additional", rrStrings(m.Extra), canon(t, extra)},
+	} {
+		if !reflect.DeepEqual(sec.got, sec.want) {
+			t.Errorf("%s section:\n got  %q\n want %q", sec.name, sec.got, sec.want)
+		}
+	}
+}
+
 // canon renders expected records the way dns.RR.String does.
 func canon(t *testing.T, recs []string) []string {
 	t.Helper()
@@ -288,18 +306,7 @@ func TestResolve(t *testing.T) {
 			if resp.Source != tc.source || resp.Zone != tc.zone {
 				t.Errorf("source, zone = %q, %q; want %q, %q", resp.Source, resp.Zone, tc.source, tc.zone)
 			}
-			for _, sec := range []struct {
-				name      string
-				got, want []string
-			}{
-				{"answer", rrStrings(m.Answer), canon(t, tc.answer)},
-				{"authority", rrStrings(m.Ns), canon(t, tc.ns)},
-				{"additional", rrStrings(m.Extra), canon(t, tc.extra)},
-			} {
-				if !reflect.DeepEqual(sec.got, sec.want) {
-					t.Errorf("%s section:\n got  %q\n want %q", sec.name, sec.got, sec.want)
-				}
-			}
+			checkSections(t, m, tc.answer, tc.ns, tc.extra)
 			if len(m.Question) != 1 || m.Question[0].Name != tc.qname || m.Question[0].Qtype != tc.qtype {
 				t.Errorf("question = %v, want the client's", m.Question)
 			}

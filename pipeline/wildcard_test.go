@@ -114,18 +114,7 @@ func TestWildcardRFC4592(t *testing.T) {
 			if resp.Source != tc.source {
 				t.Errorf("source %q, want %q", resp.Source, tc.source)
 			}
-			for _, sec := range []struct {
-				name      string
-				got, want []string
-			}{
-				{"answer", rrStrings(m.Answer), canon(t, tc.answer)},
-				{"authority", rrStrings(m.Ns), canon(t, tc.ns)},
-				{"additional", rrStrings(m.Extra), canon(t, tc.extra)},
-			} {
-				if !reflect.DeepEqual(sec.got, sec.want) {
-					t.Errorf("%s section:\n got  %q\n want %q", sec.name, sec.got, sec.want)
-				}
-			}
+			checkSections(t, m, tc.answer, tc.ns, tc.extra)
 		})
 	}
 }

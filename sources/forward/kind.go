@@ -64,11 +64,11 @@ func (*Kind) Schema() *config.Schema {
 // the first build, forward source or not (docs/operations.md lists
 // dnsd_cache_* among the metrics /metrics always has, and a reload that
 // adds a forward source finds the cache ready).
-func (k *Kind) Prepare(env *kind.Env) { k.init(env) }
+func (k *Kind) Prepare(env *kind.Env) { k.cacheAndMetrics(env) }
 
-// init returns the cache and metrics, creating them with the config's
+// cacheAndMetrics returns the cache and metrics, creating them with the config's
 // cache settings on first use.
-func (k *Kind) init(env *kind.Env) (*Cache, *Metrics) {
+func (k *Kind) cacheAndMetrics(env *kind.Env) (*Cache, *Metrics) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cache == nil {
@@ -125,7 +125,7 @@ func (k *Kind) FlushCache(name string) int {
 func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
 	c := settings.(*Config)
 	cfg := env.Config
-	cache, met := k.init(env)
+	cache, met := k.cacheAndMetrics(env)
 	ups, dropped, err := Expand(c.Upstreams, ExpandOptions{Listen: cfg.Listen})
 	if err != nil {
 		return nil, err
