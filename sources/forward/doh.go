@@ -51,8 +51,12 @@ func newDoHClient(u *upstream) *dohClient {
 func (c *dohClient) exchange(ctx context.Context, wire []byte, k Key, dl time.Time) (*dns.Msg, error) {
 	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	id := setID(wire)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(wire))
+	// The body is a copy: the HTTP/2 transport may still be reading it
+	// after Do returns (a timeout, a failover), while the caller reuses
+	// wire for its next attempt.
+	body := bytes.Clone(wire)
+	id := setID(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
