@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 )
@@ -96,6 +97,15 @@ type zone struct {
 	mbox    string // hostmaster.<zone>
 	entries []entry
 	built   uint32 // the generation's serial: the least serial of the zone
+	// neg is the last SOA made for a negative answer's authority section,
+	// reused while it is still the one authSOA would make.
+	neg atomic.Pointer[negSOA]
+}
+
+// negSOA is a SOA record made by authSOA and what it was made from.
+type negSOA struct {
+	own *dns.SOA // the only local source's SOA it copies; nil: synthesized
+	soa *dns.SOA
 }
 
 type entry struct {
@@ -277,6 +287,27 @@ func (z *zone) soa(owner string, ttl uint32) *dns.SOA {
 		Expire:  soaExpire,
 		Minttl:  ttl,
 	}
+}
+
+// authSOA is soa(z.name, ttl), the record of a negative answer's
+// authority section. It is made once and shared while the zone's serial,
+// ttl and the source's own SOA stay the same (records in answers are never
+// written), so a negative answer allocates no record.
+func (z *zone) authSOA(ttl uint32) *dns.SOA {
+	c := z.neg.Load()
+	own := z.ownSOA()
+	switch {
+	case c == nil:
+	case own != nil:
+		if c.own == own {
+			return c.soa
+		}
+	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.serial():
+		return c.soa
+	}
+	c = &negSOA{own: own, soa: z.soa(z.name, ttl)}
+	z.neg.Store(c)
+	return c.soa
 }
 
 func (z *zone) ns(owner string, ttl uint32) *dns.NS {

@@ -20,16 +20,23 @@ var (
 // a larger answer costs one more allocation.
 const inlineAnswers = 4
 
-// answerBuf is the single allocation of a typical local answer: the
-// response message, the Question handed to sources (it must live on the
-// heap as it crosses an interface) and room for a small answer section.
-// The server owns the message after Resolve returns; the buffer is never
-// reused.
-type answerBuf struct {
+// AnswerBuf is the memory of a typical local answer: the response
+// message, the Question handed to sources (it must live on the heap as it
+// crosses an interface) and room for a small answer section. A caller that
+// answers many queries lends one to Resolve through Request.Buf, so that a
+// typical answer allocates nothing; without one Resolve allocates its own.
+// Response.Msg may point into the buffer: the caller must be done with the
+// response before it lends the buffer again, and calls Reset when it
+// keeps the buffer idle, so that it holds no records.
+type AnswerBuf struct {
 	msg dns.Msg
 	q   Question
 	rrs [inlineAnswers]dns.RR
+	ns  [1]dns.RR // a negative answer's SOA
 }
+
+// Reset drops every reference the buffer holds.
+func (b *AnswerBuf) Reset() { *b = AnswerBuf{} }
 
 // resolution is the per-query state; it lives on Resolve's stack.
 type resolution struct {
@@ -37,7 +44,7 @@ type resolution struct {
 	view *view // the client's view, nil for the default zones only
 	ctx  context.Context
 	req  *Request
-	buf  *answerBuf
+	buf  *AnswerBuf
 }
 
 // match is the zone of name: the view's zones first, then the default
@@ -104,7 +111,12 @@ type outcome struct {
 // fell through (NXDOMAIN, or an apex/ns.dns answer synthesized by the
 // pipeline alone).
 func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
-	b := new(answerBuf)
+	b := req.Buf
+	if b == nil {
+		b = new(AnswerBuf)
+	} else {
+		b.Reset()
+	}
 	m := &b.msg
 	m.Response = true
 	if req.Msg != nil {
@@ -297,7 +309,7 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 			rrs = r.p.nsAddrRRs(owner, ttl)
 		default:
 			m.Rcode = dns.RcodeNameError
-			m.Ns = append(m.Ns, z.soa(z.name, ttl))
+			r.negative(z, ttl)
 			return nil
 		}
 	}
@@ -308,7 +320,7 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 		case apex:
 			m.Answer = append(m.Answer, z.soa(owner, ttl))
 		default:
-			m.Ns = append(m.Ns, z.soa(z.name, ttl))
+			r.negative(z, ttl)
 		}
 		return nil
 	}
@@ -338,8 +350,18 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 			}
 		}
 	}
-	m.Ns = append(m.Ns, z.soa(z.name, ttl)) // NODATA
+	r.negative(z, ttl) // NODATA
 	return nil
+}
+
+// negative adds the zone's SOA to the authority section of a negative
+// answer, in the buffer's own slot when the section is empty.
+func (r *resolution) negative(z *zone, ttl uint32) {
+	m := &r.buf.msg
+	if m.Ns == nil {
+		m.Ns = r.buf.ns[:0]
+	}
+	m.Ns = append(m.Ns, z.authSOA(ttl))
 }
 
 // appendType adds the records of type t to the answer, owned by owner.

@@ -44,6 +44,7 @@ const packBufSize = 2 + dns.MaxMsgSize + 1
 type scratch struct {
 	q      parsedQuery
 	req    pipeline.Request
+	ans    pipeline.AnswerBuf // lent to the resolver: a typical answer allocates nothing
 	out    dns.Msg
 	listen string      // the listen entry of the query's socket ("udp 127.0.0.1:53"), set by the caller
 	answer []dns.RR    // rotated answer section (rotate: true)
@@ -73,6 +74,7 @@ func (s *Server) release(sc *scratch) {
 	sc.sign, sc.signMAC = nil, ""
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
+	sc.ans.Reset()
 	sc.q.msg = dns.Msg{}
 	sc.q.extra[0] = nil
 }
@@ -221,6 +223,7 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 		CD:     q.CheckingDisabled,
 		Client: obs.Client,
 		Listen: sc.listen,
+		Buf:    &sc.ans,
 	}
 	r := s.resolver.Resolve(ctx, &sc.req)
 	obs.Zone, obs.Source, obs.View = r.Zone, r.Source, r.View
