@@ -41,6 +41,10 @@ func (s *switcher) Resolve(ctx context.Context, req *pipeline.Request) pipeline.
 	}
 }
 
+// Fresh implements pipeline.Freshness: a stamp is fresh only for the
+// current generation (a reload makes every kept answer stale).
+func (s *switcher) Fresh(st pipeline.Stamp) bool { return s.cur.Load().p.Fresh(st) }
+
 // Transfer implements pipeline.Transferer: the current generation decides
 // and lists the zone; the server sends the listing after the generation
 // is let go, so a long transfer never holds back a reload's drain.

@@ -97,6 +97,7 @@ type zone struct {
 	mbox    string // hostmaster.<zone>
 	entries []entry
 	built   uint32 // the generation's serial: the least serial of the zone
+	gen     *Pipeline
 	// neg is the last SOA made for a negative answer's authority section,
 	// reused while it is still the one authSOA would make.
 	neg atomic.Pointer[negSOA]
@@ -191,7 +192,7 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 				errs = append(errs, fmt.Errorf("pipeline: zone %q declared twice", name))
 				continue
 			}
-			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial}
+			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial, gen: p}
 			if name == "." {
 				z.nsName, z.mbox = "ns.dns.", "hostmaster."
 				t.root = z

@@ -45,6 +45,9 @@ type resolution struct {
 	ctx  context.Context
 	req  *Request
 	buf  *AnswerBuf
+	// looked: additional records were looked up (in any zone): the
+	// answer depends on more than its own zone.
+	looked bool
 }
 
 // match is the zone of name: the view's zones first, then the default
@@ -137,6 +140,10 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 	m.Authoritative = true
 	m.Answer = b.rrs[:0]
 	resp := Response{Msg: m, Zone: z.name, View: viewName}
+	var stamp Stamp
+	if req.Stamp && r.view == nil && p.views == nil {
+		stamp = Stamp{z: z, serial: z.serial()} // before the sources are asked
+	}
 
 	owner := req.Name
 	if req.Msg != nil && len(req.Msg.Question) > 0 {
@@ -199,6 +206,9 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 		z, name, owner = nz, tname, target
 	}
 	r.additionals()
+	if nseen == 1 && !r.looked && req.Type != dns.TypeANY {
+		resp.Stamp = stamp
+	}
 	return resp
 }
 
@@ -402,6 +412,7 @@ func (r *resolution) additionals() {
 
 // addresses appends target's A/AAAA records from local sources.
 func (r *resolution) addresses(target string) {
+	r.looked = true
 	name := strings.ToLower(dns.Fqdn(target))
 	z := r.match(name)
 	if z == nil {

@@ -74,7 +74,8 @@ type Source interface {
 	// of negative answers it causes.
 	TTL() uint32
 	// Serial increases whenever the source's data changes and never goes
-	// backwards (SOA serial).
+	// backwards (SOA serial). It must rise once the new data can be seen
+	// (never before): kept answers (Stamp) and transfers rely on it.
 	Serial() uint32
 }
 
@@ -119,6 +120,8 @@ type Request struct {
 	// Buf, when set, is the memory Resolve builds the response in (see
 	// AnswerBuf); nil lets Resolve allocate it.
 	Buf *AnswerBuf
+	// Stamp asks for Response.Stamp (it costs reading the zone's serial).
+	Stamp bool
 }
 
 // Response is the pipeline's answer. Msg has Rcode, AA, the answer,
@@ -129,6 +132,35 @@ type Response struct {
 	Zone   string // matched zone, "" when none matched (REFUSED)
 	Source string // kind of the source that answered, "" when the pipeline itself did
 	View   string // the view the client matched (even when its zones did not have the name); "" for none
+	// Stamp, when the request asked for it and the answer may be kept,
+	// names the data it was made from (see Stamp); else the zero Stamp.
+	Stamp Stamp
+}
+
+// Stamp names the data an answer was made from, so that a caller may keep
+// the answer (the server keeps packed answers) and reuse it while
+// Pipeline.Fresh says nothing it depends on has changed. An answer is
+// stamped only when it comes from the local sources of one zone: no view,
+// no forward source, no CNAME followed into another name, no additional
+// records looked up. The stamp is the zone of one pipeline generation and
+// its serial read before the sources were asked: every source raises its
+// Serial after its data changed, so a later change always breaks the
+// stamp. The zero Stamp is never fresh.
+type Stamp struct {
+	z      *zone
+	serial uint32
+}
+
+// Fresh reports whether an answer stamped st would still be made the same
+// by p: st is of p's generation and its zone's serial has not moved.
+func (p *Pipeline) Fresh(st Stamp) bool {
+	return st.z != nil && st.z.gen == p && st.z.serial() == st.serial
+}
+
+// Freshness is implemented by resolvers that stamp answers (Pipeline and
+// the reload switch that holds the current one).
+type Freshness interface {
+	Fresh(Stamp) bool
 }
 
 // Resolver is what the server calls for every query; *Pipeline implements

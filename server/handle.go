@@ -182,7 +182,7 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	case q.Question[0].Qtype == dns.TypeAXFR || q.Question[0].Qtype == dns.TypeIXFR:
 		rcode = dns.RcodeRefused
 	default:
-		return s.resolve(ctx, sc, &obs, q, qopt, st, maxSize)
+		return s.resolve(ctx, sc, &obs, q, qopt, st, maxSize, start)
 	}
 	return s.finish(sc, &obs, s.reply(sc, q, rcode), qopt, st, maxSize)
 }
@@ -213,8 +213,16 @@ func (s *Server) reply(sc *scratch, q *dns.Msg, rcode int) *dns.Msg {
 	return out
 }
 
-func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int) []byte {
+func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int, now time.Time) []byte {
 	s.faults.beforeResolve(obs.Name)
+	key, keep := s.answerKey(sc, q, qopt, st)
+	var h uint64
+	if keep {
+		h = s.answers.hash(&key)
+		if b := s.reuse(sc, &key, h, q, obs, now); b != nil {
+			return b
+		}
+	}
 	sc.req = pipeline.Request{
 		Msg:    q,
 		Name:   obs.Name,
@@ -224,6 +232,7 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 		Client: obs.Client,
 		Listen: sc.listen,
 		Buf:    &sc.ans,
+		Stamp:  keep,
 	}
 	r := s.resolver.Resolve(ctx, &sc.req)
 	obs.Zone, obs.Source, obs.View = r.Zone, r.Source, r.View
@@ -241,7 +250,11 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 	if st.rotate && len(out.Answer) > 1 {
 		out.Answer = rotateAnswer(&sc.answer, out.Answer, s.rotor.Add(1))
 	}
-	return s.finish(sc, obs, out, qopt, st, maxSize)
+	b := s.finish(sc, obs, out, qopt, st, maxSize)
+	if keep && b != nil {
+		s.keep(sc, &key, h, &r, b, obs, now)
+	}
+	return b
 }
 
 // rotateAnswer copies answer into *buf (reused between queries: no

@@ -29,6 +29,9 @@ type parsedQuery struct {
 	wire  []byte
 	name  string
 	lower string
+	// plain: the last query had the fast parser's shape (no EDNS options,
+	// no TSIG, plain labels).
+	plain bool
 }
 
 // parseQuery fills sc.q.msg from in. It reports false when miekg/dns
@@ -36,8 +39,10 @@ type parsedQuery struct {
 // message has exactly one question.
 func (sc *scratch) parseQuery(in []byte) (q *dns.Msg, lower string, ok bool) {
 	if q, lower, ok := sc.q.fast(in); ok {
+		sc.q.plain = true
 		return q, lower, true
 	}
+	sc.q.plain = false
 	q = &sc.q.msg
 	*q = dns.Msg{}
 	if err := q.Unpack(in); err != nil {

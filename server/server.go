@@ -151,6 +151,7 @@ func compile(set Settings) *settings {
 // New, bind with Apply, stop with Shutdown.
 type Server struct {
 	resolver pipeline.Resolver
+	answers  *answerCache // nil: answers are never kept
 	observer Observer
 	log      *slog.Logger
 
@@ -200,6 +201,7 @@ func New(opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		resolver: opts.Resolver,
+		answers:  newAnswerCache(opts.Resolver),
 		observer: opts.Observer,
 		log:      log,
 		limiter:  newLimiter(),

@@ -1,0 +1,105 @@
+package pipeline
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// TestStamp: which answers are stamped (may be kept by the caller) and
+// when a stamp stops being fresh.
+func TestStamp(t *testing.T) {
+	local := newFake(t, "hosts", 60, 5,
+		"www.example.internal. 60 IN A 10.0.0.1",
+		"chain.example.internal. 60 IN CNAME www.example.internal.",
+		"out.example.internal. 60 IN CNAME www.other.internal.",
+		"mx.example.internal. 60 IN MX 10 www.example.internal.",
+		"srv.example.internal. 60 IN SRV 0 0 80 www.other.internal.",
+	)
+	other := newFake(t, "hosts", 60, 5, "www.other.internal. 60 IN A 10.0.0.2")
+	fwd := newForward(t, "www.example.com. 60 IN A 192.0.2.1")
+	mixed := newFake(t, "hosts", 60, 5, "local.mixed.internal. 60 IN A 10.0.0.3")
+	p, err := New([]ZoneSpec{
+		{Names: []string{"example.internal."}, Sources: []SourceEntry{{Source: local}}},
+		{Names: []string{"other.internal."}, Sources: []SourceEntry{{Source: other}}},
+		{Names: []string{"mixed.internal."}, Sources: []SourceEntry{{Source: mixed, Fallthrough: true}, {Source: fwd}}},
+		{Names: []string{"."}, Sources: []SourceEntry{{Source: fwd}}},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(p *Pipeline, name string, qt uint16, stamp bool) Response {
+		m := new(dns.Msg)
+		m.SetQuestion(name, qt)
+		return p.Resolve(context.Background(), &Request{Msg: m, Name: name, Type: qt, Stamp: stamp})
+	}
+	for _, tc := range []struct {
+		name    string
+		qt      uint16
+		stamped bool
+	}{
+		{"www.example.internal.", dns.TypeA, true},    // a hit
+		{"www.example.internal.", dns.TypeTXT, true},  // NODATA
+		{"nope.example.internal.", dns.TypeA, true},   // NXDOMAIN
+		{"example.internal.", dns.TypeSOA, true},      // the apex
+		{"local.mixed.internal.", dns.TypeA, true},    // local, before a forward source
+		{"chain.example.internal.", dns.TypeA, false}, // a CNAME followed
+		{"out.example.internal.", dns.TypeA, false},   // a CNAME into another zone
+		{"mx.example.internal.", dns.TypeMX, false},   // additional records looked up
+		{"srv.example.internal.", dns.TypeSRV, false}, // ... in another zone
+		{"www.example.internal.", dns.TypeANY, false}, // ANY
+		{"www.example.com.", dns.TypeA, false},        // forwarded
+		{"fwd.mixed.internal.", dns.TypeA, false},     // fell through to the forward source
+		{"www.nowhere.invalid.", dns.TypeA, false},    // the root's forward source
+	} {
+		r := ask(p, tc.name, tc.qt, true)
+		if got := r.Stamp != (Stamp{}); got != tc.stamped {
+			t.Errorf("%s %s: stamped %v, want %v", tc.name, dns.TypeToString[tc.qt], got, tc.stamped)
+		}
+		if tc.stamped && !p.Fresh(r.Stamp) {
+			t.Errorf("%s %s: a stamp just made is not fresh", tc.name, dns.TypeToString[tc.qt])
+		}
+		if r := ask(p, tc.name, tc.qt, false); r.Stamp != (Stamp{}) {
+			t.Errorf("%s: stamped without being asked to", tc.name)
+		}
+	}
+
+	r := ask(p, "www.example.internal.", dns.TypeA, true)
+	o := ask(p, "www.other.internal.", dns.TypeA, true)
+	other.serial.Add(1) // a change in another zone
+	if !p.Fresh(r.Stamp) {
+		t.Error("a change in another zone made the stamp stale")
+	}
+	if p.Fresh(o.Stamp) {
+		t.Error("a change of the zone's source left its stamp fresh")
+	}
+	local.serial.Add(1)
+	if p.Fresh(r.Stamp) {
+		t.Error("a change of the zone's source left its stamp fresh")
+	}
+	r = ask(p, "www.example.internal.", dns.TypeA, true)
+	p2, err := New([]ZoneSpec{{Names: []string{"example.internal."}, Sources: []SourceEntry{{Source: local}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.Fresh(r.Stamp) {
+		t.Error("a stamp of another generation is fresh")
+	}
+	if p.Fresh(Stamp{}) {
+		t.Error("the zero stamp is fresh")
+	}
+
+	// With views, nothing is stamped (the answer depends on the client).
+	pv, err := New([]ZoneSpec{{Names: []string{"example.internal."}, Sources: []SourceEntry{{Source: local}}}}, Options{
+		Views: []ViewSpec{{Name: "lab", Clients: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+			Zones: []ZoneSpec{{Names: []string{"example.internal."}, Sources: []SourceEntry{{Source: other}}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ask(pv, "www.example.internal.", dns.TypeA, true); r.Stamp != (Stamp{}) {
+		t.Error("stamped with views configured")
+	}
+}

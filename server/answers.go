@@ -1,0 +1,177 @@
+package server
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// The packed-answer cache. Most queries repeat a question answered a
+// moment ago from data that has not changed since; for those the server
+// copies the response it packed then, with the query's ID and RD bit,
+// instead of resolving and packing again. An answer is kept only when it
+// cannot differ from the one a new resolution would make:
+//
+//   - the resolver stamped it (pipeline.Stamp: the local sources of one
+//     zone, no views, no forwarding, no CNAME followed, no additional
+//     records) and still says the stamp is fresh (same generation, the
+//     zone's serial unmoved) when it is reused;
+//   - the query was of the plain shape the fast parser reads (no EDNS
+//     options, no TSIG), its name all lower case (the response echoes the
+//     client's spelling; mixed-case names are answered the long way);
+//   - the response is at most 512 bytes (no client's buffer truncates
+//     it), unsigned, NOERROR or NXDOMAIN, and answers are not rotated.
+//
+// The key is the name, type, EDNS presence, DO and CD bits and the
+// server's settings (a reload of them starts afresh). A question hashes
+// to a set of answerWays slots; an answer is kept the second time its
+// question misses again among the last misses of its set, so a flood of names asked once each costs
+// no memory churn, and for at most answerMaxAge whatever its stamp says.
+// Reads are lock-free: a slot holds an immutable entry behind an atomic
+// pointer.
+const (
+	answerSets   = 1 << 12
+	answerWays   = 4 // a kept answer replaces the oldest of its set
+	answerMaxAge = 2 * time.Second
+)
+
+type answerKey struct {
+	name  string // lower case
+	qtype uint16
+	flags uint8 // answerEDNS, answerDO, answerCD
+	st    *settings
+}
+
+const (
+	answerEDNS = 1 << iota
+	answerDO
+	answerCD
+)
+
+type keptAnswer struct {
+	hash  uint64
+	key   answerKey
+	stamp pipeline.Stamp
+	made  time.Time
+	wire  []byte // the packed response
+	zone  string
+	src   string
+	view  string
+	rcode int
+}
+
+type answerCache struct {
+	fresh pipeline.Freshness
+	seed  maphash.Seed
+	slots [answerSets][answerWays]atomic.Pointer[keptAnswer]
+	// missed are, per set, the hashes of the last questions that missed
+	// there: a question is kept when it misses again while still here.
+	missed [answerSets][answerWays]atomic.Uint64
+	// next is, per set, the way the next kept answer takes.
+	next [answerSets]atomic.Uint32
+}
+
+// newAnswerCache returns nil when the resolver cannot tell whether a
+// stamp is fresh: then nothing is kept.
+func newAnswerCache(r pipeline.Resolver) *answerCache {
+	f, ok := r.(pipeline.Freshness)
+	if !ok {
+		return nil
+	}
+	return &answerCache{fresh: f, seed: maphash.MakeSeed()}
+}
+
+func (c *answerCache) hash(k *answerKey) uint64 {
+	return maphash.String(c.seed, k.name) ^ uint64(k.qtype)<<8 ^ uint64(k.flags)
+}
+
+// key reports the key of q and whether its answer may be kept.
+func (s *Server) answerKey(sc *scratch, q *dns.Msg, qopt *dns.OPT, st *settings) (answerKey, bool) {
+	if s.answers == nil || !sc.q.plain || sc.q.name != sc.q.lower || st.rotate || sc.sign != nil {
+		return answerKey{}, false
+	}
+	k := answerKey{name: sc.q.lower, qtype: q.Question[0].Qtype, st: st}
+	if qopt != nil {
+		k.flags |= answerEDNS
+		if qopt.Do() {
+			k.flags |= answerDO
+		}
+	}
+	if q.CheckingDisabled {
+		k.flags |= answerCD
+	}
+	return k, true
+}
+
+// reuse writes the kept answer to k into sc's pack buffer with q's ID and
+// RD bit and fills obs as the resolution would have; nil when none is
+// kept or it is no longer fresh.
+func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Observation, now time.Time) []byte {
+	c := s.answers
+	set := &c.slots[h%answerSets]
+	var e *keptAnswer
+	for i := range set {
+		if x := set[i].Load(); x != nil && x.hash == h && x.key == *k {
+			e = x
+			break
+		}
+	}
+	if e == nil || now.Sub(e.made) > answerMaxAge || !c.fresh.Fresh(e.stamp) {
+		return nil
+	}
+	if sc.pack == nil {
+		sc.pack = s.packs.Get().(*[]byte)
+	}
+	b := (*sc.pack)[2 : 2+len(e.wire)]
+	copy(b, e.wire)
+	b[0], b[1] = byte(q.Id>>8), byte(q.Id)
+	if q.RecursionDesired {
+		b[2] |= 1
+	} else {
+		b[2] &^= 1
+	}
+	obs.Zone, obs.Source, obs.View = e.zone, e.src, e.view
+	obs.Rcode, obs.Truncated = e.rcode, false
+	return b
+}
+
+// keep stores out, the response just packed for k, when the resolver
+// stamped it and it qualifies (see above).
+func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response, out []byte, obs *Observation, now time.Time) {
+	if r.Stamp == (pipeline.Stamp{}) || len(out) > dns.MinMsgSize || len(out) < 12 || obs.Truncated || sc.sign != nil ||
+		(obs.Rcode != dns.RcodeSuccess && obs.Rcode != dns.RcodeNameError) {
+		return
+	}
+	c := s.answers
+	i := h % answerSets
+	seen := false
+	for j := range c.missed[i] {
+		if c.missed[i][j].Load() == h {
+			seen = true
+			break
+		}
+	}
+	if !seen { // first miss: kept if it comes again
+		c.missed[i][c.next[i].Add(1)%answerWays].Store(h)
+		return
+	}
+	set := &c.slots[i]
+	way := -1
+	for j := range set { // a stale answer to the same question first
+		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
+			way = j
+			break
+		}
+	}
+	if way < 0 {
+		way = int(c.next[i].Add(1) % answerWays)
+	}
+	set[way].Store(&keptAnswer{
+		hash: h, key: *k, stamp: r.Stamp, made: now, wire: append([]byte(nil), out...),
+		zone: obs.Zone, src: obs.Source, view: obs.View, rcode: obs.Rcode,
+	})
+}

@@ -1,0 +1,298 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// changingSource is a local source whose records can be replaced while it
+// serves, raising its serial afterwards as real sources do.
+type changingSource struct {
+	rrs    atomic.Pointer[map[string][]dns.RR]
+	serial atomic.Uint32
+}
+
+func (c *changingSource) set(rrs map[string][]dns.RR) {
+	c.rrs.Store(&rrs)
+	c.serial.Add(1)
+}
+
+func (c *changingSource) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	if rrs, ok := (*c.rrs.Load())[q.Name]; ok {
+		return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+	}
+	return pipeline.Result{Status: pipeline.NotMine}
+}
+func (c *changingSource) Kind() string   { return "hosts" }
+func (c *changingSource) TTL() uint32    { return 30 }
+func (c *changingSource) Serial() uint32 { return c.serial.Load() }
+
+// countingResolver counts the resolutions that reach the pipeline.
+type countingResolver struct {
+	*pipeline.Pipeline
+	n atomic.Int64
+}
+
+func (c *countingResolver) Resolve(ctx context.Context, req *pipeline.Request) pipeline.Response {
+	c.n.Add(1)
+	return c.Pipeline.Resolve(ctx, req)
+}
+
+func rr(t testing.TB, s string) dns.RR {
+	t.Helper()
+	r, err := dns.NewRR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func answerTestServers(t *testing.T, src *changingSource) (kept, plain *Server, res *countingResolver) {
+	t.Helper()
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := compile(Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPBuffer: 1232}})
+	res = &countingResolver{Pipeline: p}
+	kept = New(Options{Resolver: res, Observer: nopObserver{}})
+	kept.set.Store(set)
+	if kept.answers == nil {
+		t.Fatal("no answer cache for a resolver with Fresh")
+	}
+	plain = New(Options{Resolver: p, Observer: nopObserver{}})
+	plain.answers = nil
+	plain.set.Store(set)
+	return kept, plain, res
+}
+
+// TestKeptAnswersAreTheSame: for every shape of query the cache may serve
+// (hit, NODATA, NXDOMAIN, CNAME, with and without EDNS, DO, CD, RD, any
+// ID) and some it must not (mixed case, EDNS options), the bytes answered
+// by a server that keeps answers equal those of one that resolves every
+// query, on the first, second and later asking — and the later ones do
+// not reach the resolver.
+func TestKeptAnswersAreTheSame(t *testing.T) {
+	src := &changingSource{}
+	src.set(map[string][]dns.RR{
+		"www.example.test.":   {rr(t, "www.example.test. 60 IN A 192.0.2.1"), rr(t, "www.example.test. 60 IN A 192.0.2.2")},
+		"alias.example.test.": {rr(t, "alias.example.test. 60 IN CNAME elsewhere.invalid.")},
+		"v6.example.test.":    {rr(t, "v6.example.test. 60 IN AAAA 2001:db8::1")},
+	})
+	kept, plain, res := answerTestServers(t, src)
+	client := netip.MustParseAddr("127.0.0.1")
+	ctx := context.Background()
+	ask := func(s *Server, in []byte) []byte {
+		sc := &scratch{}
+		out := append([]byte(nil), s.serveRaw(ctx, sc, protoUDP, client, true, in)...)
+		s.release(sc)
+		return out
+	}
+	type variant struct {
+		name      string
+		qtype     uint16
+		edns, do  bool
+		cd, rd    bool
+		option    bool // an EDNS option (cookie): never kept
+		cacheable bool
+	}
+	var vs []variant
+	for _, n := range []string{"www.example.test.", "v6.example.test.", "alias.example.test.", "nope.example.test.", "example.test."} {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSOA, dns.TypeTXT} {
+			for f := range 16 {
+				vs = append(vs, variant{name: n, qtype: qt, edns: f&1 != 0, do: f&3 == 3, cd: f&4 != 0, rd: f&8 != 0, cacheable: true})
+			}
+		}
+	}
+	vs = append(vs,
+		variant{name: "WWW.example.test.", qtype: dns.TypeA, rd: true},
+		variant{name: "www.Example.TEST.", qtype: dns.TypeA, edns: true},
+		variant{name: "www.example.test.", qtype: dns.TypeA, edns: true, option: true},
+	)
+	id := uint16(1)
+	for _, v := range vs {
+		for i := range 4 {
+			q := query(v.name, v.qtype)
+			id++
+			q.Id = id
+			q.RecursionDesired = v.rd
+			q.CheckingDisabled = v.cd
+			if v.edns {
+				q.SetEdns0(4096, v.do)
+				if v.option {
+					q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})
+				}
+			}
+			in := pack(t, q)
+			before := res.n.Load()
+			got, want1 := ask(kept, in), ask(plain, in)
+			if !bytes.Equal(got, want1) {
+				var g, w dns.Msg
+				_ = g.Unpack(got)
+				_ = w.Unpack(want1)
+				t.Fatalf("%+v, asking %d: kept answer differs\n got: %v\nwant: %v", v, i, &g, &w)
+			}
+			if got[0] != byte(id>>8) || got[1] != byte(id) {
+				t.Fatalf("%+v: answer with the wrong ID", v)
+			}
+			resolved := res.n.Load() != before
+			switch {
+			case v.cacheable && i >= 2 && resolved:
+				t.Errorf("%+v, asking %d: resolved again, want the kept answer", v, i)
+			case !v.cacheable && !resolved:
+				t.Errorf("%+v, asking %d: answered from the cache, must be resolved", v, i)
+			}
+		}
+	}
+}
+
+// TestKeptAnswerFollowsChanges: a changed record is answered at once, by
+// the next query after the source's change; a new pipeline generation
+// (a reload) makes every kept answer stale too.
+func TestKeptAnswerFollowsChanges(t *testing.T) {
+	src := &changingSource{}
+	src.set(map[string][]dns.RR{"www.example.test.": {rr(t, "www.example.test. 60 IN A 192.0.2.1")}})
+	kept, _, res := answerTestServers(t, src)
+	client := netip.MustParseAddr("127.0.0.1")
+	addr := func(name string) string {
+		sc := &scratch{}
+		defer kept.release(sc)
+		var m dns.Msg
+		if err := m.Unpack(kept.serveRaw(context.Background(), sc, protoUDP, client, true, pack(t, query(name, dns.TypeA)))); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Answer) == 0 {
+			return dns.RcodeToString[m.Rcode]
+		}
+		return m.Answer[0].(*dns.A).A.String()
+	}
+	for range 3 {
+		if got := addr("www.example.test."); got != "192.0.2.1" {
+			t.Fatalf("got %s, want 192.0.2.1", got)
+		}
+	}
+	src.set(map[string][]dns.RR{"www.example.test.": {rr(t, "www.example.test. 60 IN A 192.0.2.9")}})
+	for range 3 {
+		if got := addr("www.example.test."); got != "192.0.2.9" {
+			t.Fatalf("after the change: got %s, want 192.0.2.9", got)
+		}
+	}
+	for range 3 {
+		if got := addr("new.example.test."); got != "NXDOMAIN" {
+			t.Fatalf("got %s, want NXDOMAIN", got)
+		}
+	}
+	src.set(map[string][]dns.RR{"new.example.test.": {rr(t, "new.example.test. 60 IN A 192.0.2.7")}})
+	if got := addr("new.example.test."); got != "192.0.2.7" {
+		t.Fatalf("a name added after its NXDOMAIN was kept: got %s, want 192.0.2.7", got)
+	}
+
+	// Another generation over other data: the old stamps are not fresh.
+	other := &changingSource{}
+	other.set(map[string][]dns.RR{"new.example.test.": {rr(t, "new.example.test. 60 IN A 192.0.2.70")}})
+	p2, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: other}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		addr("new.example.test.") // kept by now
+	}
+	res.Pipeline = p2
+	kept.answers.fresh = p2
+	if got := addr("new.example.test."); got != "192.0.2.70" {
+		t.Fatalf("after a new generation: got %s, want 192.0.2.70", got)
+	}
+}
+
+// TestKeptAnswerOverTCP: an answer kept from UDP serves TCP too, with the
+// length prefix and the TCP query's ID.
+func TestKeptAnswerOverTCP(t *testing.T) {
+	src := &changingSource{}
+	src.set(map[string][]dns.RR{"www.example.test.": {rr(t, "www.example.test. 60 IN A 192.0.2.1")}})
+	kept, _, res := answerTestServers(t, src)
+	if err := kept.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}, {Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kept.Shutdown(context.Background()) })
+	var udp, tcp string
+	for _, a := range kept.Addrs() {
+		if _, ok := a.(*net.UDPAddr); ok {
+			udp = a.String()
+		} else {
+			tcp = a.String()
+		}
+	}
+	for range 3 {
+		if r := exchange(t, "udp", udp, query("www.example.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+			t.Fatalf("udp: %v", r)
+		}
+	}
+	before := res.n.Load()
+	for i := range 3 {
+		q := query("www.example.test.", dns.TypeA)
+		q.Id = uint16(4000 + i)
+		r := exchange(t, "tcp", tcp, q, nil)
+		if len(r.Answer) != 1 || r.Id != q.Id || r.Answer[0].(*dns.A).A.String() != "192.0.2.1" {
+			t.Fatalf("tcp: %v", r)
+		}
+	}
+	if res.n.Load() != before {
+		t.Errorf("TCP queries were resolved again, want the answer kept from UDP")
+	}
+}
+
+// FuzzKeptAnswers: whatever the packet, a server that keeps answers
+// answers it byte for byte as one that resolves every query, however
+// often it is asked.
+func FuzzKeptAnswers(f *testing.F) {
+	for _, m := range []*dns.Msg{
+		query("www.example.test.", dns.TypeA),
+		query("nope.example.test.", dns.TypeAAAA),
+		query("WWW.example.test.", dns.TypeA),
+		query("example.test.", dns.TypeSOA),
+	} {
+		f.Add(pack(f, m))
+		m.SetEdns0(1232, true)
+		m.CheckingDisabled = true
+		f.Add(pack(f, m))
+	}
+	src := &changingSource{}
+	src.set(map[string][]dns.RR{
+		"www.example.test.": {rr(f, "www.example.test. 60 IN A 192.0.2.1")},
+		"txt.example.test.": {rr(f, "txt.example.test. 60 IN TXT \"a\"")},
+	})
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, pipeline.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	set := compile(Settings{ACL: config.ACL{Default: true}})
+	kept := New(Options{Resolver: p})
+	kept.set.Store(set)
+	plain := New(Options{Resolver: p})
+	plain.answers = nil
+	plain.set.Store(set)
+	client := netip.MustParseAddr("127.0.0.1")
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for i := range 3 {
+			for _, proto := range []transport{protoUDP, protoTCP} {
+				var a, b scratch
+				got := kept.serveRaw(context.Background(), &a, proto, client, true, in)
+				want := plain.serveRaw(context.Background(), &b, proto, client, true, in)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("asking %d over %v: kept %x, resolved %x", i, proto, got, want)
+				}
+				kept.release(&a)
+				plain.release(&b)
+			}
+		}
+	})
+}
