@@ -63,6 +63,27 @@ zones:
 	if n := up.Queries(); n != 1 {
 		t.Fatalf("3 queries for one name reached the upstream %d times; want 1", n)
 	}
+	// Asked often (its packed answer kept), a cached answer's TTLs still
+	// count down with time.
+	var ttls []uint32
+	for round := range 2 {
+		for range 5 {
+			r, err := query(t, "udp", addr, "www.example.com", dns.TypeA)
+			if err != nil || dnstest.RData(r) != "NOERROR:192.0.2.1" {
+				t.Fatalf("cached answer: %v %v", r, err)
+			}
+			ttls = append(ttls, r.Answer[0].Header().Ttl)
+		}
+		if round == 0 {
+			time.Sleep(2100 * time.Millisecond)
+		}
+	}
+	if first, last := ttls[0], ttls[len(ttls)-1]; first-last < 2 || first-last > 4 {
+		t.Fatalf("TTLs %v over 2.1 s: want the last 2–4 s below the first", ttls)
+	}
+	if n := up.Queries(); n != 1 {
+		t.Fatalf("cached answers reached the upstream: %d queries, want 1", n)
+	}
 	r, err = query(t, "udp", addr, "db.example.internal", dns.TypeA)
 	if err != nil || dnstest.RData(r) != "NOERROR:10.0.0.10" || !r.Authoritative {
 		t.Fatalf("local name: %v %v", r, err)
@@ -110,7 +131,7 @@ zones:
 
 	_, metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", hport))
 	for _, want := range []string{
-		"dnsd_cache_hits_total 4",
+		"dnsd_cache_hits_total 14",
 		"dnsd_cache_misses_total 5",
 		"dnsd_cache_entries ",
 		"dnsd_cache_stale_total 1",

@@ -117,6 +117,9 @@ type entry struct {
 	// wild is the source as a Wildcarder, when it is local and implements
 	// it; nil otherwise.
 	wild Wildcarder
+	// keep is the source as a Keeper, when it is a forward source that
+	// implements it; nil otherwise.
+	keep Keeper
 }
 
 // New compiles zones into a Pipeline. Zone names are case-insensitive and
@@ -172,6 +175,9 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 			e := entry{src: se.Source, kind: kind, fallsThrough: se.Fallthrough, local: kind != KindForward}
 			if w, ok := se.Source.(Wildcarder); ok && e.local {
 				e.wild = w
+			}
+			if k, ok := se.Source.(Keeper); ok && !e.local {
+				e.keep = k
 			}
 			entries = append(entries, e)
 			p.addSource(se.Source, seen)

@@ -175,6 +175,10 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 				resp.Msg = o.msg
 				if qt == dns.TypeANY {
 					resp.Msg = minimalANY(o.msg)
+				} else if o.e.keep != nil && stamp.z != nil && !r.looked {
+					stamp.keep, stamp.msg = o.e.keep, o.msg
+					stamp.name, stamp.qtype, stamp.do, stamp.cd = name, qt, req.DO, req.CD
+					resp.Stamp = stamp
 				}
 				return resp
 			}

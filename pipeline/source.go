@@ -140,21 +140,44 @@ type Response struct {
 // Stamp names the data an answer was made from, so that a caller may keep
 // the answer (the server keeps packed answers) and reuse it while
 // Pipeline.Fresh says nothing it depends on has changed. An answer is
-// stamped only when it comes from the local sources of one zone: no view,
-// no forward source, no CNAME followed into another name, no additional
-// records looked up. The stamp is the zone of one pipeline generation and
-// its serial read before the sources were asked: every source raises its
+// stamped only when it comes from one zone's sources for the question
+// itself: no view, no CNAME followed into another name, no additional
+// records looked up, not ANY; a forwarded answer only from a source that
+// is a Keeper. The stamp is the zone of one pipeline generation and its
+// serial read before the sources were asked (every source raises its
 // Serial after its data changed, so a later change always breaks the
-// stamp. The zero Stamp is never fresh.
+// stamp), plus, for a forwarded answer, the message the forward source
+// answered with. The zero Stamp is never fresh.
 type Stamp struct {
 	z      *zone
 	serial uint32
+	// A forward source's answer (Keeper): the message it answered with,
+	// and the question it was asked.
+	keep  Keeper
+	msg   *dns.Msg
+	name  string
+	qtype uint16
+	do    bool
+	cd    bool
 }
 
 // Fresh reports whether an answer stamped st would still be made the same
-// by p: st is of p's generation and its zone's serial has not moved.
+// by p: st is of p's generation, its zone's serial has not moved and, for
+// a forwarded answer, the forward source would answer with the same
+// message (from its cache).
 func (p *Pipeline) Fresh(st Stamp) bool {
-	return st.z != nil && st.z.gen == p && st.z.serial() == st.serial
+	if st.z == nil || st.z.gen != p || st.z.serial() != st.serial {
+		return false
+	}
+	return st.keep == nil || st.keep.Same(st.name, st.qtype, st.do, st.cd, st.msg)
+}
+
+// Keeper is implemented by a forward source whose answers can be kept
+// (Stamp): Same reports whether it would answer the question now with m,
+// from its cache, neither asking upstream nor starting a refresh; it
+// counts that answer as its own (a cache hit) when so.
+type Keeper interface {
+	Same(name string, qtype uint16, do, cd bool, m *dns.Msg) bool
 }
 
 // Freshness is implemented by resolvers that stamp answers (Pipeline and

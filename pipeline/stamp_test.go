@@ -91,6 +91,35 @@ func TestStamp(t *testing.T) {
 		t.Error("the zero stamp is fresh")
 	}
 
+	// A forwarded answer from a Keeper is stamped with its message and is
+	// fresh while the source says it would answer with the same one.
+	kf := &keepingForward{fakeForward: newForward(t, "www.kept.internal. 60 IN A 192.0.2.8"), same: true}
+	kl := newFake(t, "hosts", 60, 5, "local.kept.internal. 60 IN A 10.0.0.4")
+	pk, err := New([]ZoneSpec{{Names: []string{"kept.internal."}, Sources: []SourceEntry{{Source: kl, Fallthrough: true}, {Source: kf}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = ask(pk, "www.kept.internal.", dns.TypeA, true)
+	if r.Stamp == (Stamp{}) || !pk.Fresh(r.Stamp) {
+		t.Fatalf("a Keeper's answer: stamp %+v", r.Stamp)
+	}
+	if a := ask(pk, "www.kept.internal.", dns.TypeANY, true); a.Stamp != (Stamp{}) {
+		t.Error("a forwarded ANY answer is stamped")
+	}
+	if pk.Fresh(r.Stamp) {
+		t.Error("fresh after the forward source answered with another message")
+	}
+	r = ask(pk, "www.kept.internal.", dns.TypeA, true)
+	kf.same = false
+	if pk.Fresh(r.Stamp) {
+		t.Error("fresh while the forward source would answer otherwise")
+	}
+	kf.same = true
+	kl.serial.Add(1) // a local source before it changed: it may answer now
+	if pk.Fresh(r.Stamp) {
+		t.Error("fresh after the zone's local source changed")
+	}
+
 	// With views, nothing is stamped (the answer depends on the client).
 	pv, err := New([]ZoneSpec{{Names: []string{"example.internal."}, Sources: []SourceEntry{{Source: local}}}}, Options{
 		Views: []ViewSpec{{Name: "lab", Clients: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
@@ -102,4 +131,17 @@ func TestStamp(t *testing.T) {
 	if r := ask(pv, "www.example.internal.", dns.TypeA, true); r.Stamp != (Stamp{}) {
 		t.Error("stamped with views configured")
 	}
+}
+
+// keepingForward is a fake forward source that is a Keeper: the same
+// message is its last one, while same is set.
+type keepingForward struct {
+	*fakeForward
+	same bool
+}
+
+func (k *keepingForward) Same(_ string, _ uint16, _, _ bool, m *dns.Msg) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.same && m == k.last
 }

@@ -16,10 +16,12 @@ import (
 // instead of resolving and packing again. An answer is kept only when it
 // cannot differ from the one a new resolution would make:
 //
-//   - the resolver stamped it (pipeline.Stamp: the local sources of one
-//     zone, no views, no forwarding, no CNAME followed, no additional
-//     records) and still says the stamp is fresh (same generation, the
-//     zone's serial unmoved) when it is reused;
+//   - the resolver stamped it (pipeline.Stamp: one zone's sources, no
+//     views, no CNAME followed, no additional records) and still says the
+//     stamp is fresh (same generation, the zone's serial unmoved, a
+//     forward source's cache answering with the same message — its TTLs
+//     count down once a second, so a forwarded answer is kept for at most
+//     a second) when it is reused;
 //   - the query was of the plain shape the fast parser reads (no EDNS
 //     options, no TSIG), its name all lower case (the response echoes the
 //     client's spelling; mixed-case names are answered the long way);
@@ -148,26 +150,26 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	}
 	c := s.answers
 	i := h % answerSets
-	seen := false
-	for j := range c.missed[i] {
-		if c.missed[i][j].Load() == h {
-			seen = true
-			break
-		}
-	}
-	if !seen { // first miss: kept if it comes again
-		c.missed[i][c.next[i].Add(1)%answerWays].Store(h)
-		return
-	}
 	set := &c.slots[i]
 	way := -1
-	for j := range set { // a stale answer to the same question first
+	for j := range set { // a stale answer to the same question is replaced at once
 		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
 			way = j
 			break
 		}
 	}
 	if way < 0 {
+		seen := false
+		for j := range c.missed[i] {
+			if c.missed[i][j].Load() == h {
+				seen = true
+				break
+			}
+		}
+		if !seen { // first miss: kept if it comes again
+			c.missed[i][c.next[i].Add(1)%answerWays].Store(h)
+			return
+		}
 		way = int(c.next[i].Add(1) % answerWays)
 	}
 	set[way].Store(&keptAnswer{

@@ -73,6 +73,48 @@ func TestCacheHitMissExpiry(t *testing.T) {
 	}
 }
 
+// Same (kept answers): true while the cache would answer with that very
+// message, false once its TTLs have counted down a second, for another
+// question, after expiry and for an excepted name; a true Same counts as
+// a cache hit.
+func TestSame(t *testing.T) {
+	u := startUpstream(t)
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "lan.")
+	s.lookup(t, "www.example.", dns.TypeA)
+	m := s.lookup(t, "www.example.", dns.TypeA).Msg
+	hits := counterValue(s.met.hits)
+	if !s.Same("www.example.", dns.TypeA, false, false, m) {
+		t.Fatal("Same is false for the message the cache answers with")
+	}
+	if got := counterValue(s.met.hits); got != hits+1 {
+		t.Errorf("hits %v after Same, want %v", got, hits+1)
+	}
+	for _, tc := range []struct {
+		name   string
+		qt     uint16
+		do, cd bool
+	}{{"www.example.", dns.TypeAAAA, false, false}, {"www.example.", dns.TypeA, true, false}, {"www.example.", dns.TypeA, false, true}, {"other.example.", dns.TypeA, false, false}} {
+		if s.Same(tc.name, tc.qt, tc.do, tc.cd, m) {
+			t.Errorf("Same is true for another question %+v", tc)
+		}
+	}
+	s.clock.advance(1100 * time.Millisecond)
+	if s.Same("www.example.", dns.TypeA, false, false, m) {
+		t.Fatal("Same is true after the TTLs counted down")
+	}
+	m = s.lookup(t, "www.example.", dns.TypeA).Msg
+	if !s.Same("www.example.", dns.TypeA, false, false, m) {
+		t.Fatal("Same is false for the next second's message")
+	}
+	s.clock.advance(300 * time.Second)
+	if s.Same("www.example.", dns.TypeA, false, false, m) {
+		t.Fatal("Same is true after expiry")
+	}
+	if s.Same("x.lan.", dns.TypeA, false, false, m) {
+		t.Fatal("Same is true for an excepted name")
+	}
+}
+
 func TestCacheMinMaxTTL(t *testing.T) {
 	u := startUpstream(t)
 	cc := defaultCacheConfig()
