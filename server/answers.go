@@ -38,7 +38,7 @@ import (
 const (
 	answerSets   = 1 << 12
 	answerWays   = 4 // a kept answer replaces the oldest of its set
-	answerMaxAge = 2 * time.Second
+	answerMaxAge = 5 * time.Second
 )
 
 type answerKey struct {
