@@ -326,6 +326,25 @@ func TestServeAllocations(t *testing.T) {
 			t.Errorf("%s %s: %v allocs per query, want 0", tc.name, dns.TypeToString[tc.qtype], n)
 		}
 	}
+	// Names asked in turn (a working set, not one name) are interned.
+	var ins [][]byte
+	for _, name := range []string{"www.example.test.", "nope.example.test.", "other.example.test."} {
+		ins = append(ins, pack(t, query(name, dns.TypeA)))
+	}
+	i := 0
+	ask := func() {
+		if out := s.serveRaw(ctx, sc, protoUDP, client, true, ins[i%len(ins)]); len(out) == 0 {
+			t.Fatal("no answer")
+		}
+		s.release(sc)
+		i++
+	}
+	for range len(ins) {
+		ask()
+	}
+	if n := testing.AllocsPerRun(300, ask); n != 0 {
+		t.Errorf("names asked in turn: %v allocs per query, want 0", n)
+	}
 }
 
 // BenchmarkServeUDPPipeline is BenchmarkServeUDP answered by a real

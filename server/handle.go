@@ -107,6 +107,7 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		}
 	}()
 
+	sc.q.names = s.names
 	parsed, lower, ok := sc.parseQuery(in)
 	if !ok || parsed.Response {
 		obs.DropReason = DropMalformed

@@ -2,7 +2,9 @@ package server
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"strings"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 )
@@ -32,7 +34,27 @@ type parsedQuery struct {
 	// plain: the last query had the fast parser's shape (no EDNS options,
 	// no TSIG, plain labels).
 	plain bool
+	// names, when set, interns the decoded names across goroutines.
+	names *nameTable
 }
+
+// nameSlots is the size of a server's table of interned names.
+const nameSlots = 1 << 14
+
+// nameTable interns the question names the fast parser decodes, for every
+// goroutine of a server: a name asked lately costs no allocation, so a
+// server answering a working set of names allocates nothing per query.
+// It is direct-mapped by a hash of the name's wire form; a name that
+// hashes to a taken slot replaces the one there. Strings are immutable, so
+// an interned name is shared freely.
+type nameTable struct {
+	seed  maphash.Seed
+	slots [nameSlots]atomic.Pointer[internedName]
+}
+
+type internedName struct{ name, lower string }
+
+func newNameTable() *nameTable { return &nameTable{seed: maphash.MakeSeed()} }
 
 // parseQuery fills sc.q.msg from in. It reports false when miekg/dns
 // Unpack would fail. lower is the question name in lower case when the
@@ -170,10 +192,21 @@ func (p *parsedQuery) setName(wire []byte) {
 		n++
 		i += 1 + c
 	}
+	var slot *atomic.Pointer[internedName]
+	if p.names != nil {
+		slot = &p.names.slots[maphash.Bytes(p.names.seed, wire)%nameSlots]
+		if e := slot.Load(); e != nil && e.name == string(buf[:n]) {
+			p.name, p.lower = e.name, e.lower
+			return
+		}
+	}
 	p.name = string(buf[:n])
 	p.lower = p.name
 	if upper {
 		p.lower = strings.ToLower(p.name)
+	}
+	if slot != nil {
+		slot.Store(&internedName{name: p.name, lower: p.lower})
 	}
 }
 

@@ -152,6 +152,7 @@ func compile(set Settings) *settings {
 type Server struct {
 	resolver pipeline.Resolver
 	answers  *answerCache // nil: answers are never kept
+	names    *nameTable
 	observer Observer
 	log      *slog.Logger
 
@@ -202,6 +203,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		resolver: opts.Resolver,
 		answers:  newAnswerCache(opts.Resolver),
+		names:    newNameTable(),
 		observer: opts.Observer,
 		log:      log,
 		limiter:  newLimiter(),
