@@ -9,9 +9,11 @@
 // every server and scenario it measures, at saturation, the server's CPU
 // time per answered query (utime+stime from /proc/PID/stat ÷ answers) and
 // the answers per second, once under dnsperf and once under bench/loadgen;
-// then the p50/p99 latency at a fixed rate (bench/loadgen -rate); the
-// server's VmRSS/VmHWM at the end; and the kernel's receive drops on its
-// UDP port (/proc/net/udp). It only ever talks to loopback addresses.
+// then the p50/p99 latency at a fixed rate (bench/loadgen -rate) and the
+// p99 at half the server's own loadgen peak; its VmRSS idle after the
+// warm-up (settled), the largest sampled under the saturating loads, and
+// VmRSS/VmHWM at the end; and the kernel's receive drops on its UDP port
+// (/proc/net/udp). It only ever talks to loopback addresses.
 //
 // "peers etcd ..." is an internal subcommand: an embedded etcd server
 // loaded with the etcd scenario's records.
@@ -228,6 +230,12 @@ func (e *env) measure(sc *scenario, srv string) sample {
 			return s
 		}
 	}
+	// Settled memory: idle a second after the warm-up.
+	time.Sleep(time.Second)
+	if m, err := processMemory(pid); err == nil {
+		s.Settled = m.RSS
+	}
+	stopWatch := watchRSS(pid)
 	if e.dnsperf != "" {
 		if err := e.runDnsperf(sc, srv, pid, target, &s); err != nil {
 			s.Problems = append(s.Problems, err.Error())
@@ -240,6 +248,21 @@ func (e *env) measure(sc *scenario, srv string) sample {
 			s.GenQPS, s.GenCPU = kv["qps"], kv["cpu_per_answer_us"]
 			if bad := kv["bad"]; bad > 0.001*kv["answers"] {
 				s.Problems = append(s.Problems, fmt.Sprintf("loadgen: %.0f failed answers (SERVFAIL, REFUSED, ...) of %.0f", bad, kv["answers"]+bad))
+			}
+		}
+	}
+	s.Loaded = stopWatch()
+	if sc.transport == "udp" {
+		// Latency at half the peak this server just sustained.
+		if s.GenQPS > 0 {
+			s.HalfRate = int(s.GenQPS / 2)
+			if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(s.HalfRate)); err != nil {
+				s.Problems = append(s.Problems, err.Error())
+			} else {
+				s.HalfP99 = kv["p99_us"]
+				if lost := kv["lost"]; lost > 0.001*kv["sent"] {
+					s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s (half its peak)", lost, kv["sent"], s.HalfRate))
+				}
 			}
 		}
 		if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(e.rate)); err != nil {

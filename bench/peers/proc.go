@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // cpuTicks returns utime+stime of pid in clock ticks (1/100 s, USER_HZ).
@@ -122,4 +123,31 @@ func parseUDPDrops(r io.Reader, port int) (int64, error) {
 		total += n
 	}
 	return total, sc.Err()
+}
+
+// watchRSS samples pid's VmRSS every 100 ms until the returned function is
+// called, which returns the largest sample in KiB (0: none read).
+func watchRSS(pid int) func() int64 {
+	done := make(chan struct{})
+	result := make(chan int64)
+	go func() {
+		var top int64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if m, err := processMemory(pid); err == nil {
+				top = max(top, m.RSS)
+			}
+			select {
+			case <-done:
+				result <- top
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		return <-result
+	}
 }

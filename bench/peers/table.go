@@ -13,7 +13,10 @@ type sample struct {
 	PerfCPU, PerfQPS float64  // dnsperf at saturation: server CPU µs per answer, answers/s
 	GenCPU, GenQPS   float64  // bench/loadgen at saturation, the same
 	P50, P99         float64  // µs, bench/loadgen at the fixed rate
+	HalfP99          float64  // µs, bench/loadgen at half the server's own loadgen QPS
+	HalfRate         int      // that rate, queries/s
 	RSS, HWM         int64    // KiB at the end of the run: VmRSS, VmHWM
+	Settled, Loaded  int64    // KiB: VmRSS idle after the warm-up; the largest VmRSS sampled under the saturating loads
 	Drops            int64    // kernel receive drops on the server's UDP port; -1: not UDP
 	Problems         []string // wrong answers, failed measurements
 	Notes            []string // worth knowing, not wrong (queries lost at the fixed rate)
@@ -35,6 +38,7 @@ var columns = []column{
 	{"QPS, loadgen", func(s sample) float64 { return s.GenQPS }, kilo, false},
 	{"p50", func(s sample) float64 { return s.P50 }, micro, false},
 	{"p99", func(s sample) float64 { return s.P99 }, micro, false},
+	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false},
 }
 
 func micro(v float64) string {
@@ -106,7 +110,7 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 		}
 		fmt.Fprintf(w, " %s |", t)
 	}
-	fmt.Fprintf(w, " RSS / peak MiB | UDP drops |\n|---|---|")
+	fmt.Fprintf(w, " RSS settled / under load / end / peak MiB | UDP drops |\n|---|---|")
 	for range columns {
 		fmt.Fprintf(w, "---|")
 	}
@@ -176,17 +180,24 @@ func cell(c column, runs, ref []sample, isRef bool) string {
 }
 
 func memCell(runs []sample) string {
-	var rss, hwm []float64
+	var settled, loaded, rss, hwm []float64
 	for _, s := range runs {
 		if s.RSS > 0 {
 			rss = append(rss, float64(s.RSS)/1024)
 			hwm = append(hwm, float64(s.HWM)/1024)
 		}
+		if s.Settled > 0 && s.Loaded > 0 {
+			settled = append(settled, float64(s.Settled)/1024)
+			loaded = append(loaded, float64(s.Loaded)/1024)
+		}
 	}
 	if len(rss) == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.0f / %.0f", median(rss), median(hwm))
+	if len(settled) == 0 {
+		return fmt.Sprintf("— / — / %.0f / %.0f", median(rss), median(hwm))
+	}
+	return fmt.Sprintf("%.0f / %.0f / %.0f / %.0f", median(settled), median(loaded), median(rss), median(hwm))
 }
 
 func dropsCell(runs []sample) string {
