@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,14 +71,15 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 
 	proto := protoTCP
 	var (
-		c    net.Conn = raw
-		peek *tlsRaw
+		c   net.Conn = raw
+		tr  *tlsRaw
+		tcc *tls.Conn
 	)
 	st := s.set.Load()
 	if u.key.proto == "tls" {
 		proto = protoTLS
-		peek = &tlsRaw{Conn: raw}
-		tc := tls.Server(peek, st.tls)
+		tr = &tlsRaw{Conn: raw}
+		tc := tls.Server(tr, st.tls)
 		ctx, cancel := context.WithTimeout(s.ctx, st.idle)
 		err := tc.HandshakeContext(ctx)
 		cancel()
@@ -87,18 +87,22 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 			s.log.Debug("tls handshake failed", "client", raw.RemoteAddr().String(), "err", err)
 			return
 		}
-		c = tc
+		c, tcc = tc, tc
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	cc := &tcpConn{
-		s: s, u: u, raw: raw, c: c, peek: peek, proto: proto, client: tcpClient(raw),
+		s: s, u: u, raw: raw, c: c, tlsc: tcc, proto: proto, client: tcpClient(raw),
 		ctx: ctx, cancel: cancel,
 		rbuf: make([]byte, tcpReadSize),
 		work: make(chan *tcpJob),
 		pipe: st.pipeline,
 	}
 	cc.free = make(chan *tcpJob, cc.pipe)
+	cc.sock = newSockReader(raw, cc.flush)
+	if tr != nil {
+		tr.sock = cc.sock
+	}
 	// The read deadline is moved only when it passes (see fill); the
 	// stop checks come after it is set (see unit.stop).
 	cc.since = time.Now()
@@ -171,8 +175,8 @@ type tcpConn struct {
 	s      *Server
 	u      *unit
 	raw    net.Conn
-	c      net.Conn // raw, or the TLS connection over it
-	peek   *tlsRaw  // under c when it is a TLS connection
+	c      net.Conn  // raw, or the TLS connection over it
+	tlsc   *tls.Conn // c when it is a TLS connection
 	proto  transport
 	client netip.Addr
 	// ctx is the resolutions' context: cancelled when the connection
@@ -182,6 +186,7 @@ type tcpConn struct {
 	wg     sync.WaitGroup
 
 	// The reader's, handed to a new reader with inline.
+	sock       *sockReader
 	rbuf       []byte    // bytes read; rbuf[rpos:rend] not taken yet
 	rpos, rend int       // see rbuf
 	wbuf       *[]byte   // answers given by the reader, not written yet (from Server.wbufs)
@@ -214,18 +219,17 @@ type tcpConn struct {
 	wmu sync.Mutex
 }
 
-// tlsRaw is the TCP connection under a TLS one. While peek is set, a read
-// returns a timeout at once, without reading: the reader reads the TLS
-// records the TLS connection has already received (one per read) this
-// way, and so knows when the client has sent nothing more yet.
+// tlsRaw is the TCP connection under a TLS one: once the handshake is
+// done, the TLS connection reads it through the reader's sockReader, so
+// the answers the reader holds are written just before a read would wait.
 type tlsRaw struct {
 	net.Conn
-	peek bool // the reader's
+	sock *sockReader // the reader's, nil during the handshake
 }
 
 func (r *tlsRaw) Read(b []byte) (int, error) {
-	if r.peek {
-		return 0, os.ErrDeadlineExceeded // a timeout: the TLS stream stays usable
+	if r.sock != nil {
+		return r.sock.read(r.Conn, b)
 	}
 	return r.Conn.Read(b)
 }
@@ -384,9 +388,12 @@ func (cc *tcpConn) read(j *tcpJob) bool {
 	}
 }
 
-// fill reads more of the stream into rbuf. Before it waits for the
-// client it writes the answers it holds; a TLS connection's records
-// already received are read first, without waiting. false: stop reading.
+// fill reads more of the stream into rbuf. It writes the answers the
+// reader holds only when the client has sent nothing more yet, just
+// before it waits for more (see sockReader); what has arrived meanwhile
+// is answered first, and those answers go out in the same write (a TLS
+// connection's records already received are read without a system
+// call). false: stop reading.
 //
 // The read deadline is only moved when it passes: then the connection is
 // closed when no message has begun within tcp_idle_timeout of the last
@@ -394,26 +401,21 @@ func (cc *tcpConn) read(j *tcpJob) bool {
 // not arrived in full within tcp_idle_timeout of the wait for it.
 func (cc *tcpConn) fill() bool {
 	cc.room()
-	if cc.peek != nil && cc.wbuf != nil {
-		cc.peek.peek = true
-		n, err := cc.c.Read(cc.rbuf[cc.rend:])
-		cc.peek.peek = false
-		if n > 0 {
-			cc.rend += n
-			return true
-		}
-		if !isTimeout(err) {
-			return cc.readFailed(err)
-		}
-	}
-	cc.flush()
 	idle := cc.s.set.Load().idle
 	if cc.waitFor != cc.taken+1 {
 		cc.waitFor = cc.taken + 1
 		cc.since = time.Now()
 	}
 	for {
-		n, err := cc.c.Read(cc.rbuf[cc.rend:])
+		var (
+			n   int
+			err error
+		)
+		if cc.tlsc != nil {
+			n, err = cc.tlsc.Read(cc.rbuf[cc.rend:])
+		} else {
+			n, err = cc.sock.read(cc.raw, cc.rbuf[cc.rend:])
+		}
 		if n > 0 || err == nil {
 			cc.rend += n
 			return true
