@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"net"
@@ -60,14 +61,26 @@ func BenchmarkServeUDP(b *testing.B) {
 
 // benchTCPServer starts a server with the fixed resolver on a loopback TCP
 // listener and returns a connection to it.
-func benchTCPServer(b *testing.B) net.Conn {
+func benchTCPServer(b *testing.B) net.Conn { return benchStreamServer(b, false) }
+
+// benchStreamServer starts a server with the fixed resolver on a loopback
+// TCP or (tlsOn) DNS-over-TLS listener and returns a connection to it,
+// its TLS handshake done.
+func benchStreamServer(b *testing.B, tlsOn bool) net.Conn {
 	b.Helper()
 	res := &fixedResolver{rr: []dns.RR{&dns.A{
 		Hdr: dns.RR_Header{Name: "www.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
 		A:   net.IPv4(192, 0, 2, 1).To4(),
 	}}}
 	s := New(Options{Resolver: res, Observer: nopObserver{}})
-	if err := s.Apply(context.Background(), []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
+	listen := config.Listen{Proto: "tcp", Addr: "127.0.0.1:0"}
+	set := Settings{ACL: config.ACL{Default: true}}
+	var cliTLS *tls.Config
+	if tlsOn {
+		listen.Proto = "tls"
+		set.TLS, cliTLS = selfSigned(b)
+	}
+	if err := s.Apply(context.Background(), []config.Listen{listen}, set); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
@@ -75,7 +88,15 @@ func benchTCPServer(b *testing.B) net.Conn {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	c, err := net.Dial("tcp", s.Addrs()[0].String())
+	var (
+		c   net.Conn
+		err error
+	)
+	if tlsOn {
+		c, err = tls.Dial("tcp", s.Addrs()[0].String(), cliTLS)
+	} else {
+		c, err = net.Dial("tcp", s.Addrs()[0].String())
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,8 +106,12 @@ func benchTCPServer(b *testing.B) net.Conn {
 
 // BenchmarkServeTCP is one TCP connection with one query at a time (the
 // common client): write a query, read its answer, over loopback.
-func BenchmarkServeTCP(b *testing.B) {
-	c := benchTCPServer(b)
+func BenchmarkServeTCP(b *testing.B) { benchOneAtATime(b, benchStreamServer(b, false)) }
+
+// BenchmarkServeTLS is the same over DNS over TLS.
+func BenchmarkServeTLS(b *testing.B) { benchOneAtATime(b, benchStreamServer(b, true)) }
+
+func benchOneAtATime(b *testing.B, c net.Conn) {
 	q := query("www.example.test.", dns.TypeA)
 	q.SetEdns0(1232, false)
 	m := pack(b, q)
@@ -103,9 +128,14 @@ func BenchmarkServeTCP(b *testing.B) {
 
 // BenchmarkServeTCPPipelined is one TCP connection with 16 queries
 // written at once, then their 16 answers read (one op: one query).
-func BenchmarkServeTCPPipelined(b *testing.B) {
+func BenchmarkServeTCPPipelined(b *testing.B) { benchPipelined(b, benchStreamServer(b, false)) }
+
+// BenchmarkServeTLSPipelined is the same over DNS over TLS (the 16
+// queries in one TLS record).
+func BenchmarkServeTLSPipelined(b *testing.B) { benchPipelined(b, benchStreamServer(b, true)) }
+
+func benchPipelined(b *testing.B, c net.Conn) {
 	const burst = 16
-	c := benchTCPServer(b)
 	var wire []byte
 	for i := range burst {
 		q := query("www.example.test.", dns.TypeA)

@@ -201,7 +201,7 @@ func rawUDP(t *testing.T, addr string, b []byte) []byte {
 }
 
 // selfSigned returns a server TLS config and a client config trusting it.
-func selfSigned(t *testing.T) (server, client *tls.Config) {
+func selfSigned(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
 	ca, leaf := testpki.Server(t, "dns.test", "127.0.0.1")
 	server = &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, MinVersion: tls.VersionTLS12}

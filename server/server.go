@@ -187,6 +187,7 @@ type Server struct {
 	packs     sync.Pool // *[]byte pack buffers
 	batches   sync.Pool // *udpBatch (Linux)
 	scratches sync.Pool // *scratch (DNS over HTTPS requests)
+	wbufs     sync.Pool // *[]byte, answers a TCP or TLS reader holds until it writes them
 }
 
 // New returns a Server that is not listening yet. Until the first Apply
@@ -217,6 +218,10 @@ func New(opts Options) *Server {
 	s.jobs.New = func() any { return new(udpJob) }
 	s.batches.New = newBatchAny
 	s.scratches.New = func() any { return new(scratch) }
+	s.wbufs.New = func() any {
+		b := make([]byte, 0, tcpReadSize)
+		return &b
+	}
 	s.packs.New = func() any {
 		b := make([]byte, packBufSize)
 		return &b

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -53,14 +52,17 @@ func (s *Server) acceptTCP(u *unit) {
 // answered concurrently, at most max_tcp_pipeline at once (over it the
 // reader waits for an answer before it reads on), and answers go out as
 // they are ready, possibly out of order (the ID tells them apart), each
-// written whole; see tcpConn. The connection is idle only while nothing
-// is in flight: it is closed when no message has begun within
-// tcp_idle_timeout of the last message read or answer written. Every
-// message must arrive in full within the idle timeout of the previous
-// one, so neither idle nor trickling clients hold a connection; writes
-// have the same bound. When reading stops (client done, idle, server
-// stopping, unparseable message) the answers in flight are still sent,
-// then the connection closes.
+// written whole; see tcpConn. The reader takes in everything the client
+// has sent in one read and answers every complete query of it before it
+// writes: the answers it gave meanwhile go out together, in one write
+// (one TLS record), just before it would wait for more input. The
+// connection is idle only while nothing is in flight: it is closed when
+// no message has begun within tcp_idle_timeout of the last message read
+// or answer written. Every message must arrive in full within the idle
+// timeout of the wait for it, so neither idle nor trickling clients hold
+// a connection; writes have the same bound. When reading stops (client
+// done, idle, server stopping, unparseable message) the answers in flight
+// are still sent, then the connection closes.
 func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	defer s.handlers.Done()
 	defer s.leave(key)
@@ -68,11 +70,16 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	defer raw.Close()
 
 	proto := protoTCP
-	var c net.Conn = raw
+	var (
+		c   net.Conn = raw
+		tr  *tlsRaw
+		tcc *tls.Conn
+	)
+	st := s.set.Load()
 	if u.key.proto == "tls" {
 		proto = protoTLS
-		st := s.set.Load()
-		tc := tls.Server(raw, st.tls)
+		tr = &tlsRaw{Conn: raw}
+		tc := tls.Server(tr, st.tls)
 		ctx, cancel := context.WithTimeout(s.ctx, st.idle)
 		err := tc.HandshakeContext(ctx)
 		cancel()
@@ -80,18 +87,26 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 			s.log.Debug("tls handshake failed", "client", raw.RemoteAddr().String(), "err", err)
 			return
 		}
-		c = tc
+		c, tcc = tc, tc
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	cc := &tcpConn{
-		s: s, u: u, raw: raw, c: c, proto: proto, client: tcpClient(raw),
+		s: s, u: u, raw: raw, c: c, tlsc: tcc, proto: proto, client: tcpClient(raw),
 		ctx: ctx, cancel: cancel,
-		br:   bufio.NewReaderSize(c, 1024),
+		rbuf: make([]byte, tcpReadSize),
 		work: make(chan *tcpJob),
-		pipe: s.set.Load().pipeline,
+		pipe: st.pipeline,
 	}
 	cc.free = make(chan *tcpJob, cc.pipe)
+	cc.sock = newSockReader(raw, cc.flush)
+	if tr != nil {
+		tr.sock = cc.sock
+	}
+	// The read deadline is moved only when it passes (see fill); the
+	// stop checks come after it is set (see unit.stop).
+	cc.since = time.Now()
+	_ = c.SetReadDeadline(cc.since.Add(st.idle))
 	s.watch.add(cc)
 	defer s.watch.remove(cc)
 	cc.wg.Add(1) // the reader
@@ -123,9 +138,18 @@ const tcpWatchQuiet = 10
 // this size; a rarer larger query gets a buffer of its own.
 const tcpMsgKeep = 4096
 
+// tcpReadSize is a connection's read buffer: a pipelining client's
+// queries (40-60 bytes each) arrive by the dozen in one read. A larger
+// message gets a buffer of its own until it has been read.
+const tcpReadSize = 4096
+
+// tcpFlushSize: the reader writes the answers it holds as soon as they
+// reach this size (one full TLS record), without waiting for the end of
+// the input it has.
+const tcpFlushSize = 16 << 10
+
 // tcpJob is one message read from a connection and being answered.
 type tcpJob struct {
-	hdr [2]byte // the length prefix, read here (on the heap already)
 	msg []byte
 }
 
@@ -136,19 +160,23 @@ type tcpJob struct {
 // in flight (a client asking one query at a time, or a burst of fast
 // ones) is answered by the reader itself: no hand-off, no goroutine per
 // query, no timer (re-arming a 1 ms timer per query wakes the netpoller
-// and costs more than the answer). Should that answer take longer than
-// tcpInlineWait, the server's watchdog (tcpWatch) starts a new reader, so
-// the queries behind it wait 1-2 ms at most; the old reader finishes its
-// answer and leaves. A query that arrives while another is in flight
-// goes to an idle worker, or a new one; workers stay until the
-// connection closes.
+// and costs more than the answer). Its answers wait in wbuf until the
+// reader has answered every complete message it has read (or wbuf is
+// full): then they are written at once, in one write. Should an answer
+// take longer than tcpInlineWait, the server's watchdog (tcpWatch) starts
+// a new reader, so the queries behind it wait 1-2 ms at most; the new
+// reader takes over rbuf and wbuf, the old one writes its answer itself
+// and leaves. A query that arrives while another is in flight goes to an
+// idle worker, or a new one; a worker writes each answer as soon as it
+// has it, and stays until the connection closes.
 // The connection's goroutines (the reader, the workers) are counted in wg
 // and waited for before it closes.
 type tcpConn struct {
 	s      *Server
 	u      *unit
 	raw    net.Conn
-	c      net.Conn // raw, or the TLS connection over it
+	c      net.Conn  // raw, or the TLS connection over it
+	tlsc   *tls.Conn // c when it is a TLS connection
 	proto  transport
 	client netip.Addr
 	// ctx is the resolutions' context: cancelled when the connection
@@ -158,10 +186,16 @@ type tcpConn struct {
 	wg     sync.WaitGroup
 
 	// The reader's, handed to a new reader with inline.
-	br    *bufio.Reader
-	pipe  int // this connection's max_tcp_pipeline
-	jobs  int // jobs made so far, ≤ pipe
-	nwork int // workers started, ≤ pipe
+	sock       *sockReader
+	rbuf       []byte    // bytes read; rbuf[rpos:rend] not taken yet
+	rpos, rend int       // see rbuf
+	wbuf       *[]byte   // answers given by the reader, not written yet (from Server.wbufs)
+	taken      uint64    // messages taken from rbuf
+	waitFor    uint64    // taken+1 once the wait for the next message has begun
+	since      time.Time // when that wait began
+	pipe       int       // this connection's max_tcp_pipeline
+	jobs       int       // jobs made so far, ≤ pipe
+	nwork      int       // workers started, ≤ pipe
 
 	// inline counts the reader's own answers: odd while one is being
 	// given. The reader makes it even when done; the watchdog, when it
@@ -179,9 +213,25 @@ type tcpConn struct {
 	stopRead  atomic.Bool  // read no further message (set by a worker)
 	failed    atomic.Bool  // connection closed after a write or transfer failure
 
-	// wmu is held while one answer, or every message of one zone
-	// transfer, is written: messages never interleave.
+	// wmu is held while one answer, the answers of one flush, or every
+	// message of one zone transfer, is written: messages never
+	// interleave.
 	wmu sync.Mutex
+}
+
+// tlsRaw is the TCP connection under a TLS one: once the handshake is
+// done, the TLS connection reads it through the reader's sockReader, so
+// the answers the reader holds are written just before a read would wait.
+type tlsRaw struct {
+	net.Conn
+	sock *sockReader // the reader's, nil during the handshake
+}
+
+func (r *tlsRaw) Read(b []byte) (int, error) {
+	if r.sock != nil {
+		return r.sock.read(r.Conn, b)
+	}
+	return r.Conn.Read(b)
 }
 
 // readLoop reads messages until the client is done, idle or unusable, or
@@ -206,6 +256,7 @@ func (cc *tcpConn) readLoop() {
 		cc.dispatch(j)
 		j = nil
 	}
+	cc.flush()
 	close(cc.work) // idle workers leave
 	cc.wg.Done()
 }
@@ -213,12 +264,33 @@ func (cc *tcpConn) readLoop() {
 // answerInline answers j on the reader, which keeps j for the next
 // message; false: reading was taken over meanwhile (j is given back).
 func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
+	transfer := isTransfer(j.msg)
+	if transfer {
+		cc.flush() // the answers before it are not held up by it
+	}
 	v := cc.inline.Add(1)
 	cc.s.watch.kick()
-	cc.answer(sc, j.msg)
+	var wire []byte
+	if transfer {
+		cc.transfer(j.msg)
+	} else {
+		wire = cc.respond(sc, j.msg)
+	}
 	if !cc.inline.CompareAndSwap(v, v+1) {
+		// wbuf is the new reader's now.
+		cc.send(sc, wire)
 		cc.done(j)
 		return false
+	}
+	if wire != nil {
+		if cc.wbuf == nil {
+			cc.wbuf = cc.s.wbufs.Get().(*[]byte)
+		}
+		*cc.wbuf = append(*cc.wbuf, wire...)
+		cc.s.release(sc)
+		if len(*cc.wbuf) >= tcpFlushSize {
+			cc.flush()
+		}
 	}
 	cc.inflight.Add(-1)
 	j.trim()
@@ -226,7 +298,7 @@ func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 }
 
 // job returns a free job; with max_tcp_pipeline in flight it waits for one
-// to be answered.
+// to be answered (after writing the answers the reader holds).
 func (cc *tcpConn) job() *tcpJob {
 	select {
 	case j := <-cc.free:
@@ -237,6 +309,7 @@ func (cc *tcpConn) job() *tcpJob {
 		cc.jobs++
 		return &tcpJob{}
 	}
+	cc.flush()
 	return <-cc.free
 }
 
@@ -269,6 +342,7 @@ func (cc *tcpConn) dispatch(j *tcpJob) {
 		go cc.worker(j)
 		return
 	}
+	cc.flush()
 	cc.work <- j
 }
 
@@ -277,79 +351,154 @@ func (cc *tcpConn) worker(j *tcpJob) {
 	defer cc.wg.Done()
 	sc := new(scratch)
 	for ok := true; ok; j, ok = <-cc.work {
-		cc.answer(sc, j.msg)
+		if isTransfer(j.msg) {
+			cc.transfer(j.msg)
+		} else {
+			cc.send(sc, cc.respond(sc, j.msg))
+		}
 		cc.done(j)
 	}
 }
 
-// read reads the next message into j.msg; false: stop reading.
+// read takes the next message into j.msg, reading more when the ones
+// read are all taken; false: stop reading.
 func (cc *tcpConn) read(j *tcpJob) bool {
-	idle := cc.s.set.Load().idle
-	deadline := time.Now().Add(idle)
-	hdr := j.hdr[:]
 	for {
-		// Deadline first, then the stop checks: see unit.stop.
-		_ = cc.c.SetReadDeadline(deadline)
 		if cc.u.stopping.Load() || cc.stopRead.Load() {
 			return false
 		}
-		n, err := io.ReadFull(cc.br, hdr)
-		if err == nil {
-			break
-		}
-		var ne net.Error
-		if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
-			if !errors.Is(err, io.EOF) {
-				cc.fail() // reset, or a broken TLS stream: the client is gone
+		if b := cc.rbuf[cc.rpos:cc.rend]; len(b) >= 2 {
+			n := int(binary.BigEndian.Uint16(b))
+			if n == 0 {
+				return false
 			}
+			if len(b) >= 2+n {
+				cc.rpos += 2 + n
+				cc.taken++
+				if cap(j.msg) < n {
+					j.msg = make([]byte, n, max(n, 512))
+				}
+				j.msg = append(j.msg[:0], b[2:2+n]...)
+				return true
+			}
+		}
+		if !cc.fill() {
 			return false
 		}
-		// No message begun: the connection is idle only once every
-		// answer has been written, and for tcp_idle_timeout since.
-		now := time.Now()
-		if cc.inflight.Load() > 0 {
-			deadline = now.Add(idle)
-			continue
-		}
-		if end := time.Unix(0, cc.lastWrite.Load()).Add(idle); end.After(now) {
-			deadline = end
-			continue
-		}
-		return false
 	}
-	n := int(binary.BigEndian.Uint16(hdr))
-	if n == 0 {
-		return false
-	}
-	if cap(j.msg) < n {
-		j.msg = make([]byte, n, max(n, 512))
-	}
-	j.msg = j.msg[:n]
-	if _, err := io.ReadFull(cc.br, j.msg); err != nil {
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			cc.fail()
-		}
-		return false
-	}
-	return true
 }
 
-// answer answers one message: a query, or a zone transfer.
-func (cc *tcpConn) answer(sc *scratch, msg []byte) {
-	s := cc.s
-	if isTransfer(msg) {
-		if !s.serveTransfer(cc.ctx, cc, msg) {
-			cc.fail()
+// fill reads more of the stream into rbuf. It writes the answers the
+// reader holds only when the client has sent nothing more yet, just
+// before it waits for more (see sockReader); what has arrived meanwhile
+// is answered first, and those answers go out in the same write (a TLS
+// connection's records already received are read without a system
+// call). false: stop reading.
+//
+// The read deadline is only moved when it passes: then the connection is
+// closed when no message has begun within tcp_idle_timeout of the last
+// answer written, with nothing in flight, or when a message begun has
+// not arrived in full within tcp_idle_timeout of the wait for it.
+func (cc *tcpConn) fill() bool {
+	cc.room()
+	idle := cc.s.set.Load().idle
+	if cc.waitFor != cc.taken+1 {
+		cc.waitFor = cc.taken + 1
+		cc.since = time.Now()
+	}
+	for {
+		var (
+			n   int
+			err error
+		)
+		if cc.tlsc != nil {
+			n, err = cc.tlsc.Read(cc.rbuf[cc.rend:])
+		} else {
+			n, err = cc.sock.read(cc.raw, cc.rbuf[cc.rend:])
 		}
+		if n > 0 || err == nil {
+			cc.rend += n
+			return true
+		}
+		if !isTimeout(err) {
+			return cc.readFailed(err)
+		}
+		now := time.Now()
+		end := cc.since.Add(idle) // the message's own bound
+		if cc.rpos == cc.rend {
+			// No message begun: the connection is idle only once every
+			// answer has been written, and for tcp_idle_timeout since.
+			if cc.inflight.Load() > 0 {
+				end = now.Add(idle)
+			} else if w := time.Unix(0, cc.lastWrite.Load()).Add(idle); w.After(end) {
+				end = w
+			}
+		}
+		if !end.After(now) {
+			return false
+		}
+		// Deadline first, then the stop checks: see unit.stop.
+		_ = cc.c.SetReadDeadline(end)
+		if cc.u.stopping.Load() || cc.stopRead.Load() {
+			return false
+		}
+	}
+}
+
+// room makes room in rbuf for the rest of the message begun at rpos (at
+// least its length prefix) and for a good read, moving what is left to
+// the front, or into a buffer of its own when the message is larger than
+// the usual one.
+func (cc *tcpConn) room() {
+	b := cc.rbuf[cc.rpos:cc.rend]
+	if len(b) == 0 {
+		if len(cc.rbuf) > tcpReadSize {
+			cc.rbuf = make([]byte, tcpReadSize) // a large message read: back to the usual size
+		}
+		cc.rpos, cc.rend = 0, 0
 		return
 	}
+	need := 2
+	if len(b) >= 2 {
+		need += int(binary.BigEndian.Uint16(b))
+	}
+	switch {
+	case need > len(cc.rbuf):
+		nb := make([]byte, need)
+		copy(nb, b)
+		cc.rbuf = nb
+	case cc.rpos+need > len(cc.rbuf) || len(cc.rbuf)-cc.rend < tcpReadSize/4:
+		copy(cc.rbuf, b)
+	default:
+		return
+	}
+	cc.rpos, cc.rend = 0, len(b)
+}
+
+// readFailed ends reading after a read error other than a timeout.
+func (cc *tcpConn) readFailed(err error) bool {
+	if !errors.Is(err, io.EOF) {
+		cc.fail() // reset, or a broken TLS stream: the client is gone
+	}
+	return false
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// respond answers one query; it returns the answer with its length
+// prefix, in sc's pack buffer until s.release(sc), or nil when there is
+// nothing to send.
+func (cc *tcpConn) respond(sc *scratch, msg []byte) []byte {
+	s := cc.s
 	sc.listen = cc.u.listen
 	out := s.serveRaw(cc.ctx, sc, cc.proto, cc.client, cc.u.loopback, msg)
-	defer s.release(sc)
 	if out == nil { // unparseable or not a query: give up on this stream
+		s.release(sc)
 		cc.stopReading()
-		return
+		return nil
 	}
 	var wire []byte
 	if pb := *sc.pack; len(pb) >= len(out)+2 && &pb[2] == &out[0] {
@@ -359,21 +508,59 @@ func (cc *tcpConn) answer(sc *scratch, msg []byte) {
 		copy(wire[2:], out)
 	}
 	binary.BigEndian.PutUint16(wire, uint16(len(out)))
-	if !cc.wmu.TryLock() {
+	return wire
+}
+
+// transfer answers a zone transfer request, writing its messages.
+func (cc *tcpConn) transfer(msg []byte) {
+	if !cc.s.serveTransfer(cc.ctx, cc, msg) {
+		cc.fail()
+	}
+}
+
+// send writes one answer from respond at once (nil: none) and releases sc.
+func (cc *tcpConn) send(sc *scratch, wire []byte) {
+	var err error
+	if wire == nil {
+		return
+	}
+	if cc.wmu.TryLock() {
+		err = cc.write(wire)
+		cc.wmu.Unlock()
+		cc.s.release(sc)
+	} else {
 		// Another answer is being written: wait holding this answer's
 		// bytes only, not a whole pack buffer.
 		wire = bytes.Clone(wire)
-		s.release(sc)
+		cc.s.release(sc)
 		cc.wmu.Lock()
+		err = cc.write(wire)
+		cc.wmu.Unlock()
 	}
-	err := cc.write(wire)
-	cc.wmu.Unlock()
 	if err != nil {
 		cc.fail()
 	}
 }
 
-// write sends one whole message (length prefix included); the caller
+// flush writes the answers the reader holds, in one write.
+func (cc *tcpConn) flush() {
+	if cc.wbuf == nil {
+		return
+	}
+	cc.wmu.Lock()
+	err := cc.write(*cc.wbuf)
+	cc.wmu.Unlock()
+	if cap(*cc.wbuf) <= 2*tcpFlushSize {
+		*cc.wbuf = (*cc.wbuf)[:0]
+		cc.s.wbufs.Put(cc.wbuf)
+	}
+	cc.wbuf = nil
+	if err != nil {
+		cc.fail()
+	}
+}
+
+// write sends whole messages (length prefixes included); the caller
 // holds wmu.
 func (cc *tcpConn) write(b []byte) error {
 	if cc.failed.Load() {
