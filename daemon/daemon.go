@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -128,6 +129,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		defer close(d.waitDone)
 		d.waitSynced(waitCtx, p, syncTimeout(cfg))
 		if waitCtx.Err() == nil {
+			tightenGC(d.logger, debug.SetGCPercent)
 			if err := d.notify.send(sd.SdNotifyReady); err != nil {
 				d.logger.Warn("sd_notify", "err", err)
 			}
