@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -139,7 +140,7 @@ func TestRender(t *testing.T) {
 	dnsd := []float64{4, 6, 3.6} // ratios 0.8, 1.0, 0.9
 	for run := range ref {
 		r.add("hosts", "reference", run, sample{PerfCPU: ref[run], PerfQPS: 100000, HalfP99: 100, RSS: 10240, HWM: 12288, Drops: 2})
-		r.add("hosts", "dnsd", run, sample{PerfCPU: dnsd[run], PerfQPS: 150000, P50: 50, HalfP99: 50, Settled: 40960, Loaded: 46080, RSS: 51200, HWM: 61440, Drops: 0})
+		r.add("hosts", "dnsd", run, sample{PerfCPU: dnsd[run], PerfQPS: 150000, P50: 50, HalfP99: 50, Settled: 40960, Loaded: 46080, RSS: 51200, HWM: 61440, Drops: 0, Start: time.Duration(30+run) * time.Millisecond})
 		r.add("etcd", "reference", run, sample{PerfCPU: 5, Drops: -1})
 	}
 	r.add("etcd", "dnsd", 1, sample{PerfCPU: 2.5, Drops: -1, Problems: []string{"slow start"}, Notes: []string{"3 lost"}})
@@ -149,7 +150,7 @@ func TestRender(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| hosts hits | reference | 1.00 (5.00 µs) | 1.00 (100k/s) |",
-		"| hosts hits | dnsd | 0.90 (0.80–1.00) | 1.50 | — | — | — | — | 0.50 | 40 / 45 / 50 / 60 | 0 |",
+		"| hosts hits | dnsd | 0.90 (0.80–1.00) | 1.50 | — | — | — | — | 0.50 | 40 / 45 / 50 / 60 | 0 | 31 ms |",
 		"| hosts hits | reference |", "— / — / 10 / 12 | 6 |",
 		"| etcd hits | dnsd | 0.50 |",
 		"| etcd hits | unbound | — |",

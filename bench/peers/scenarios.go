@@ -312,7 +312,7 @@ func queryName(sc *scenario, i int) string {
 // kubernetes sources sync first), for up to timeout.
 func waitReady(sc *scenario, srv string, port int, timeout time.Duration) error {
 	var err error
-	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		if err = checkName(sc, srv, port, 7, dns.RcodeSuccess); err == nil {
 			return nil
 		}

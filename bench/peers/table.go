@@ -5,21 +5,23 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
 // sample is one server measured in one scenario in one run. A zero figure
 // is "not measured" (the scenario's transport or a missing tool).
 type sample struct {
-	PerfCPU, PerfQPS float64  // dnsperf at saturation: server CPU µs per answer, answers/s
-	GenCPU, GenQPS   float64  // bench/loadgen at saturation, the same
-	P50, P99         float64  // µs, bench/loadgen at the fixed rate
-	HalfP99          float64  // µs, bench/loadgen at half the server's own loadgen QPS
-	HalfRate         int      // that rate, queries/s
-	RSS, HWM         int64    // KiB at the end of the run: VmRSS, VmHWM
-	Settled, Loaded  int64    // KiB: VmRSS idle after the warm-up; the largest VmRSS sampled under the saturating loads
-	Drops            int64    // kernel receive drops on the server's UDP port; -1: not UDP
-	Problems         []string // wrong answers, failed measurements
-	Notes            []string // worth knowing, not wrong (queries lost at the fixed rate)
+	PerfCPU, PerfQPS float64       // dnsperf at saturation: server CPU µs per answer, answers/s
+	GenCPU, GenQPS   float64       // bench/loadgen at saturation, the same
+	P50, P99         float64       // µs, bench/loadgen at the fixed rate
+	HalfP99          float64       // µs, bench/loadgen at half the server's own loadgen QPS
+	HalfRate         int           // that rate, queries/s
+	RSS, HWM         int64         // KiB at the end of the run: VmRSS, VmHWM
+	Settled, Loaded  int64         // KiB: VmRSS idle after the warm-up; the largest VmRSS sampled under the saturating loads
+	Drops            int64         // kernel receive drops on the server's UDP port; -1: not UDP
+	Start            time.Duration // process start → first right answer
+	Problems         []string      // wrong answers, failed measurements
+	Notes            []string      // worth knowing, not wrong (queries lost at the fixed rate)
 }
 
 // column is one figure of the table: a ratio to the reference's figure in
@@ -110,11 +112,11 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 		}
 		fmt.Fprintf(w, " %s |", t)
 	}
-	fmt.Fprintf(w, " RSS settled / under load / end / peak MiB | UDP drops |\n|---|---|")
+	fmt.Fprintf(w, " RSS settled / under load / end / peak MiB | UDP drops | start → answer |\n|---|---|")
 	for range columns {
 		fmt.Fprintf(w, "---|")
 	}
-	fmt.Fprintf(w, "---|---|\n")
+	fmt.Fprintf(w, "---|---|---|\n")
 	var notes []string
 	for _, sc := range scenarios {
 		byServer := r[sc.name]
@@ -129,7 +131,7 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 				if sc.supports(srv) {
 					continue // not selected
 				}
-				fmt.Fprintf(w, "| %s | %s |%s — | — |\n", sc.title, name, strings.Repeat(" — |", len(columns)))
+				fmt.Fprintf(w, "| %s | %s |%s — | — | — |\n", sc.title, name, strings.Repeat(" — |", len(columns)))
 				continue
 			}
 			for i, s := range runs {
@@ -144,7 +146,7 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 			for _, c := range columns {
 				fmt.Fprintf(w, " %s |", cell(c, runs, ref, srv == "reference"))
 			}
-			fmt.Fprintf(w, " %s | %s |\n", memCell(runs), dropsCell(runs))
+			fmt.Fprintf(w, " %s | %s | %s |\n", memCell(runs), dropsCell(runs), startCell(runs))
 		}
 	}
 	for _, n := range notes {
@@ -213,4 +215,19 @@ func dropsCell(runs []sample) string {
 		return "—"
 	}
 	return fmt.Sprint(total)
+}
+
+// startCell is the median time from start to the first right answer, in
+// milliseconds.
+func startCell(runs []sample) string {
+	var ms []float64
+	for _, s := range runs {
+		if s.Start > 0 {
+			ms = append(ms, float64(s.Start)/float64(time.Millisecond))
+		}
+	}
+	if len(ms) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f ms", median(ms))
 }
