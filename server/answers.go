@@ -55,15 +55,17 @@ const (
 )
 
 type keptAnswer struct {
-	hash  uint64
-	key   answerKey
-	stamp pipeline.Stamp
-	made  time.Time
-	wire  []byte // the packed response
-	zone  string
-	src   string
-	view  string
-	rcode int
+	hash   uint64
+	key    answerKey
+	stamp  pipeline.Stamp
+	made   time.Time
+	wire   []byte // the packed response
+	zone   string
+	src    string
+	view   string
+	rcode  int
+	ttl    uint32 // the smallest TTL of its records (DoH's Cache-Control)
+	hasTTL bool
 }
 
 type answerCache struct {
@@ -138,6 +140,7 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 	}
 	obs.Zone, obs.Source, obs.View = e.zone, e.src, e.view
 	obs.Rcode, obs.Truncated = e.rcode, false
+	sc.kept = e
 	return b
 }
 
@@ -172,8 +175,19 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 		}
 		way = int(c.next[i].Add(1) % answerWays)
 	}
-	set[way].Store(&keptAnswer{
+	e := &keptAnswer{
 		hash: h, key: *k, stamp: r.Stamp, made: now, wire: append([]byte(nil), out...),
 		zone: obs.Zone, src: obs.Source, view: obs.View, rcode: obs.Rcode,
-	})
+	}
+	e.ttl, e.hasTTL = minTTL(&sc.out)
+	set[way].Store(e)
+}
+
+// responseTTL is the smallest TTL of the records of the response sc holds
+// (built, or kept and reused).
+func (sc *scratch) responseTTL() (uint32, bool) {
+	if sc.kept != nil {
+		return sc.kept.ttl, sc.kept.hasTTL
+	}
+	return minTTL(&sc.out)
 }

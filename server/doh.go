@@ -117,7 +117,7 @@ func (s *Server) serveDoH(u *unit, w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/dns-message")
 	h.Set("Content-Length", strconv.Itoa(len(out)))
-	if ttl, ok := minTTL(&sc.out); ok {
+	if ttl, ok := sc.responseTTL(); ok {
 		h.Set("Cache-Control", "max-age="+strconv.FormatUint(uint64(ttl), 10))
 	}
 	_, _ = w.Write(out)

@@ -45,6 +45,7 @@ type scratch struct {
 	q      parsedQuery
 	req    pipeline.Request
 	ans    pipeline.AnswerBuf // lent to the resolver: a typical answer allocates nothing
+	kept   *keptAnswer        // the kept answer reused for this query, if it was
 	out    dns.Msg
 	listen string      // the listen entry of the query's socket ("udp 127.0.0.1:53"), set by the caller
 	answer []dns.RR    // rotated answer section (rotate: true)
@@ -75,6 +76,7 @@ func (s *Server) release(sc *scratch) {
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
 	sc.ans.Reset()
+	sc.kept = nil
 	sc.q.msg = dns.Msg{}
 	sc.q.extra[0] = nil
 }
