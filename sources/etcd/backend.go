@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,7 +313,12 @@ func (b *Backend) failed(op string, err error, retry *backoff) {
 func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	start := time.Now()
 	end := clientv3.GetPrefixRangeEnd(b.rangeK)
-	seen := make(map[string]struct{}, b.keyCount())
+	// The keys read, to delete those held but gone: only when keys are
+	// held (a re-list), as the set costs about 100 bytes a key.
+	var seen map[string]struct{}
+	if n := b.keyCount(); n > 0 {
+		seen = make(map[string]struct{}, n)
+	}
 	var rev int64
 	from := b.rangeK
 	changed, malformed := 0, 0
@@ -332,7 +338,9 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
-			seen[k] = struct{}{}
+			if seen != nil {
+				seen[k] = struct{}{}
+			}
 			ch, err := b.put(k, kv.Value, kv.ModRevision)
 			if ch {
 				changed++
@@ -347,9 +355,11 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	for _, k := range b.keysNotIn(seen) {
-		b.del(k)
-		changed++
+	if seen != nil {
+		for _, k := range b.keysNotIn(seen) {
+			b.del(k)
+			changed++
+		}
 	}
 	b.m.relists.WithLabelValues(b.opts.Name, reason).Inc()
 	if changed > 0 || !b.synced.Load() {
@@ -362,8 +372,21 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		b.synced.Store(true)
 		close(b.syncedCh)
 	}
+	if b.keyCount() >= releaseMin {
+		// A full read leaves more garbage than the index holds (every
+		// page's response, every value's decoding, a re-list's set of
+		// keys), which the runtime would keep mapped: after a GC the heap
+		// may grow to twice what is live before the next one. Return it
+		// now, once per read.
+		debug.FreeOSMemory()
+	}
 	return rev, nil
 }
+
+// releaseMin is the number of keys from which a full read of the prefix
+// returns the memory it used on the way to the system (TestMemory1M shows
+// the effect on RSS).
+const releaseMin = 1 << 16
 
 // watch follows the prefix from *rev+1, applying events and advancing
 // *rev, until the watch ends.
@@ -461,7 +484,7 @@ func (b *Backend) anyIndex() *index {
 func (b *Backend) keyCount() int {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	return len(b.anyIndex().keys)
+	return b.anyIndex().keyCount()
 }
 
 // keysNotIn lists the keys held that are not in seen.
@@ -469,11 +492,11 @@ func (b *Backend) keysNotIn(seen map[string]struct{}) []string {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	var out []string
-	for k := range b.anyIndex().keys {
+	b.anyIndex().eachKey(func(k string) {
 		if _, ok := seen[k]; !ok {
 			out = append(out, k)
 		}
-	}
+	})
 	return out
 }
 
