@@ -50,7 +50,8 @@ type keyState struct {
 	modRev int64
 	rrs    []dns.RR
 	group  string
-	ownTTL bool // the value had a "ttl" (else the records have the default)
+	ownTTL bool    // the value had a "ttl" (else the records have the default)
+	set    *ownSet // rrs as the set of a key without group, when at hand
 }
 
 // node is one name.
@@ -122,25 +123,31 @@ func newOwnSet(rrs []dns.RR) *ownSet {
 		switch rr := rrs[0].(type) {
 		case *dns.A:
 			if len(rr.A) == 4 {
-				o := &ownA{rr: dns.A{Hdr: rr.Hdr}}
-				copy(o.ip[:], rr.A)
-				o.rr.A = o.ip[:]
-				o.arr[0] = &o.rr
-				o.set.rrs = o.arr[:]
-				return &o.set
+				return newOwnA(rr.Hdr, [4]byte(rr.A))
 			}
 		case *dns.AAAA:
 			if len(rr.AAAA) == 16 {
-				o := &ownAAAA{rr: dns.AAAA{Hdr: rr.Hdr}}
-				copy(o.ip[:], rr.AAAA)
-				o.rr.AAAA = o.ip[:]
-				o.arr[0] = &o.rr
-				o.set.rrs = o.arr[:]
-				return &o.set
+				return newOwnAAAA(rr.Hdr, [16]byte(rr.AAAA))
 			}
 		}
 	}
 	return &ownSet{rrs: rrs}
+}
+
+func newOwnA(hdr dns.RR_Header, ip [4]byte) *ownSet {
+	o := &ownA{rr: dns.A{Hdr: hdr}, ip: ip}
+	o.rr.A = o.ip[:]
+	o.arr[0] = &o.rr
+	o.set.rrs = o.arr[:]
+	return &o.set
+}
+
+func newOwnAAAA(hdr dns.RR_Header, ip [16]byte) *ownSet {
+	o := &ownAAAA{rr: dns.AAAA{Hdr: hdr}, ip: ip}
+	o.rr.AAAA = o.ip[:]
+	o.arr[0] = &o.rr
+	o.set.rrs = o.arr[:]
+	return &o.set
 }
 
 // viewSet caches a node's own records combined with its children's.
@@ -196,7 +203,7 @@ func (ix *index) put(key string, val []byte, modRev int64) (changed bool, err er
 		ix.nkeys++
 	}
 	p, verr := parseValue(n.name, val, ix.ttl)
-	ix.setKey(n, keyState{key: key, modRev: modRev, rrs: p.rrs, group: p.group, ownTTL: p.ownTTL}, plain)
+	ix.setKey(n, keyState{key: key, modRev: modRev, rrs: p.rrs, group: p.group, ownTTL: p.ownTTL, set: p.set}, plain)
 	ix.publishOwn(n)
 	return true, verr
 }
@@ -290,16 +297,25 @@ func (ix *index) keyStates(n *node) []keyState {
 	if n.flags&hasKey == 0 {
 		return ix.multi[n]
 	}
-	var rrs []dns.RR
+	ks := keyState{key: ix.plainKeyOf(n.name), modRev: n.modRev, ownTTL: n.flags&ownTTL != 0}
 	if o := n.own.Load(); o != nil {
-		rrs = o.rrs
+		ks.rrs, ks.set = o.rrs, o
 	}
-	return []keyState{{key: ix.plainKeyOf(n.name), modRev: n.modRev, rrs: rrs, ownTTL: n.flags&ownTTL != 0}}
+	return []keyState{ks}
 }
 
 // setKey stores ks, one of n's keys (plain: spelt as n's name), and
 // counts its records.
 func (ix *index) setKey(n *node, ks keyState, plain bool) {
+	if plain && ks.group == "" && (n.flags&hasKey != 0 || len(ix.multi[n]) == 0) {
+		// The common case: n's only key, in the node itself.
+		if o := n.own.Load(); o != nil && n.flags&hasKey != 0 {
+			ix.records -= len(o.rrs)
+		}
+		ix.records += len(ks.rrs)
+		ix.storePlain(n, &ks)
+		return
+	}
 	keys := ix.keyStates(n)
 	i, found := slices.BinarySearchFunc(keys, ks.key, func(e keyState, k string) int { return strings.Compare(e.key, k) })
 	if found {
@@ -342,16 +358,7 @@ func (ix *index) storeKeys(n *node, keys []keyState) {
 	n.flags &^= hasKey | ownTTL
 	if len(keys) == 1 && keys[0].group == "" && plainKey(ix.prefix, keys[0].key) {
 		delete(ix.multi, n)
-		n.flags |= hasKey
-		if keys[0].ownTTL {
-			n.flags |= ownTTL
-		}
-		n.modRev = keys[0].modRev
-		if len(keys[0].rrs) == 0 {
-			n.own.Store(nil)
-		} else {
-			n.own.Store(newOwnSet(keys[0].rrs))
-		}
+		ix.storePlain(n, &keys[0])
 		return
 	}
 	if len(keys) == 0 {
@@ -359,6 +366,23 @@ func (ix *index) storeKeys(n *node, keys []keyState) {
 		return
 	}
 	ix.multi[n] = keys
+}
+
+// storePlain makes ks, a plain key without a group, n's only key.
+func (ix *index) storePlain(n *node, ks *keyState) {
+	n.flags = n.flags&^ownTTL | hasKey
+	if ks.ownTTL {
+		n.flags |= ownTTL
+	}
+	n.modRev = ks.modRev
+	switch {
+	case len(ks.rrs) == 0:
+		n.own.Store(nil)
+	case ks.set != nil:
+		n.own.Store(ks.set)
+	default:
+		n.own.Store(newOwnSet(ks.rrs))
+	}
 }
 
 // acquire returns name's node, creating it and its ancestors, and counts

@@ -99,7 +99,9 @@ func (ix *index) clone(ttl uint32) *index {
 		ck := make([]keyState, len(keys))
 		var cn *node
 		for i, ks := range keys {
-			ks.rrs = withDefaultTTL(ks.rrs, ks.ownTTL, ttl)
+			if rrs := withDefaultTTL(ks.rrs, ks.ownTTL, ttl); len(rrs) > 0 && &rrs[0] != &ks.rrs[0] {
+				ks.rrs, ks.set = rrs, nil
+			}
 			ck[i] = ks
 			c.records += len(ks.rrs)
 			cn = c.acquire(name)
