@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -59,7 +60,7 @@ type Options struct {
 	DialTimeout time.Duration // per connection attempt (default 5s)
 	RetryMin    time.Duration // first backoff (default 200ms)
 	RetryMax    time.Duration // longest backoff (default 10s)
-	PageSize    int64         // keys per read of the initial list (default 5000)
+	PageSize    int64         // keys per read of the initial list (default 50000)
 
 	// beforeWatch, when set (tests), runs before each watch starts.
 	beforeWatch func()
@@ -128,7 +129,11 @@ func Open(opts Options) (*Backend, error) {
 		opts.RetryMax = max(10*time.Second, opts.RetryMin)
 	}
 	if opts.PageSize <= 0 {
-		opts.PageSize = 5000
+		// etcd counts the rest of the range for every page it returns,
+		// so a read costs it O(keys² / page size): 5,000-key pages took
+		// it 45 s for 1,000,000 keys. A page of 50,000 keys of ~100
+		// bytes is about 5 MB.
+		opts.PageSize = 50_000
 	}
 	b := &Backend{
 		opts:     opts,
@@ -321,7 +326,7 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	}
 	var rev int64
 	from := b.rangeK
-	changed, malformed := 0, 0
+	changed, malformed, read := 0, 0, 0
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(b.opts.PageSize)}
 		if rev != 0 {
@@ -354,6 +359,14 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 			break
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		if read += len(resp.Kvs); read >= releaseMin {
+			// Collect the pages read so far: left to the runtime, the
+			// heap of a large read grows to up to twice the index before
+			// each GC (1,000,000 keys: peak RSS 320-375 MiB for 230 MiB
+			// of index), with a GC a page it stays within a page of it.
+			resp = nil
+			runtime.GC()
+		}
 	}
 	if seen != nil {
 		for _, k := range b.keysNotIn(seen) {
