@@ -318,11 +318,10 @@ func (b *Backend) failed(op string, err error, retry *backoff) {
 func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	start := time.Now()
 	end := clientv3.GetPrefixRangeEnd(b.rangeK)
-	// The keys read, to delete those held but gone: only when keys are
-	// held (a re-list), as the set costs about 100 bytes a key.
-	var seen map[string]struct{}
-	if n := b.keyCount(); n > 0 {
-		seen = make(map[string]struct{}, n)
+	// A re-list marks the keys it reads, to delete those held but gone.
+	relist := b.keyCount() > 0
+	if relist {
+		b.startMarks()
 	}
 	var rev int64
 	from := b.rangeK
@@ -343,9 +342,6 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
-			if seen != nil {
-				seen[k] = struct{}{}
-			}
 			ch, err := b.put(k, kv.Value, kv.ModRevision)
 			if ch {
 				changed++
@@ -368,8 +364,8 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 			runtime.GC()
 		}
 	}
-	if seen != nil {
-		for _, k := range b.keysNotIn(seen) {
+	if relist {
+		for _, k := range b.unmarked() {
 			b.del(k)
 			changed++
 		}
@@ -500,16 +496,24 @@ func (b *Backend) keyCount() int {
 	return b.anyIndex().keyCount()
 }
 
-// keysNotIn lists the keys held that are not in seen.
-func (b *Backend) keysNotIn(seen map[string]struct{}) []string {
+// startMarks starts a re-read in every view's index: the keys put from
+// now on are marked.
+func (b *Backend) startMarks() {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	for _, v := range b.views {
+		v.ix.startMarks()
+	}
+}
+
+// unmarked ends the re-read and lists the keys held that it did not put.
+func (b *Backend) unmarked() []string {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	var out []string
-	b.anyIndex().eachKey(func(k string) {
-		if _, ok := seen[k]; !ok {
-			out = append(out, k)
-		}
-	})
+	for _, v := range b.views {
+		out = v.ix.unmarked() // the same keys in every index
+	}
 	return out
 }
 

@@ -3,6 +3,7 @@ package etcd
 import (
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -236,6 +237,7 @@ func FuzzIndex(f *testing.F) {
 		}
 		ix := newIndex("/skydns", 60)
 		live := map[string]string{} // key -> value
+		liveRev := map[string]int64{}
 		for i, op := range ops {
 			key := keyPool[op&0x0f]
 			val := valuePool[op>>4&0x07]
@@ -246,14 +248,56 @@ func FuzzIndex(f *testing.F) {
 					t.Fatalf("step %d: del(%s) changed=%v, key was live: %v", i, key, changed, was)
 				}
 				delete(live, key)
+				delete(liveRev, key)
 			} else {
 				if _, err := ix.put(key, []byte(val), int64(i+1)); err == nil && !validKey(key) {
 					t.Fatalf("step %d: put(%s) accepted an invalid key", i, key)
 				}
 				live[key] = val
+				liveRev[key] = int64(i + 1)
 			}
 			checkIndex(t, ix, live)
 		}
+		// A re-read of the prefix that finds some of the keys (at their
+		// revision, or changed), with a view cloned half-way: both report
+		// exactly the keys it did not find.
+		ix.startMarks()
+		var found []string
+		want := map[string]bool{}
+		var mid *index
+		for j, key := range slices.Sorted(maps.Keys(live)) {
+			if j == len(live)/2 {
+				mid = ix.clone(ix.ttl + 3)
+			}
+			if j%3 == 1 {
+				want[key] = true
+				continue
+			}
+			found = append(found, key)
+			rev, val := liveRev[key], live[key]
+			if j%3 == 2 {
+				rev, val = int64(len(ops)+j+1), valuePool[j%len(valuePool)]
+			}
+			for _, x := range []*index{ix, mid} {
+				if x != nil {
+					_, _ = x.put(key, []byte(val), rev)
+				}
+			}
+			live[key], liveRev[key] = val, rev
+		}
+		if mid == nil {
+			mid = ix.clone(ix.ttl + 3)
+		}
+		for _, x := range []*index{ix, mid} {
+			got := map[string]bool{}
+			for _, k := range x.unmarked() {
+				got[k] = true
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("re-read found %q: unmarked %v, want %v", found, got, want)
+			}
+		}
+		checkIndex(t, ix, live)
 		// A view with another default TTL, cloned from the index, holds
 		// the same keys and names; records that took the default TTL have
 		// the new one, the others keep theirs.

@@ -42,6 +42,11 @@ type index struct {
 	bad     map[string]int64     // keys that name no valid name -> revision
 	nkeys   int                  // keys held, bad ones included
 	records int
+
+	// During a re-read of the prefix (startMarks), every key put is
+	// marked; the keys left unmarked at the end are gone from etcd.
+	marking bool
+	badSeen map[string]struct{} // malformed keys marked
 }
 
 // keyState is one key of a name in multi.
@@ -51,6 +56,7 @@ type keyState struct {
 	rrs    []dns.RR
 	group  string
 	ownTTL bool    // the value had a "ttl" (else the records have the default)
+	marked bool    // put during the current re-read
 	set    *ownSet // rrs as the set of a key without group, when at hand
 }
 
@@ -71,6 +77,7 @@ const (
 	hasKey  = 1 << iota // the name has its plain key (and no keys in multi)
 	ownTTL              // the plain key's value had a "ttl"
 	hasRecs             // own records non-empty, as counted in the parent's kidRecs
+	marked              // the plain key was put during the current re-read
 )
 
 // inner is what a name with children has besides.
@@ -178,6 +185,9 @@ func (ix *index) put(key string, val []byte, modRev int64) (changed bool, err er
 	name, kerr := keyName(ix.prefix, key)
 	if kerr != nil {
 		rev, ok := ix.bad[key]
+		if ix.marking {
+			ix.badSeen[key] = struct{}{}
+		}
 		if ok && rev == modRev {
 			return false, nil
 		}
@@ -192,6 +202,9 @@ func (ix *index) put(key string, val []byte, modRev int64) (changed bool, err er
 	if n != nil {
 		if rev, ok := ix.keyRev(n, key, plain); ok {
 			if rev == modRev {
+				if ix.marking {
+					ix.mark(n, key)
+				}
 				return false, nil
 			}
 		} else {
@@ -203,7 +216,7 @@ func (ix *index) put(key string, val []byte, modRev int64) (changed bool, err er
 		ix.nkeys++
 	}
 	p, verr := parseValue(n.name, val, ix.ttl)
-	ix.setKey(n, keyState{key: key, modRev: modRev, rrs: p.rrs, group: p.group, ownTTL: p.ownTTL, set: p.set}, plain)
+	ix.setKey(n, keyState{key: key, modRev: modRev, rrs: p.rrs, group: p.group, ownTTL: p.ownTTL, marked: ix.marking, set: p.set}, plain)
 	ix.publishOwn(n)
 	return true, verr
 }
@@ -233,17 +246,61 @@ func (ix *index) del(key string) bool {
 // only).
 func (ix *index) keyCount() int { return ix.nkeys }
 
-// eachKey calls fn with every key held (writer only).
-func (ix *index) eachKey(fn func(key string)) {
+// startMarks starts a re-read of the prefix: from now on every key put is
+// marked, until unmarked (writer only).
+func (ix *index) startMarks() {
+	ix.marking = true
+	ix.badSeen = make(map[string]struct{})
+	ix.names.each(func(_ string, n *node) bool {
+		n.flags &^= marked
+		return true
+	})
+	for _, keys := range ix.multi {
+		for i := range keys {
+			keys[i].marked = false
+		}
+	}
+}
+
+// mark marks n's key key (writer only).
+func (ix *index) mark(n *node, key string) {
+	if n.flags&hasKey != 0 {
+		n.flags |= marked
+		return
+	}
+	keys := ix.multi[n]
+	for i := range keys {
+		if keys[i].key == key {
+			keys[i].marked = true
+		}
+	}
+}
+
+// unmarked ends the re-read started by startMarks and returns the keys
+// held that were not put during it (writer only).
+func (ix *index) unmarked() []string {
+	var out []string
 	for k := range ix.bad {
-		fn(k)
+		if _, ok := ix.badSeen[k]; !ok {
+			out = append(out, k)
+		}
 	}
 	ix.names.each(func(_ string, n *node) bool {
-		for _, ks := range ix.keyStates(n) {
-			fn(ks.key)
+		if n.flags&hasKey != 0 {
+			if n.flags&marked == 0 {
+				out = append(out, ix.plainKeyOf(n.name))
+			}
+			return true
+		}
+		for _, ks := range ix.multi[n] {
+			if !ks.marked {
+				out = append(out, ks.key)
+			}
 		}
 		return true
 	})
+	ix.marking, ix.badSeen = false, nil
+	return out
 }
 
 // plainKey reports whether key, a valid key below prefix, is spelt as
@@ -297,7 +354,7 @@ func (ix *index) keyStates(n *node) []keyState {
 	if n.flags&hasKey == 0 {
 		return ix.multi[n]
 	}
-	ks := keyState{key: ix.plainKeyOf(n.name), modRev: n.modRev, ownTTL: n.flags&ownTTL != 0}
+	ks := keyState{key: ix.plainKeyOf(n.name), modRev: n.modRev, ownTTL: n.flags&ownTTL != 0, marked: n.flags&marked != 0}
 	if o := n.own.Load(); o != nil {
 		ks.rrs, ks.set = o.rrs, o
 	}
@@ -337,7 +394,7 @@ func (ix *index) dropKey(n *node, key string, plain bool) bool {
 		if o := n.own.Load(); o != nil {
 			ix.records -= len(o.rrs)
 		}
-		n.flags &^= hasKey | ownTTL
+		n.flags &^= hasKey | ownTTL | marked
 		n.own.Store(nil) // publishOwn follows
 		return true
 	}
@@ -355,7 +412,7 @@ func (ix *index) dropKey(n *node, key string, plain bool) bool {
 // itself, anything else in multi. The records are published by
 // publishOwn.
 func (ix *index) storeKeys(n *node, keys []keyState) {
-	n.flags &^= hasKey | ownTTL
+	n.flags &^= hasKey | ownTTL | marked
 	if len(keys) == 1 && keys[0].group == "" && plainKey(ix.prefix, keys[0].key) {
 		delete(ix.multi, n)
 		ix.storePlain(n, &keys[0])
@@ -370,9 +427,12 @@ func (ix *index) storeKeys(n *node, keys []keyState) {
 
 // storePlain makes ks, a plain key without a group, n's only key.
 func (ix *index) storePlain(n *node, ks *keyState) {
-	n.flags = n.flags&^ownTTL | hasKey
+	n.flags = n.flags&^(ownTTL|marked) | hasKey
 	if ks.ownTTL {
 		n.flags |= ownTTL
+	}
+	if ks.marked {
+		n.flags |= marked
 	}
 	n.modRev = ks.modRev
 	switch {

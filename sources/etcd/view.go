@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -91,6 +92,9 @@ func (ix *index) clone(ttl uint32) *index {
 		c.bad[k] = rev
 	}
 	c.nkeys = ix.nkeys
+	if ix.marking { // cloned during a re-read: the marks so far
+		c.marking, c.badSeen = true, maps.Clone(ix.badSeen)
+	}
 	ix.names.each(func(name string, n *node) bool {
 		keys := ix.keyStates(n)
 		if len(keys) == 0 {
