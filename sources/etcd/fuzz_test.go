@@ -3,6 +3,7 @@ package etcd
 import (
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,13 @@ func FuzzParseValue(f *testing.F) {
 	f.Add("internal/example/*", []byte(`{"host":"10.0.0.80"}`))
 	const defaultTTL = 300
 	f.Fuzz(func(t *testing.T, key string, data []byte) {
+		// The hand-written decoder of usual values decodes as
+		// encoding/json does whenever it accepts.
+		if fv, ok := fastValue(data); ok {
+			if dv, err := decodeValue(data); err != nil || dv != fv {
+				t.Fatalf("%q: fastValue gives %+v, encoding/json %+v (%v)", data, fv, dv, err)
+			}
+		}
 		name, err := keyName("/skydns", "/skydns/"+key)
 		if err != nil || name == "." {
 			return
@@ -229,6 +237,7 @@ func FuzzIndex(f *testing.F) {
 		}
 		ix := newIndex("/skydns", 60)
 		live := map[string]string{} // key -> value
+		liveRev := map[string]int64{}
 		for i, op := range ops {
 			key := keyPool[op&0x0f]
 			val := valuePool[op>>4&0x07]
@@ -239,27 +248,69 @@ func FuzzIndex(f *testing.F) {
 					t.Fatalf("step %d: del(%s) changed=%v, key was live: %v", i, key, changed, was)
 				}
 				delete(live, key)
+				delete(liveRev, key)
 			} else {
 				if _, err := ix.put(key, []byte(val), int64(i+1)); err == nil && !validKey(key) {
 					t.Fatalf("step %d: put(%s) accepted an invalid key", i, key)
 				}
 				live[key] = val
+				liveRev[key] = int64(i + 1)
 			}
 			checkIndex(t, ix, live)
 		}
+		// A re-read of the prefix that finds some of the keys (at their
+		// revision, or changed), with a view cloned half-way: both report
+		// exactly the keys it did not find.
+		ix.startMarks()
+		var found []string
+		want := map[string]bool{}
+		var mid *index
+		for j, key := range slices.Sorted(maps.Keys(live)) {
+			if j == len(live)/2 {
+				mid = ix.clone(ix.ttl + 3)
+			}
+			if j%3 == 1 {
+				want[key] = true
+				continue
+			}
+			found = append(found, key)
+			rev, val := liveRev[key], live[key]
+			if j%3 == 2 {
+				rev, val = int64(len(ops)+j+1), valuePool[j%len(valuePool)]
+			}
+			for _, x := range []*index{ix, mid} {
+				if x != nil {
+					_, _ = x.put(key, []byte(val), rev)
+				}
+			}
+			live[key], liveRev[key] = val, rev
+		}
+		if mid == nil {
+			mid = ix.clone(ix.ttl + 3)
+		}
+		for _, x := range []*index{ix, mid} {
+			got := map[string]bool{}
+			for _, k := range x.unmarked() {
+				got[k] = true
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("re-read found %q: unmarked %v, want %v", found, got, want)
+			}
+		}
+		checkIndex(t, ix, live)
 		// A view with another default TTL, cloned from the index, holds
 		// the same keys and names; records that took the default TTL have
 		// the new one, the others keep theirs.
 		c := ix.clone(ix.ttl + 7)
 		checkIndex(t, c, live)
-		for key, e := range ix.keys {
-			ce := c.keys[key]
-			if ce == nil || len(ce.p.rrs) != len(e.p.rrs) || ce.p.ownTTL != e.p.ownTTL {
+		for key, e := range keyStatesOf(ix) {
+			ce, ok := keyStatesOf(c)[key]
+			if !ok || len(ce.rrs) != len(e.rrs) || ce.ownTTL != e.ownTTL || ce.modRev != e.modRev {
 				t.Fatalf("clone: key %s differs", key)
 			}
-			for j, rr := range ce.p.rrs {
-				want := e.p.rrs[j].Header().Ttl
-				if !e.p.ownTTL {
+			for j, rr := range ce.rrs {
+				want := e.rrs[j].Header().Ttl
+				if !e.ownTTL {
 					want = ix.ttl + 7
 				}
 				if rr.Header().Ttl != want {
@@ -270,8 +321,8 @@ func FuzzIndex(f *testing.F) {
 		for key := range live {
 			ix.del(key)
 		}
-		if ix.names.len() != 0 || len(ix.keys) != 0 || ix.records != 0 {
-			t.Fatalf("after deleting every key: %d names, %d keys, %d records", ix.names.len(), len(ix.keys), ix.records)
+		if ix.names.len() != 0 || ix.keyCount() != 0 || ix.records != 0 || len(ix.multi) != 0 {
+			t.Fatalf("after deleting every key: %d names, %d keys, %d records, %d in multi", ix.names.len(), ix.keyCount(), ix.records, len(ix.multi))
 		}
 	})
 }
@@ -314,13 +365,13 @@ func checkIndex(t *testing.T, ix *index, live map[string]string) {
 			}
 		}
 	}
-	if ix.records != records || len(ix.keys) != len(live) {
-		t.Fatalf("index: %d records, %d keys; want %d, %d", ix.records, len(ix.keys), records, len(live))
+	if ix.records != records || ix.keyCount() != len(live) || len(keyStatesOf(ix)) != len(live) {
+		t.Fatalf("index: %d records, %d keys (%d listed); want %d, %d", ix.records, ix.keyCount(), len(keyStatesOf(ix)), records, len(live))
 	}
 	seen := 0
 	ix.names.each(func(name string, n *node) bool {
 		seen++
-		if n.name != name || n.refs != refs[name] {
+		if n.name != name || int(n.refs) != refs[name] {
 			t.Fatalf("node %q (key %q): %d keys at or below, want %d", n.name, name, n.refs, refs[name])
 		}
 		var got []string
@@ -332,10 +383,11 @@ func checkIndex(t *testing.T, ix *index, live map[string]string) {
 		}
 		kidRecs := 0
 		var wild *node
-		if kids := n.kids.Load(); kids != nil {
-			kids.each(func(label string, c *node) bool {
-				if c.parent != n || c.label != label {
-					t.Fatalf("%s: child %q is %q under %v", name, label, c.name, c.parent)
+		var in *inner
+		if in = n.inner.Load(); in != nil {
+			in.kids.each(func(label string, c *node) bool {
+				if parentName(c.name) != n.name || c.label() != label || ix.names.get(c.name) != c {
+					t.Fatalf("%s: child %q is %q", name, label, c.name)
 				}
 				if len(c.ownRecords()) > 0 {
 					kidRecs++
@@ -346,14 +398,25 @@ func checkIndex(t *testing.T, ix *index, live map[string]string) {
 				return true
 			})
 		}
-		if int(n.kidRecs.Load()) != kidRecs || n.wild.Load() != wild {
-			t.Fatalf("%s: kidRecs %d, wildcard %v; children say %d, %v", name, n.kidRecs.Load(), n.wild.Load(), kidRecs, wild)
+		var gotKidRecs int32
+		var gotWild *node
+		if in != nil {
+			gotKidRecs, gotWild = in.kidRecs.Load(), in.wild.Load()
 		}
-		if cached, fresh := n.records(), n.combine(); n.kidRecs.Load() > 0 && !slices.Equal(rrStrings(cached), rrStrings(fresh)) {
+		if int(gotKidRecs) != kidRecs || gotWild != wild {
+			t.Fatalf("%s: kidRecs %d, wildcard %v; children say %d, %v", name, gotKidRecs, gotWild, kidRecs, wild)
+		}
+		if cached, fresh := n.records(), n.combine(); kidRecs > 0 && !slices.Equal(rrStrings(cached), rrStrings(fresh)) {
 			t.Fatalf("%s: cached answer %v, computed %v", name, cached, fresh)
 		}
-		if p := n.parent; p != nil {
-			if c, ok := p.kids.Load().get(n.label); !ok || c != n {
+		if (n.flags&hasRecs != 0) != (n.own.Load() != nil) {
+			t.Fatalf("%s: hasRecs flag %v with own records %v", name, n.flags&hasRecs != 0, n.ownRecords())
+		}
+		if _, inMulti := ix.multi[n]; inMulti && n.flags&hasKey != 0 {
+			t.Fatalf("%s: a plain key and keys in multi", name)
+		}
+		if p := ix.parent(n); p != nil {
+			if c := p.inner.Load().kids.get(n.label()); c != n {
 				t.Fatalf("%s is not its parent's child", name)
 			}
 		}
@@ -364,11 +427,18 @@ func checkIndex(t *testing.T, ix *index, live map[string]string) {
 	}
 }
 
-// parentName is the name one label up ("." for a top-level name).
-func parentName(n string) string {
-	i := strings.IndexByte(n, '.')
-	if i < 0 || i+1 >= len(n) {
-		return "."
+// keyStatesOf lists every key the index holds with its state (writer
+// only), malformed keys with their revision only.
+func keyStatesOf(ix *index) map[string]keyState {
+	out := map[string]keyState{}
+	for k, rev := range ix.bad {
+		out[k] = keyState{key: k, modRev: rev}
 	}
-	return n[i+1:]
+	ix.names.each(func(_ string, n *node) bool {
+		for _, ks := range ix.keyStates(n) {
+			out[ks.key] = ks
+		}
+		return true
+	})
+	return out
 }

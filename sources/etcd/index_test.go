@@ -99,8 +99,8 @@ func TestIndexNamesAndChildren(t *testing.T) {
 	}
 	ti.del("/skydns/internal/example/db")
 	ti.del("/skydns/internal/example/svc/x2")
-	if ti.ix.names.len() != 0 || len(ti.ix.keys) != 0 || ti.ix.records != 0 {
-		t.Errorf("empty index still has %d names, %d keys, %d records", ti.ix.names.len(), len(ti.ix.keys), ti.ix.records)
+	if ti.ix.names.len() != 0 || ti.ix.keyCount() != 0 || ti.ix.records != 0 {
+		t.Errorf("empty index still has %d names, %d keys, %d records", ti.ix.names.len(), ti.ix.keyCount(), ti.ix.records)
 	}
 }
 
@@ -241,8 +241,8 @@ func TestIndexMalformedKeepsOthers(t *testing.T) {
 	for _, k := range []string{"/skydns/internal/example/db/x1", "/skydns/internal/example/db/x2", "/skydns/internal/example/db/x3", "/skydns/internal/example/bad.key"} {
 		ix.del(k)
 	}
-	if ix.names.len() != 0 || len(ix.keys) != 0 || ix.records != 0 {
-		t.Errorf("left %d names, %d keys, %d records", ix.names.len(), len(ix.keys), ix.records)
+	if ix.names.len() != 0 || ix.keyCount() != 0 || ix.records != 0 {
+		t.Errorf("left %d names, %d keys, %d records", ix.names.len(), ix.keyCount(), ix.records)
 	}
 }
 

@@ -2,163 +2,175 @@ package etcd
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 )
 
-// table is a string-keyed hash table with lock-free reads and a single
-// writer. Readers load the bucket array and a bucket with atomic loads;
-// buckets are immutable, so a write copies only the one bucket it changes
-// (O(entries in that bucket), about one) and publishes it with an atomic
-// store. Growing rebuilds the array, amortised O(1) per insert. Writes
-// must be serialised by the caller (the backend's one watch goroutine).
-type table[V any] struct {
-	seed maphash.Seed
-	cur  atomic.Pointer[bucketArray[V]]
-	n    int // entries (writer only)
+// nodeTable is a hash table of nodes with lock-free reads and a single
+// writer, keyed by the node's name (the index's table of every name) or
+// by its first label (a node's children). It is open-addressed with
+// linear probing: a slot is one atomic pointer to a node, so an entry
+// costs 8 bytes a slot (about 16 bytes at the table's load) and no
+// allocation of its own. A deleted node leaves a tombstone, so readers
+// probing past it keep going; the writer reuses tombstones and rebuilds
+// the slots (into a new array, published with an atomic store) when
+// tombstones and nodes fill three quarters of them. Readers never see a
+// slot array without an empty slot. Writes must be serialised by the
+// caller (the backend's one watch goroutine).
+type nodeTable struct {
+	seed    maphash.Seed
+	byLabel bool  // keyed by the first label, else by the name
+	tomb    *node // marks a deleted entry; shared by the index's tables
+	cur     atomic.Pointer[slotArray]
+	n       int // nodes (writer only)
+	used    int // nodes and tombstones (writer only)
 }
 
-type bucketArray[V any] struct {
+type slotArray struct {
 	mask uint64
-	b    []atomic.Pointer[bucket[V]]
+	s    []atomic.Pointer[node]
 }
 
-type bucket[V any] struct {
-	e []tableEntry[V]
-}
+const minSlots = 8
 
-// bucket1 is a bucket with room for one entry in the same allocation.
-type bucket1[V any] struct {
-	b   bucket[V]
-	arr [1]tableEntry[V]
-}
-
-type tableEntry[V any] struct {
-	k string
-	v V
-}
-
-const minBuckets = 8
-
-func newTable[V any](seed maphash.Seed, sizeHint int) *table[V] {
-	t := &table[V]{seed: seed}
-	n := minBuckets
-	for n < sizeHint {
-		n <<= 1
-	}
-	t.cur.Store(&bucketArray[V]{mask: uint64(n - 1), b: make([]atomic.Pointer[bucket[V]], n)})
+func newNodeTable(seed maphash.Seed, byLabel bool, tomb *node) *nodeTable {
+	t := &nodeTable{seed: seed, byLabel: byLabel, tomb: tomb}
+	t.cur.Store(newSlotArray(minSlots))
 	return t
 }
 
-// get returns the value at k. It never blocks and does not allocate.
-func (t *table[V]) get(k string) (V, bool) {
+func newSlotArray(n int) *slotArray {
+	return &slotArray{mask: uint64(n - 1), s: make([]atomic.Pointer[node], n)}
+}
+
+// is reports whether n is the node at key k.
+func (t *nodeTable) is(n *node, k string) bool {
+	if !t.byLabel {
+		return n.name == k
+	}
+	return len(n.name) > len(k) && n.name[len(k)] == '.' && n.name[:len(k)] == k
+}
+
+// key is n's key in the table.
+func (t *nodeTable) key(n *node) string {
+	if !t.byLabel {
+		return n.name
+	}
+	return n.label()
+}
+
+// get returns the node at k, or nil. It never blocks and does not
+// allocate.
+func (t *nodeTable) get(k string) *node {
 	a := t.cur.Load()
-	if bk := a.b[maphash.String(t.seed, k)&a.mask].Load(); bk != nil {
-		for i := range bk.e {
-			if bk.e[i].k == k {
-				return bk.e[i].v, true
-			}
+	for i := maphash.String(t.seed, k) & a.mask; ; i = (i + 1) & a.mask {
+		p := a.s[i].Load()
+		if p == nil {
+			return nil
+		}
+		if p != t.tomb && t.is(p, k) {
+			return p
 		}
 	}
-	var zero V
-	return zero, false
 }
 
-// set stores v at k (writer only).
-func (t *table[V]) set(k string, v V) {
+// insert adds n at k, which the table does not hold (writer only).
+func (t *nodeTable) insert(k string, n *node) {
 	a := t.cur.Load()
-	slot := &a.b[maphash.String(t.seed, k)&a.mask]
-	old := slot.Load()
-	if old != nil {
-		for i := range old.e {
-			if old.e[i].k == k {
-				nb := &bucket[V]{e: make([]tableEntry[V], len(old.e))}
-				copy(nb.e, old.e)
-				nb.e[i].v = v
-				slot.Store(nb)
-				return
-			}
+	if (t.used+1)*4 > len(a.s)*3 {
+		a = t.rebuild(t.n + 1)
+	}
+	for i := maphash.String(t.seed, k) & a.mask; ; i = (i + 1) & a.mask {
+		switch a.s[i].Load() {
+		case nil:
+			t.used++
+			fallthrough
+		case t.tomb:
+			a.s[i].Store(n)
+			t.n++
+			return
 		}
 	}
-	slot.Store(withEntry(old, tableEntry[V]{k, v}))
-	t.n++
-	if t.n > len(a.b) {
-		t.grow(a)
-	}
 }
 
-// withEntry returns a new bucket holding old's entries and e.
-func withEntry[V any](old *bucket[V], e tableEntry[V]) *bucket[V] {
-	if old == nil || len(old.e) == 0 {
-		b1 := &bucket1[V]{arr: [1]tableEntry[V]{e}}
-		b1.b.e = b1.arr[:]
-		return &b1.b
-	}
-	nb := &bucket[V]{e: make([]tableEntry[V], len(old.e)+1)}
-	copy(nb.e, old.e)
-	nb.e[len(old.e)] = e
-	return nb
-}
-
-// del removes k (writer only).
-func (t *table[V]) del(k string) {
+// del removes the node at k (writer only).
+func (t *nodeTable) del(k string) {
 	a := t.cur.Load()
-	slot := &a.b[maphash.String(t.seed, k)&a.mask]
-	old := slot.Load()
-	if old == nil {
-		return
-	}
-	for i := range old.e {
-		if old.e[i].k != k {
+	for i := maphash.String(t.seed, k) & a.mask; ; i = (i + 1) & a.mask {
+		p := a.s[i].Load()
+		if p == nil {
+			return
+		}
+		if p == t.tomb || !t.is(p, k) {
 			continue
 		}
 		t.n--
-		if len(old.e) == 1 {
-			slot.Store(nil)
+		if a.s[(i+1)&a.mask].Load() != nil {
+			a.s[i].Store(t.tomb)
 			return
 		}
-		nb := &bucket[V]{e: make([]tableEntry[V], 0, len(old.e)-1)}
-		nb.e = append(nb.e, old.e[:i]...)
-		nb.e = append(nb.e, old.e[i+1:]...)
-		slot.Store(nb)
+		// The next slot is empty, so no probe needs this one or the
+		// tombstones just before it: empty them too.
+		for a.s[i].Load() != nil && (a.s[i].Load() == t.tomb || a.s[i].Load() == p) {
+			a.s[i].Store(nil)
+			t.used--
+			i = (i - 1) & a.mask
+		}
 		return
 	}
 }
 
-// grow doubles the bucket array. Readers keep using the old array until
-// the new one is published; its buckets are the same immutable values.
-func (t *table[V]) grow(a *bucketArray[V]) {
-	n := len(a.b) * 2
-	na := &bucketArray[V]{mask: uint64(n - 1), b: make([]atomic.Pointer[bucket[V]], n)}
-	for i := range a.b {
-		bk := a.b[i].Load()
-		if bk == nil {
-			continue
-		}
-		for _, e := range bk.e {
-			slot := &na.b[maphash.String(t.seed, e.k)&na.mask]
-			slot.Store(withEntry(slot.Load(), e))
-		}
+// rebuild publishes a new slot array for need nodes, holding the current
+// nodes and no tombstone. Readers still probing the old array see it as
+// it was: nothing writes to it any more.
+func (t *nodeTable) rebuild(need int) *slotArray {
+	size := minSlots
+	for size < need*2 {
+		size <<= 1
 	}
-	t.cur.Store(na)
-}
-
-// each calls fn for every entry of a snapshot of the table (each bucket is
-// consistent; entries written during the walk may or may not be seen)
-// until fn returns false.
-func (t *table[V]) each(fn func(k string, v V) bool) {
-	a := t.cur.Load()
-	for i := range a.b {
-		bk := a.b[i].Load()
-		if bk == nil {
+	old := t.cur.Load()
+	na := newSlotArray(size)
+	for i := range old.s {
+		p := old.s[i].Load()
+		if p == nil || p == t.tomb {
 			continue
 		}
-		for _, e := range bk.e {
-			if !fn(e.k, e.v) {
-				return
+		for j := maphash.String(t.seed, t.key(p)) & na.mask; ; j = (j + 1) & na.mask {
+			if na.s[j].Load() == nil {
+				na.s[j].Store(p)
+				break
 			}
 		}
 	}
+	t.used = t.n
+	t.cur.Store(na)
+	return na
 }
 
-// len is the number of entries (writer only).
-func (t *table[V]) len() int { return t.n }
+// each calls fn with the key and node of every entry of a snapshot of the
+// table (entries written during the walk may or may not be seen) until fn
+// returns false.
+func (t *nodeTable) each(fn func(k string, n *node) bool) {
+	a := t.cur.Load()
+	for i := range a.s {
+		p := a.s[i].Load()
+		if p == nil || p == t.tomb {
+			continue
+		}
+		if !fn(t.key(p), p) {
+			return
+		}
+	}
+}
+
+// len is the number of nodes (writer only).
+func (t *nodeTable) len() int { return t.n }
+
+// label is the node's first label ("" for the root).
+func (n *node) label() string {
+	i := strings.IndexByte(n.name, '.')
+	if i <= 0 {
+		return ""
+	}
+	return n.name[:i]
+}

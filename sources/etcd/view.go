@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -87,37 +88,46 @@ func (v *View) lookup(name, zone string) ([]dns.RR, bool) { return lookupIn(v.ix
 // without a "ttl" have ttl instead.
 func (ix *index) clone(ttl uint32) *index {
 	c := newIndex(ix.prefix, ttl)
-	touched := make(map[*node]struct{}, len(ix.keys))
-	for key, e := range ix.keys {
-		ce := &keyEntry{modRev: e.modRev, p: e.p.withDefaultTTL(ttl)}
-		c.keys[key] = ce
-		c.records += len(ce.p.rrs)
-		if e.node == nil {
-			continue
+	for k, rev := range ix.bad {
+		c.bad[k] = rev
+	}
+	c.nkeys = ix.nkeys
+	if ix.marking { // cloned during a re-read: the marks so far
+		c.marking, c.badSeen = true, maps.Clone(ix.badSeen)
+	}
+	ix.names.each(func(name string, n *node) bool {
+		keys := ix.keyStates(n)
+		if len(keys) == 0 {
+			return true
 		}
-		ce.node = c.acquire(e.node.name)
-		ce.node.keys = insertSorted(ce.node.keys, key)
-		touched[ce.node] = struct{}{}
-	}
-	for n := range touched {
-		c.publishOwn(n)
-	}
+		ck := make([]keyState, len(keys))
+		var cn *node
+		for i, ks := range keys {
+			if rrs := withDefaultTTL(ks.rrs, ks.ownTTL, ttl); len(rrs) > 0 && &rrs[0] != &ks.rrs[0] {
+				ks.rrs, ks.set = rrs, nil
+			}
+			ck[i] = ks
+			c.records += len(ks.rrs)
+			cn = c.acquire(name)
+		}
+		c.storeKeys(cn, ck)
+		c.publishOwn(cn)
+		return true
+	})
 	return c
 }
 
-// withDefaultTTL returns p with ttl on its records when they took the
-// default TTL (the value had no "ttl"); the records are copied, never
-// written.
-func (p parsed) withDefaultTTL(ttl uint32) parsed {
-	if p.ownTTL || len(p.rrs) == 0 || p.rrs[0].Header().Ttl == ttl {
-		return p
+// withDefaultTTL returns rrs with ttl when they took the default TTL (the
+// value had no "ttl"); the records are copied, never written.
+func withDefaultTTL(rrs []dns.RR, own bool, ttl uint32) []dns.RR {
+	if own || len(rrs) == 0 || rrs[0].Header().Ttl == ttl {
+		return rrs
 	}
-	out := p
-	out.rrs = make([]dns.RR, len(p.rrs))
-	for i, rr := range p.rrs {
+	out := make([]dns.RR, len(rrs))
+	for i, rr := range rrs {
 		cp := dns.Copy(rr)
 		cp.Header().Ttl = ttl
-		out.rrs[i] = cp
+		out[i] = cp
 	}
 	return out
 }

@@ -35,6 +35,9 @@ type Options struct {
 	Password string
 	// ClientPort is the client URL's port on 127.0.0.1; 0 picks a free one.
 	ClientPort int
+	// NoFsync skips fsync (etcd's unsafe-no-fsync): for tests that write
+	// many keys and do not restart the server.
+	NoFsync bool
 }
 
 // Server is a running (or stopped) embedded etcd.
@@ -115,6 +118,7 @@ func (s *Server) Restart() {
 	cfg.BcryptCost = 4 // bcrypt.MinCost: auth in tests need not be slow
 	cfg.TickMs = 10
 	cfg.ElectionMs = 50
+	cfg.UnsafeNoFsync = s.opts.NoFsync
 	if s.Certs != nil {
 		cfg.ClientTLSInfo.CertFile = s.Certs.ServerCert
 		cfg.ClientTLSInfo.KeyFile = s.Certs.ServerKey
