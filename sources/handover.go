@@ -81,8 +81,16 @@ func (h *handover) Kind() string { return h.next.Kind() }
 func (h *handover) TTL() uint32 { return h.current().TTL() }
 
 // Serial is the larger of both serials, so the zone's serial never goes
-// backwards at the switch.
-func (h *handover) Serial() uint32 { return max(h.prev.Serial(), h.next.Serial()) }
+// backwards at the switch, plus one once next answers: the answering data
+// changes there, and the zone's serial must move with it (secondaries and
+// kept answers rely on it).
+func (h *handover) Serial() uint32 {
+	s := max(h.prev.Serial(), h.next.Serial())
+	if h.current() == h.next {
+		s++
+	}
+	return s
+}
 
 // Synced: the slot answers (from prev) even before next has synced.
 func (h *handover) Synced() bool { return true }

@@ -11,6 +11,7 @@ import (
 // synced as told.
 type stubSource struct {
 	wild, synced bool
+	serial       uint32
 }
 
 func (s *stubSource) Lookup(context.Context, *pipeline.Question) pipeline.Result {
@@ -18,7 +19,7 @@ func (s *stubSource) Lookup(context.Context, *pipeline.Question) pipeline.Result
 }
 func (s *stubSource) Kind() string                     { return "stub" }
 func (s *stubSource) TTL() uint32                      { return 60 }
-func (s *stubSource) Serial() uint32                   { return 1 }
+func (s *stubSource) Serial() uint32                   { return max(1, s.serial) }
 func (s *stubSource) Wildcards() bool                  { return s.wild }
 func (s *stubSource) Synced() bool                     { return s.synced }
 func (s *stubSource) WaitSynced(context.Context) error { return nil }
@@ -51,5 +52,25 @@ func TestHandoverWildcards(t *testing.T) {
 	next2 := &stubSource{}
 	if (&handover{next: next2, nextSync: next2, prev: plainSource{}}).Wildcards() {
 		t.Error("a source without Wildcarder reported wildcards")
+	}
+}
+
+// The zone's serial moves when a handover switches to the new source (the
+// answering data changes), and never goes backwards.
+func TestHandoverSerialMovesAtTheSwitch(t *testing.T) {
+	prev, next := &stubSource{serial: 50}, &stubSource{serial: 70}
+	h := &handover{next: next, nextSync: next, prev: prev}
+	before := h.Serial()
+	if before != 70 {
+		t.Fatalf("before the switch: serial %d, want 70 (the larger)", before)
+	}
+	next.synced = true
+	after := h.Serial()
+	if after <= before {
+		t.Fatalf("serial %d after the switch, %d before: it must rise", after, before)
+	}
+	next.serial = 71 // a later change of next: a new serial of the clock
+	if s := h.Serial(); s < after {
+		t.Fatalf("serial went back from %d to %d", after, s)
 	}
 }
