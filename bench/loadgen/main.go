@@ -289,30 +289,45 @@ func fixedRate(conn net.Conn, qs [][]byte, rate int, dur time.Duration, label st
 		}
 	}()
 
+	// The queries due at each tick go out in one sendmmsg (batches of up
+	// to 64), so the generator keeps up at rates of 100,000/s and more.
 	var sent, measured int64
-	buf := make([]byte, 0, 512)
 	var id uint16
+	wpc := ipv4.NewPacketConn(conn.(*net.UDPConn))
+	out := make([]ipv4.Message, 64)
+	for i := range out {
+		out[i].Buffers = [][]byte{make([]byte, 0, 512)}
+	}
 	for {
 		now := time.Since(start)
 		if now >= end {
 			break
 		}
 		due := int64(now.Seconds() * float64(rate))
-		for ; sent < due; sent++ {
-			id++
-			buf = append(buf[:0], qs[sent%int64(len(qs))]...)
-			binary.BigEndian.PutUint16(buf, id)
+		for sent < due {
+			n := int(min(due-sent, int64(len(out))))
 			at := time.Since(start)
 			if at < 1 { // 0 means "not awaited"
 				at = 1
 			}
-			sentAt[id].Store(int64(at))
+			for i := range n {
+				id++
+				b := append(out[i].Buffers[0][:0], qs[(sent+int64(i))%int64(len(qs))]...)
+				binary.BigEndian.PutUint16(b, id)
+				out[i].Buffers[0] = b
+				sentAt[id].Store(int64(at))
+			}
 			if at >= warm {
-				measured++
+				measured += int64(n)
 			}
-			if _, err := conn.Write(buf); err != nil {
-				fatal(err)
+			for done := 0; done < n; {
+				k, err := wpc.WriteBatch(out[done:n], 0)
+				if err != nil {
+					fatal(err)
+				}
+				done += k
 			}
+			sent += int64(n)
 		}
 		time.Sleep(250 * time.Microsecond)
 	}
