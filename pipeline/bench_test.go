@@ -57,6 +57,21 @@ func BenchmarkResolveAHit(b *testing.B) {
 	}
 }
 
+// BenchmarkResolveAHitBuf is BenchmarkResolveAHit with the response
+// built in the caller's AnswerBuf, as the server does.
+func BenchmarkResolveAHitBuf(b *testing.B) {
+	p := benchPipeline(b)
+	req := aRequest("host42.example.internal.")
+	req.Buf = new(AnswerBuf)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := p.Resolve(ctx, req); len(resp.Msg.Answer) != 1 {
+			b.Fatal("no answer")
+		}
+	}
+}
+
 func BenchmarkResolveNXDOMAIN(b *testing.B) {
 	p := benchPipeline(b)
 	req := aRequest("nope.cluster.local.")
@@ -81,6 +96,16 @@ func TestAllocations(t *testing.T) {
 	req, ctx := aRequest("host42.example.internal."), context.Background()
 	if n := testing.AllocsPerRun(100, func() { p.Resolve(ctx, req) }); n > 1 {
 		t.Errorf("Resolve A hit: %v allocs, want 1 (the response)", n)
+	}
+	buf := *req
+	buf.Buf = new(AnswerBuf)
+	if n := testing.AllocsPerRun(100, func() { p.Resolve(ctx, &buf) }); n != 0 {
+		t.Errorf("Resolve A hit with an AnswerBuf: %v allocs, want 0", n)
+	}
+	nx := aRequest("nope.example.internal.")
+	nx.Buf = buf.Buf
+	if resp := p.Resolve(ctx, nx); resp.Msg.Rcode != dns.RcodeNameError || len(resp.Msg.Answer) != 0 {
+		t.Errorf("an AnswerBuf reused for NXDOMAIN: %v", resp.Msg)
 	}
 }
 

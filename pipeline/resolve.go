@@ -20,16 +20,27 @@ var (
 // a larger answer costs one more allocation.
 const inlineAnswers = 4
 
-// answerBuf is the single allocation of a typical local answer: the
-// response message, the Question handed to sources (it must live on the
-// heap as it crosses an interface) and room for a small answer section.
-// The server owns the message after Resolve returns; the buffer is never
-// reused.
+// answerBuf is the storage of a typical local answer: the response
+// message, the Question handed to sources (it must live on the heap as it
+// crosses an interface) and room for a small answer section. It is the
+// caller's AnswerBuf, reused from query to query, or one allocation per
+// query without one.
 type answerBuf struct {
 	msg dns.Msg
 	q   Question
 	rrs [inlineAnswers]dns.RR
 }
+
+// AnswerBuf is room for one response, for a caller that answers queries
+// one at a time (the server has one per socket reader): passed in every
+// Request, it makes a typical local answer allocate nothing, where a new
+// response per query was the one allocation of a hit and most of the
+// garbage a server under load makes. The Response's message and its
+// sections live in it until the next Resolve with the same AnswerBuf.
+type AnswerBuf struct{ b answerBuf }
+
+// Reset drops the references to records the last response held.
+func (a *AnswerBuf) Reset() { a.b = answerBuf{} }
 
 // resolution is the per-query state; it lives on Resolve's stack.
 type resolution struct {
@@ -104,7 +115,13 @@ type outcome struct {
 // fell through (NXDOMAIN, or an apex/ns.dns answer synthesized by the
 // pipeline alone).
 func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
-	b := new(answerBuf)
+	var b *answerBuf
+	if req.Buf != nil {
+		b = &req.Buf.b
+		*b = answerBuf{}
+	} else {
+		b = new(answerBuf)
+	}
 	m := &b.msg
 	m.Response = true
 	if req.Msg != nil {

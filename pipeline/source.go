@@ -116,6 +116,9 @@ type Request struct {
 	// address as written in the config (e.g. "udp 10.1.0.53:53").
 	Client netip.Addr
 	Listen string
+	// Buf, when set, holds the response (see AnswerBuf); nil: a new one
+	// for this query.
+	Buf *AnswerBuf
 }
 
 // Response is the pipeline's answer. Msg has Rcode, AA, the answer,

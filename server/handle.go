@@ -44,6 +44,7 @@ const packBufSize = 2 + dns.MaxMsgSize + 1
 type scratch struct {
 	q      parsedQuery
 	req    pipeline.Request
+	ans    pipeline.AnswerBuf // the pipeline's response, reused query after query
 	out    dns.Msg
 	listen string      // the listen entry of the query's socket ("udp 127.0.0.1:53"), set by the caller
 	answer []dns.RR    // rotated answer section (rotate: true)
@@ -72,6 +73,7 @@ func (s *Server) release(sc *scratch) {
 	sc.opt = dns.OPT{}
 	sc.sign, sc.signMAC = nil, ""
 	sc.out = dns.Msg{}
+	sc.ans.Reset()
 	sc.req = pipeline.Request{}
 	sc.q.msg = dns.Msg{}
 	sc.q.extra[0] = nil
@@ -221,6 +223,7 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 		CD:     q.CheckingDisabled,
 		Client: obs.Client,
 		Listen: sc.listen,
+		Buf:    &sc.ans,
 	}
 	r := s.resolver.Resolve(ctx, &sc.req)
 	obs.Zone, obs.Source, obs.View = r.Zone, r.Source, r.View
