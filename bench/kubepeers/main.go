@@ -86,6 +86,7 @@ func main() {
 // sample is one server's turn.
 type sample struct {
 	first                    time.Duration // process start to the first right answer
+	firstCPU                 time.Duration // the server's CPU time (user+system) until then
 	settled, peak            int64         // KiB: VmRSS after settling, VmHWM then
 	loadMax, loadEnd, hwmEnd int64         // KiB: VmRSS at most during the load, VmRSS and VmHWM after it
 	qps                      float64
@@ -134,20 +135,21 @@ func run(c *config) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", srv, err)
 			}
-			fmt.Fprintf(os.Stderr, "kubepeers:   first answer %s, settled %s (peak %s), under load %s, after %s (peak %s), %.0f answers/s\n",
-				s.first.Round(time.Millisecond), mib(s.settled), mib(s.peak), mib(s.loadMax), mib(s.loadEnd), mib(s.hwmEnd), s.qps)
+			fmt.Fprintf(os.Stderr, "kubepeers:   first answer %s (CPU %s), settled %s (peak %s), under load %s, after %s (peak %s), %.0f answers/s\n",
+				s.first.Round(time.Millisecond), s.firstCPU, mib(s.settled), mib(s.peak), mib(s.loadMax), mib(s.loadEnd), mib(s.hwmEnd), s.qps)
 			res[srv] = append(res[srv], s)
 		}
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("%s, %s, %d services, %d endpoints each, zones %q, %d run(s), %s of load\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, c.services, c.endpoints, c.zones, c.runs, c.load)
-	fmt.Println("| server | first answer | RSS settled | peak (VmHWM) | RSS under load (max) | RSS after load | peak after load | answers/s |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| server | first answer | CPU until then | RSS settled | peak (VmHWM) | RSS under load (max) | RSS after load | peak after load | answers/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, srv := range c.servers {
 		ss := res[srv]
-		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", srv,
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", srv,
 			spread(ss, func(s sample) float64 { return s.first.Seconds() }, 2, " s"),
+			spread(ss, func(s sample) float64 { return s.firstCPU.Seconds() }, 2, " s"),
 			spread(ss, func(s sample) float64 { return float64(s.settled) / 1024 }, 0, " MiB"),
 			spread(ss, func(s sample) float64 { return float64(s.peak) / 1024 }, 0, " MiB"),
 			spread(ss, func(s sample) float64 { return float64(s.loadMax) / 1024 }, 0, " MiB"),
@@ -260,6 +262,7 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1 {
 			if _, ok := r.Answer[0].(*dns.A); ok {
 				s.first = time.Since(start)
+				s.firstCPU, _ = cpuTime(pid)
 				break
 			}
 		}
@@ -324,6 +327,23 @@ func stop(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// cpuTime is pid's user+system time so far (/proc/PID/stat, in clock
+// ticks of 10 ms).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("pid %d: short stat", pid)
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond, nil
 }
 
 type memory struct{ RSS, HWM int64 }
