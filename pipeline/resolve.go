@@ -37,10 +37,22 @@ type answerBuf struct {
 // response per query was the one allocation of a hit and most of the
 // garbage a server under load makes. The Response's message and its
 // sections live in it until the next Resolve with the same AnswerBuf.
-type AnswerBuf struct{ b answerBuf }
+type AnswerBuf struct {
+	b answerBuf
+	// answer is an answer section that outgrew the inline room (a
+	// headless service's ten addresses), kept for the next responses.
+	answer []dns.RR
+}
+
+// keptAnswer is the largest answer section an AnswerBuf keeps.
+const keptAnswer = 256
 
 // Reset drops the references to records the last response held.
-func (a *AnswerBuf) Reset() { a.b = answerBuf{} }
+func (a *AnswerBuf) Reset() {
+	a.b = answerBuf{}
+	clear(a.answer[:cap(a.answer)])
+	a.answer = a.answer[:0]
+}
 
 // resolution is the per-query state; it lives on Resolve's stack.
 type resolution struct {
@@ -141,6 +153,9 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 	}
 	m.Authoritative = true
 	m.Answer = b.rrs[:0]
+	if req.Buf != nil && req.Buf.answer != nil {
+		m.Answer = req.Buf.answer[:0]
+	}
 	resp := Response{Msg: m, Zone: z.name, View: viewName}
 
 	owner := req.Name
@@ -204,6 +219,9 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 		z, name, owner = nz, tname, target
 	}
 	r.additionals()
+	if req.Buf != nil && cap(m.Answer) > inlineAnswers && cap(m.Answer) <= keptAnswer {
+		req.Buf.answer = m.Answer[:0]
+	}
 	return resp
 }
 
