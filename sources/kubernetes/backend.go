@@ -86,7 +86,6 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.DisableCompression = true
 	cfg.UserAgent = c.UserAgent
 	cfg.WarningHandler = rest.NoWarnings{}
 	if c.Logger != nil || c.Health != nil {
@@ -211,7 +210,7 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	b.serials = opts.Serials
 	b.serial.Store(b.serials.Next())
 	b.podNames = opts.PodNames
-	b.factory = informers.NewSharedInformerFactoryWithOptions(listClient{client}, 0, informers.WithTransform(b.strip))
+	b.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(b.strip))
 	b.services = b.factory.Core().V1().Services().Informer()
 	b.slices = b.factory.Discovery().V1().EndpointSlices().Informer()
 	b.ns = b.factory.Core().V1().Namespaces().Informer()
@@ -234,18 +233,6 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	b.factory.StartWithContext(ctx)
 	return b
 }
-
-// listClient makes the informers start with a LIST (from the API server's
-// cache, in protobuf) rather than client-go's default "watch list" (the
-// initial objects streamed one watch event each, then a bookmark): on
-// 10,000 services and their EndpointSlices the stream took about twice as
-// long to sync, with the same peak memory (bench/kubepeers,
-// docs/performance.md).
-type listClient struct{ kubernetes.Interface }
-
-// IsWatchListSemanticsUnSupported tells client-go's informers not to use
-// the watch list.
-func (listClient) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (b *Backend) informers() []cache.SharedIndexInformer {
 	l := []cache.SharedIndexInformer{b.services, b.slices, b.ns}
