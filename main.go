@@ -69,10 +69,11 @@ func main() {
 // heap within a fifth above the live data. Measured with bench/kubepeers
 // on 10,000 services / 100,000 endpoints (docs/performance.md, Kubernetes
 // memory): at 100 the first sync peaked at 182-207 MiB and the RSS rose
-// by half under load; at 35 and 20, 162 MiB and 1.1 times, for 0.3 s
-// more CPU in the sync; a 1,000,000-line hosts file loads as fast.
+// by half under load; at 50 then 20, 167 MiB and 1.1 times, for about
+// 0.2 s more CPU in the sync (35: 155-164 MiB, 0.15 s more again); a
+// 1,000,000-line hosts file loads as fast.
 const (
-	startGC  = 35
+	startGC  = 50
 	steadyGC = 20
 )
 
