@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +36,10 @@ type Options struct {
 	Version    string
 	Commit     string
 	LogOutput  io.Writer // default os.Stderr
+	// Started, when set, is called once start-up is over: every source
+	// has synced or its sync_timeout has passed (when READY=1 goes to
+	// systemd).
+	Started func()
 }
 
 // drainTimeout bounds how long a reload waits for queries still running on
@@ -129,7 +132,9 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		defer close(d.waitDone)
 		d.waitSynced(waitCtx, p, syncTimeout(cfg))
 		if waitCtx.Err() == nil {
-			tightenGC(d.logger, debug.SetGCPercent)
+			if opts.Started != nil {
+				opts.Started()
+			}
 			if err := d.notify.send(sd.SdNotifyReady); err != nil {
 				d.logger.Warn("sd_notify", "err", err)
 			}

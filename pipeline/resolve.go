@@ -23,20 +23,32 @@ const inlineAnswers = 4
 // AnswerBuf is the memory of a typical local answer: the response
 // message, the Question handed to sources (it must live on the heap as it
 // crosses an interface) and room for a small answer section. A caller that
-// answers many queries lends one to Resolve through Request.Buf, so that a
-// typical answer allocates nothing; without one Resolve allocates its own.
-// Response.Msg may point into the buffer: the caller must be done with the
-// response before it lends the buffer again, and calls Reset when it
-// keeps the buffer idle, so that it holds no records.
+// answers many queries lends one to Resolve through Request.Buf (the
+// server has one per goroutine), so that a typical answer allocates
+// nothing; without one Resolve allocates its own. Response.Msg may point
+// into the buffer: the caller must be done with the response before it
+// lends the buffer again, and calls Reset when it keeps the buffer idle,
+// so that it holds no records.
 type AnswerBuf struct {
 	msg dns.Msg
 	q   Question
 	rrs [inlineAnswers]dns.RR
 	ns  [1]dns.RR // a negative answer's SOA
+	// answer is an answer section that outgrew the inline room (a
+	// headless service's ten addresses), kept for the next responses.
+	answer []dns.RR
 }
 
-// Reset drops every reference the buffer holds.
-func (b *AnswerBuf) Reset() { *b = AnswerBuf{} }
+// keptAnswerSection is the largest answer section an AnswerBuf keeps.
+const keptAnswerSection = 256
+
+// Reset drops every reference the buffer holds (keeping the room of a
+// grown answer section).
+func (b *AnswerBuf) Reset() {
+	answer := b.answer
+	clear(answer[:cap(answer)])
+	*b = AnswerBuf{answer: answer[:0]}
+}
 
 // resolution is the per-query state; it lives on Resolve's stack.
 type resolution struct {
@@ -139,6 +151,9 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 	}
 	m.Authoritative = true
 	m.Answer = b.rrs[:0]
+	if b.answer != nil {
+		m.Answer = b.answer[:0]
+	}
 	resp := Response{Msg: m, Zone: z.name, View: viewName}
 	var stamp Stamp
 	if req.Stamp && r.view == nil && p.views == nil {
@@ -210,6 +225,9 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 		z, name, owner = nz, tname, target
 	}
 	r.additionals()
+	if req.Buf != nil && cap(m.Answer) > inlineAnswers && cap(m.Answer) <= keptAnswerSection {
+		req.Buf.answer = m.Answer[:0]
+	}
 	if nseen == 1 && !r.looked && req.Type != dns.TypeANY {
 		resp.Stamp = stamp
 	}

@@ -89,6 +89,14 @@ func newBuilder(s *settings) *builder {
 	return &builder{s: s, by: make(map[string][]dns.RR)}
 }
 
+// size makes room for n names.
+func (b *builder) size(n int) {
+	if len(b.by) == 0 && n > 8 {
+		b.by = make(map[string][]dns.RR, n)
+		b.order = make([]string, 0, n)
+	}
+}
+
 // touch makes name exist (possibly without records).
 func (b *builder) touch(name string) {
 	if b.ptrOnly {
@@ -464,6 +472,10 @@ func serviceRecords(s *settings, svc *serviceObj, slices []*sliceObj) []contribu
 	if !headless {
 		clusterIPs = serviceClusterIPs(svc)
 	}
+	// Names: per zone the service's, its SRV names and its endpoints';
+	// then the PTRs. Sized once, the builder's map is not rehashed as it
+	// fills (a tenth of the first sync's work was those rehashes).
+	b.size(len(zones)*(len(eps)+1+len(svc.ports)) + len(eps) + len(clusterIPs))
 	hosts := make([]string, len(eps))
 	for zi, z := range zones {
 		name := svcName + z

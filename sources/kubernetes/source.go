@@ -259,7 +259,10 @@ func (src *Source) enqueueAt(k objKey, at time.Time) {
 }
 
 // run is the worker: it recomputes the objects marked dirty, in batches
-// (events on one object in a burst are applied once).
+// (events on one object in a burst are applied once). Until the informers
+// have delivered their first lists it only collects: a service applied
+// when the services' list arrives would be applied again when its
+// EndpointSlices' list does, and the first sync is mostly that work.
 func (src *Source) run() {
 	defer src.wg.Done()
 	for {
@@ -267,6 +270,9 @@ func (src *Source) run() {
 		case <-src.stop:
 			return
 		case <-src.wake:
+		}
+		if !src.informersSynced.Load() {
+			continue
 		}
 		for {
 			src.mu.Lock()
