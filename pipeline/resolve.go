@@ -191,9 +191,10 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 				if qt == dns.TypeANY {
 					resp.Msg = minimalANY(o.msg)
 				} else if o.e.keep != nil && stamp.z != nil && !r.looked {
-					stamp.keep, stamp.msg = o.e.keep, o.msg
-					stamp.name, stamp.qtype, stamp.do, stamp.cd = name, qt, req.DO, req.CD
-					resp.Stamp = stamp
+					if t := o.e.keep.Pin(name, qt, req.DO, req.CD, o.msg); t != nil {
+						stamp.keep, stamp.token, stamp.msg = o.e.keep, t, o.msg
+						resp.Stamp = stamp
+					}
 				}
 				return resp
 			}

@@ -151,14 +151,11 @@ type Response struct {
 type Stamp struct {
 	z      *zone
 	serial uint32
-	// A forward source's answer (Keeper): the message it answered with,
-	// and the question it was asked.
+	// A forward source's answer (Keeper): what it pinned, and the
+	// message it answered with.
 	keep  Keeper
+	token any
 	msg   *dns.Msg
-	name  string
-	qtype uint16
-	do    bool
-	cd    bool
 }
 
 // Fresh reports whether an answer stamped st would still be made the same
@@ -169,15 +166,19 @@ func (p *Pipeline) Fresh(st Stamp) bool {
 	if st.z == nil || st.z.gen != p || st.z.serial() != st.serial {
 		return false
 	}
-	return st.keep == nil || st.keep.Same(st.name, st.qtype, st.do, st.cd, st.msg)
+	return st.keep == nil || st.keep.Same(st.token, st.msg)
 }
 
 // Keeper is implemented by a forward source whose answers can be kept
-// (Stamp): Same reports whether it would answer the question now with m,
-// from its cache, neither asking upstream nor starting a refresh; it
-// counts that answer as its own (a cache hit) when so.
+// (Stamp). Pin returns a token for the cache entry the question is
+// answered from now, if that answer is m (nil otherwise); Same reports
+// whether the pinned entry would still answer with m now, from the
+// cache, neither asking upstream nor starting a refresh, and counts that
+// answer as its own (a cache hit) when so. Same must be cheap: it runs for
+// every reuse.
 type Keeper interface {
-	Same(name string, qtype uint16, do, cd bool, m *dns.Msg) bool
+	Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) any
+	Same(token any, m *dns.Msg) bool
 }
 
 // Freshness is implemented by resolvers that stamp answers (Pipeline and

@@ -133,15 +133,24 @@ func TestStamp(t *testing.T) {
 	}
 }
 
-// keepingForward is a fake forward source that is a Keeper: the same
-// message is its last one, while same is set.
+// keepingForward is a fake forward source that is a Keeper: it pins its
+// last message, which stays the same one while same is set.
 type keepingForward struct {
 	*fakeForward
 	same bool
 }
 
-func (k *keepingForward) Same(_ string, _ uint16, _, _ bool, m *dns.Msg) bool {
+func (k *keepingForward) Pin(_ string, _ uint16, _, _ bool, m *dns.Msg) any {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.same && m == k.last
+	if m != k.last {
+		return nil
+	}
+	return m
+}
+
+func (k *keepingForward) Same(token any, m *dns.Msg) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.same && token == any(m) && m == k.last
 }

@@ -111,6 +111,9 @@ type entry struct {
 
 	view  atomic.Pointer[snapshot] // response for one second of age
 	stale atomic.Pointer[dns.Msg]  // response with TTL StaleTTL
+	// gone: the entry has left the cache (replaced, evicted, flushed or
+	// dropped at a resize); an answer pinned to it is no longer current.
+	gone atomic.Bool
 }
 
 type snapshot struct {
@@ -256,6 +259,7 @@ func (c *Cache) each(f func(*entry) bool) {
 				kept = append(kept, e)
 			} else {
 				delete(sh.m, e.key)
+				e.gone.Store(true)
 				c.n.Add(-1)
 			}
 		}
@@ -382,13 +386,16 @@ func (c *Cache) put(t *table, e *entry, now int64, replace bool) {
 		sh.mu.Unlock()
 		t = c.tab.Load() // resized meanwhile
 	}
+	e.gone.Store(true) // a cache of size 0 keeps nothing
 }
 
 func (c *Cache) putLocked(sh *shard, per int, e *entry, now int64, replace bool) {
 	if old := sh.m[e.key]; old != nil {
 		if !replace {
+			e.gone.Store(true) // not kept: the entry there is newer
 			return
 		}
+		old.gone.Store(true)
 		e.slot = old.slot
 		e.ref.Store(old.ref.Load()) // a refresh keeps its heat
 		sh.ring[e.slot] = e
@@ -412,6 +419,7 @@ func (c *Cache) putLocked(sh *shard, per int, e *entry, now int64, replace bool)
 		v := sh.ring[sh.hand]
 		if now >= v.expires()+stale || v.ref.Load() == 0 {
 			delete(sh.m, v.key)
+			v.gone.Store(true)
 			e.slot = sh.hand
 			sh.ring[sh.hand] = e
 			sh.m[e.key] = e

@@ -114,17 +114,37 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 	return s.resolve(ctx, k, e, now)
 }
 
-// Same implements pipeline.Keeper: the answer to the question now would be
-// m, from the cache, with no refresh due. It counts as a cache hit then
-// (the caller answers with m), as Lookup would have.
-func (s *Source) Same(name string, qtype uint16, do, cd bool, m *dns.Msg) bool {
+// Pin implements pipeline.Keeper: the cache entry the question is answered
+// from now, when that answer is m.
+func (s *Source) Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) any {
 	if s.pool == nil || m == nil || (len(s.except) > 0 && s.Excepted(name)) {
-		return false
+		return nil
 	}
 	now := s.cache.now()
 	e := s.cache.get(Key{Name: name, Type: qtype, Class: dns.ClassINET, DO: do, CD: cd}, now)
-	if e == nil || now >= e.expires() || s.prefetchDue(e, now) || e.response(now) != m {
+	if e == nil || now >= e.expires() || e.response(now) != m {
+		return nil
+	}
+	return e
+}
+
+// Same implements pipeline.Keeper: the pinned entry is still in the cache
+// and would answer with m now, with no refresh due. It counts as a cache
+// hit then (the caller answers with m), as Lookup would have.
+func (s *Source) Same(token any, m *dns.Msg) bool {
+	e, ok := token.(*entry)
+	if !ok || e.gone.Load() {
 		return false
+	}
+	now := s.cache.now()
+	if now >= e.expires() || s.prefetchDue(e, now) || e.response(now) != m {
+		return false
+	}
+	if h := e.hits.Load(); h < 255 {
+		e.hits.Store(h + 1)
+	}
+	if r := e.ref.Load(); r < 3 {
+		e.ref.Store(r + 1)
 	}
 	s.met.hits.Inc()
 	return true

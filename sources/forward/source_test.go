@@ -73,17 +73,22 @@ func TestCacheHitMissExpiry(t *testing.T) {
 	}
 }
 
-// Same (kept answers): true while the cache would answer with that very
-// message, false once its TTLs have counted down a second, for another
-// question, after expiry and for an excepted name; a true Same counts as
-// a cache hit.
-func TestSame(t *testing.T) {
+// Pin and Same (kept answers): an answer is pinned to the cache entry it
+// came from; Same is true while that entry would answer with that very
+// message, false once its TTLs have counted down a second, after expiry,
+// once the entry was replaced or flushed; never for another question or an
+// excepted name. A true Same counts as a cache hit.
+func TestPinSame(t *testing.T) {
 	u := startUpstream(t)
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "lan.")
 	s.lookup(t, "www.example.", dns.TypeA)
 	m := s.lookup(t, "www.example.", dns.TypeA).Msg
+	tok := s.Pin("www.example.", dns.TypeA, false, false, m)
+	if tok == nil {
+		t.Fatal("Pin is nil for the message the cache answers with")
+	}
 	hits := counterValue(s.met.hits)
-	if !s.Same("www.example.", dns.TypeA, false, false, m) {
+	if !s.Same(tok, m) {
 		t.Fatal("Same is false for the message the cache answers with")
 	}
 	if got := counterValue(s.met.hits); got != hits+1 {
@@ -93,25 +98,35 @@ func TestSame(t *testing.T) {
 		name   string
 		qt     uint16
 		do, cd bool
-	}{{"www.example.", dns.TypeAAAA, false, false}, {"www.example.", dns.TypeA, true, false}, {"www.example.", dns.TypeA, false, true}, {"other.example.", dns.TypeA, false, false}} {
-		if s.Same(tc.name, tc.qt, tc.do, tc.cd, m) {
-			t.Errorf("Same is true for another question %+v", tc)
+	}{{"www.example.", dns.TypeAAAA, false, false}, {"www.example.", dns.TypeA, true, false}, {"www.example.", dns.TypeA, false, true}, {"other.example.", dns.TypeA, false, false}, {"x.lan.", dns.TypeA, false, false}} {
+		if s.Pin(tc.name, tc.qt, tc.do, tc.cd, m) != nil {
+			t.Errorf("Pin for another question %+v", tc)
 		}
 	}
+	if s.Same(nil, m) || s.Same("x", m) {
+		t.Error("Same is true for a token that is no entry")
+	}
 	s.clock.advance(1100 * time.Millisecond)
-	if s.Same("www.example.", dns.TypeA, false, false, m) {
+	if s.Same(tok, m) {
 		t.Fatal("Same is true after the TTLs counted down")
 	}
 	m = s.lookup(t, "www.example.", dns.TypeA).Msg
-	if !s.Same("www.example.", dns.TypeA, false, false, m) {
-		t.Fatal("Same is false for the next second's message")
+	if tok = s.Pin("www.example.", dns.TypeA, false, false, m); tok == nil || !s.Same(tok, m) {
+		t.Fatal("the next second's message is not pinned")
 	}
+	s.cache.Flush("example.")
+	if s.Same(tok, m) {
+		t.Fatal("Same is true after the entry was flushed")
+	}
+	m = s.lookup(t, "www.example.", dns.TypeA).Msg
+	tok = s.Pin("www.example.", dns.TypeA, false, false, m)
 	s.clock.advance(300 * time.Second)
-	if s.Same("www.example.", dns.TypeA, false, false, m) {
+	if s.Same(tok, m) {
 		t.Fatal("Same is true after expiry")
 	}
-	if s.Same("x.lan.", dns.TypeA, false, false, m) {
-		t.Fatal("Same is true for an excepted name")
+	s.lookup(t, "www.example.", dns.TypeA) // fetched again: the entry is replaced
+	if s.Same(tok, m) {
+		t.Fatal("Same is true for a replaced entry")
 	}
 }
 
