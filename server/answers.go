@@ -32,7 +32,9 @@ import (
 // server's settings (a reload of them starts afresh). A question hashes
 // to a set of answerWays slots; an answer is kept the second time its
 // question misses again among the last misses of its set, so a flood of names asked once each costs
-// no memory churn, and for at most answerMaxAge whatever its stamp says.
+// no memory churn, and for at most answerMaxAge whatever its stamp says
+// (between half of it and all of it, by the question's hash, so that the
+// answers kept at one moment do not all expire at the next).
 // Reads are lock-free: a slot holds an immutable entry behind an atomic
 // pointer.
 const (
@@ -58,8 +60,8 @@ type keptAnswer struct {
 	hash   uint64
 	key    answerKey
 	stamp  pipeline.Stamp
-	made   time.Time
-	wire   []byte // the packed response
+	until  time.Time // kept no longer than this
+	wire   []byte    // the packed response
 	zone   string
 	src    string
 	view   string
@@ -124,7 +126,7 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 			break
 		}
 	}
-	if e == nil || now.Sub(e.made) > answerMaxAge || !c.fresh.Fresh(e.stamp) {
+	if e == nil || now.After(e.until) || !c.fresh.Fresh(e.stamp) {
 		return nil
 	}
 	if sc.pack == nil {
@@ -176,7 +178,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 		way = int(c.next[i].Add(1) % answerWays)
 	}
 	e := &keptAnswer{
-		hash: h, key: *k, stamp: r.Stamp, made: now, wire: append([]byte(nil), out...),
+		hash: h, key: *k, stamp: r.Stamp, until: now.Add(answerMaxAge/2 + time.Duration(h%uint64(answerMaxAge/2))), wire: append([]byte(nil), out...),
 		zone: obs.Zone, src: obs.Source, view: obs.View, rcode: obs.Rcode,
 	}
 	e.ttl, e.hasTTL = minTTL(&sc.out)
