@@ -30,16 +30,16 @@ import (
 //
 // The key is the name, type, EDNS presence, DO and CD bits and the
 // server's settings (a reload of them starts afresh). A question hashes
-// to a set of answerWays slots; an answer is kept the second time its
-// question misses again among the last misses of its set, so a flood of names asked once each costs
-// no memory churn, and for at most answerMaxAge whatever its stamp says
-// (between half of it and all of it, by the question's hash, so that the
-// answers kept at one moment do not all expire at the next).
-// Reads are lock-free: a slot holds an immutable entry behind an atomic
-// pointer.
+// to a set of answerWays slots. Its answer is kept when it misses while
+// its hash is still among the last answerWays misses of the set (so a
+// flood of names asked once each churns no memory), and for at most
+// answerMaxAge whatever its stamp says (between half of it and all of it,
+// by the question's hash, so that answers kept at one moment do not all
+// expire at the next). Reads are lock-free: a slot holds an immutable
+// entry behind an atomic pointer.
 const (
 	answerSets   = 1 << 12
-	answerWays   = 4 // a kept answer replaces the oldest of its set
+	answerWays   = 4 // a new answer takes the set's ways in turn
 	answerMaxAge = 5 * time.Second
 )
 
