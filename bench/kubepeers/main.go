@@ -28,9 +28,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dnsd/dnsd/bench/internal/proc"
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -224,7 +225,7 @@ func serviceName(i int) string {
 // loads it and stops it.
 func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 	var s sample
-	port := freePort()
+	port := proc.FreePort()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	conf := filepath.Join(c.dir, srv+".conf")
 	var argv []string
@@ -260,7 +261,7 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 	if err := cmd.Start(); err != nil {
 		return s, err
 	}
-	defer stop(cmd)
+	defer proc.Stop(cmd)
 	pid := cmd.Process.Pid
 
 	// The first right answer: svc-0 has a cluster IP.
@@ -271,7 +272,8 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1 {
 			if _, ok := r.Answer[0].(*dns.A); ok {
 				s.first = time.Since(start)
-				s.firstCPU, _ = cpuTime(pid)
+				ticks, _ := proc.CPUTicks(pid)
+				s.firstCPU = time.Duration(ticks) * 10 * time.Millisecond // USER_HZ
 				break
 			}
 		}
@@ -281,7 +283,7 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	time.Sleep(c.settle)
-	mem, err := processMemory(pid)
+	mem, err := proc.ReadMemory(pid)
 	if err != nil {
 		return s, err
 	}
@@ -291,26 +293,10 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 	}
 
 	// The load, with the RSS sampled every 50 ms.
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if m, err := processMemory(pid); err == nil && m.RSS > s.loadMax {
-				s.loadMax = m.RSS
-			}
-		}
-	})
+	stopWatch := proc.WatchRSS(pid, 50*time.Millisecond)
 	out, err := exec.Command("taskset", "-c", "1", c.loadgen, "-addr", addr, "-queries", queries,
 		"-duration", c.load.String(), "-pid", strconv.Itoa(pid)).CombinedOutput()
-	cancel()
-	wg.Wait()
+	s.loadMax = stopWatch()
 	if err != nil {
 		return s, fmt.Errorf("loadgen: %w: %s", err, out)
 	}
@@ -319,84 +305,11 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 			s.qps, _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	if mem, err = processMemory(pid); err != nil {
+	if mem, err = proc.ReadMemory(pid); err != nil {
 		return s, err
 	}
 	s.loadEnd, s.hwmEnd = mem.RSS, mem.HWM
 	return s, nil
-}
-
-func stop(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
-
-// cpuTime is pid's user+system time so far (/proc/PID/stat, in clock
-// ticks of 10 ms).
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("pid %d: short stat", pid)
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * 10 * time.Millisecond, nil
-}
-
-type memory struct{ RSS, HWM int64 }
-
-// processMemory reads VmRSS and VmHWM (KiB) of pid.
-func processMemory(pid int) (memory, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return memory{}, err
-	}
-	var m memory
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			m.RSS = v
-		case "VmHWM:":
-			m.HWM = v
-		}
-	}
-	if m.RSS == 0 {
-		return m, fmt.Errorf("pid %d: no VmRSS", pid)
-	}
-	return m, nil
-}
-
-func freePort() int {
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
 }
 
 // createCluster creates the namespaces, services and (endpoints > 0)

@@ -38,6 +38,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dnsd/dnsd/bench/internal/proc"
+
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
 
@@ -201,7 +203,7 @@ func (e *env) main(runs int, only, serverList string) error {
 // measure starts srv for sc, checks its answers, runs the load and stops it.
 func (e *env) measure(sc *scenario, srv string) sample {
 	s := sample{Drops: -1}
-	port, tlsPort := freePort(), freePort()
+	port, tlsPort := proc.FreePort(), proc.FreePort()
 	argv, err := e.command(srv, sc, port, tlsPort)
 	if err != nil {
 		s.Problems = append(s.Problems, err.Error())
@@ -236,10 +238,10 @@ func (e *env) measure(sc *scenario, srv string) sample {
 	}
 	// Settled memory: idle a second after the warm-up.
 	time.Sleep(time.Second)
-	if m, err := processMemory(pid); err == nil {
+	if m, err := proc.ReadMemory(pid); err == nil {
 		s.Settled = m.RSS
 	}
-	stopWatch := watchRSS(pid)
+	stopWatch := proc.WatchRSS(pid, 100*time.Millisecond)
 	if e.dnsperf != "" {
 		if err := e.runDnsperf(sc, srv, pid, target, &s); err != nil {
 			s.Problems = append(s.Problems, err.Error())
@@ -277,11 +279,11 @@ func (e *env) measure(sc *scenario, srv string) sample {
 				s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.rate))
 			}
 		}
-		if d, err := udpDrops(port); err == nil {
+		if d, err := proc.UDPDrops(port); err == nil {
 			s.Drops = d
 		}
 	}
-	if m, err := processMemory(pid); err == nil {
+	if m, err := proc.ReadMemory(pid); err == nil {
 		s.RSS, s.HWM = m.RSS, m.HWM
 	} else {
 		s.Problems = append(s.Problems, err.Error())
@@ -299,12 +301,12 @@ func (e *env) runDnsperf(sc *scenario, srv string, pid, port int, s *sample) err
 		// Pipelined: 100 queries in flight over 4 connections.
 		args = append(args, "-c", "4", "-q", "100")
 	}
-	cpu0, err := cpuTicks(pid)
+	cpu0, err := proc.CPUTicks(pid)
 	if err != nil {
 		return err
 	}
 	out, err := e.output(1, args...)
-	cpu1, _ := cpuTicks(pid)
+	cpu1, _ := proc.CPUTicks(pid)
 	if err != nil {
 		return fmt.Errorf("dnsperf: %v\n%s", err, out)
 	}
@@ -382,15 +384,7 @@ func (e *env) stop(cmd *exec.Cmd) {
 	e.mu.Lock()
 	delete(e.live, cmd)
 	e.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	proc.Stop(cmd)
 }
 
 func (e *env) stopAll() {
@@ -423,21 +417,21 @@ func (e *env) startBackends(sc *scenario) (func(), error) {
 		sc.kubeconfig = e.cluster.Kubeconfig
 	case "forward":
 		// The upstream: a second reference server, on the load's CPU.
-		sc.upstream = freePort()
+		sc.upstream = proc.FreePort()
 		c, err := e.spawn(1, "upstream", filepath.Join(e.bin, "reference"), "-addr", fmt.Sprintf("127.0.0.1:%d", sc.upstream))
 		if err != nil {
 			return stop, err
 		}
 		started = append(started, c)
 	case "etcd":
-		sc.etcd = freePort()
+		sc.etcd = proc.FreePort()
 		self, err := os.Executable()
 		if err != nil {
 			return stop, err
 		}
 		ready := filepath.Join(e.dir, "etcd.ready")
 		os.Remove(ready)
-		c, err := e.spawn(1, "etcd", self, "etcd", "-port", strconv.Itoa(sc.etcd), "-peer-port", strconv.Itoa(freePort()),
+		c, err := e.spawn(1, "etcd", self, "etcd", "-port", strconv.Itoa(sc.etcd), "-peer-port", strconv.Itoa(proc.FreePort()),
 			"-dir", filepath.Join(e.dir, fmt.Sprintf("etcd-%d", sc.etcd)), "-load", filepath.Join(e.dir, "etcd.records"), "-ready", ready)
 		if err != nil {
 			return stop, err
@@ -458,23 +452,6 @@ func waitFile(path string, timeout time.Duration) error {
 		}
 	}
 	return errors.New("not ready in time")
-}
-
-func freePort() int {
-	// A port free for both UDP and TCP.
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
 }
 
 // rotate returns xs started at its (run mod len)-th element.

@@ -1,26 +1,32 @@
-package main
+// Package proc reads what the benchmarks measure of a server process from
+// /proc (CPU time, resident memory, the kernel's UDP receive drops) and
+// starts and stops the processes they measure.
+package proc
 
 import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// cpuTicks returns utime+stime of pid in clock ticks (1/100 s, USER_HZ).
-func cpuTicks(pid int) (int64, error) {
+// CPUTicks returns utime+stime of pid in clock ticks (1/100 s, USER_HZ).
+func CPUTicks(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
-	return parseStat(string(b))
+	return ParseStat(string(b))
 }
 
-// parseStat reads utime+stime from the text of /proc/PID/stat.
-func parseStat(s string) (int64, error) {
+// ParseStat reads utime+stime from the text of /proc/PID/stat.
+func ParseStat(s string) (int64, error) {
 	// Fields after the command name (which may hold spaces) start at ')'.
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 > len(s) {
@@ -38,21 +44,22 @@ func parseStat(s string) (int64, error) {
 	return u + st, nil
 }
 
-// memory is a process's resident set now and at its peak, in KiB.
-type memory struct{ RSS, HWM int64 }
+// Memory is a process's resident set now and at its peak, in KiB.
+type Memory struct{ RSS, HWM int64 }
 
-func processMemory(pid int) (memory, error) {
+// ReadMemory reads pid's VmRSS and VmHWM.
+func ReadMemory(pid int) (Memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return memory{}, err
+		return Memory{}, err
 	}
 	defer f.Close()
-	return parseStatus(f)
+	return ParseStatus(f)
 }
 
-// parseStatus reads VmRSS and VmHWM from /proc/PID/status.
-func parseStatus(r io.Reader) (memory, error) {
-	var m memory
+// ParseStatus reads VmRSS and VmHWM from /proc/PID/status.
+func ParseStatus(r io.Reader) (Memory, error) {
+	var m Memory
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
@@ -80,9 +87,9 @@ func parseStatus(r io.Reader) (memory, error) {
 	return m, sc.Err()
 }
 
-// udpDrops returns the kernel's receive drops summed over every UDP socket
+// UDPDrops returns the kernel's receive drops summed over every UDP socket
 // (IPv4 and IPv6) bound to local port port.
-func udpDrops(port int) (int64, error) {
+func UDPDrops(port int) (int64, error) {
 	var total int64
 	for _, p := range []string{"/proc/net/udp", "/proc/net/udp6"} {
 		f, err := os.Open(p)
@@ -92,7 +99,7 @@ func udpDrops(port int) (int64, error) {
 			}
 			return 0, err
 		}
-		n, err := parseUDPDrops(f, port)
+		n, err := ParseUDPDrops(f, port)
 		f.Close()
 		if err != nil {
 			return 0, err
@@ -102,9 +109,9 @@ func udpDrops(port int) (int64, error) {
 	return total, nil
 }
 
-// parseUDPDrops sums the last column ("drops") of the lines of a
+// ParseUDPDrops sums the last column ("drops") of the lines of a
 // /proc/net/udp table whose local address has port port.
-func parseUDPDrops(r io.Reader, port int) (int64, error) {
+func ParseUDPDrops(r io.Reader, port int) (int64, error) {
 	var total int64
 	sc := bufio.NewScanner(r)
 	want := fmt.Sprintf(":%04X", port)
@@ -125,17 +132,17 @@ func parseUDPDrops(r io.Reader, port int) (int64, error) {
 	return total, sc.Err()
 }
 
-// watchRSS samples pid's VmRSS every 100 ms until the returned function is
+// WatchRSS samples pid's VmRSS every period until the returned function is
 // called, which returns the largest sample in KiB (0: none read).
-func watchRSS(pid int) func() int64 {
+func WatchRSS(pid int, every time.Duration) func() int64 {
 	done := make(chan struct{})
 	result := make(chan int64)
 	go func() {
 		var top int64
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if m, err := processMemory(pid); err == nil {
+			if m, err := ReadMemory(pid); err == nil {
 				top = max(top, m.RSS)
 			}
 			select {
@@ -149,5 +156,36 @@ func watchRSS(pid int) func() int64 {
 	return func() int64 {
 		close(done)
 		return <-result
+	}
+}
+
+// Stop ends a process: SIGTERM, then SIGKILL after 5 s; it returns once
+// the process is reaped.
+func Stop(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// FreePort is a loopback port free for both UDP and TCP.
+func FreePort() int {
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
 	}
 }
