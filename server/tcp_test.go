@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -60,52 +59,36 @@ func sleepOn(d time.Duration, slow ...string) func(ctx context.Context, req *pip
 // slow query and then ten fast ones; the fast answers come first (out of
 // order), each with its ID, and the slow one last.
 func TestPipelinedSlowQueryHoldsUpNothing(t *testing.T) {
-	srvTLS, cliTLS := selfSigned(t)
 	res := &fakeResolver{fn: sleepOn(800*time.Millisecond, "slow.test.")}
-	ts := startServer(t, res, []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}, {Proto: "tls", Addr: "127.0.0.1:0"}},
-		Settings{ACL: config.ACL{Default: true}, TLS: srvTLS})
-	addrs := ts.Addrs()
-	for _, tc := range []struct {
-		name string
-		dial func() (net.Conn, error)
-	}{
-		{"tcp", func() (net.Conn, error) { return net.Dial("tcp", addrs[0].String()) }},
-		{"tls", func() (net.Conn, error) { return tls.Dial("tcp", addrs[1].String(), cliTLS) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := tc.dial()
-			if err != nil {
-				t.Fatal(err)
+	overStreams(t, res, Settings{}, func(t *testing.T, ts *testServer, dial func(t *testing.T) net.Conn) {
+		c := dial(t)
+		// The watchdog asleep: the slow query must wake it.
+		dnstest.Eventually(t, "the watchdog asleep", 2*time.Second, ts.watch.parked.Load)
+		start := time.Now()
+		if _, err := c.Write(pipelined(t, queryID("slow.test.", 1))); err != nil {
+			t.Fatal(err)
+		}
+		var fast []*dns.Msg
+		for i := range 10 {
+			fast = append(fast, queryID(fmt.Sprintf("fast-%d.test.", i), uint16(100+i)))
+		}
+		if _, err := c.Write(pipelined(t, fast...)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for i := range 10 {
+			r := readTCPMsg(t, c)
+			if r.Id < 100 || r.Id >= 110 || r.Question[0].Name != fmt.Sprintf("fast-%d.test.", r.Id-100) || len(r.Answer) != 1 {
+				t.Fatalf("answer %d: id %d %v; want the fast ones first", i, r.Id, r.Question)
 			}
-			defer c.Close()
-			// The watchdog asleep: the slow query must wake it.
-			dnstest.Eventually(t, "the watchdog asleep", 2*time.Second, ts.watch.parked.Load)
-			start := time.Now()
-			if _, err := c.Write(pipelined(t, queryID("slow.test.", 1))); err != nil {
-				t.Fatal(err)
-			}
-			var fast []*dns.Msg
-			for i := range 10 {
-				fast = append(fast, queryID(fmt.Sprintf("fast-%d.test.", i), uint16(100+i)))
-			}
-			if _, err := c.Write(pipelined(t, fast...)); err != nil {
-				t.Fatal(err)
-			}
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			for i := range 10 {
-				r := readTCPMsg(t, c)
-				if r.Id < 100 || r.Id >= 110 || r.Question[0].Name != fmt.Sprintf("fast-%d.test.", r.Id-100) || len(r.Answer) != 1 {
-					t.Fatalf("answer %d: id %d %v; want the fast ones first", i, r.Id, r.Question)
-				}
-			}
-			if d := time.Since(start); d > 500*time.Millisecond {
-				t.Errorf("fast answers took %s behind the slow query", d)
-			}
-			if r := readTCPMsg(t, c); r.Id != 1 || r.Question[0].Name != "slow.test." || len(r.Answer) != 1 {
-				t.Fatalf("last answer: id %d %v", r.Id, r.Question)
-			}
-		})
-	}
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("fast answers took %s behind the slow query", d)
+		}
+		if r := readTCPMsg(t, c); r.Id != 1 || r.Question[0].Name != "slow.test." || len(r.Answer) != 1 {
+			t.Fatalf("last answer: id %d %v", r.Id, r.Question)
+		}
+	})
 }
 
 // TestPipelineBound: a burst of three times limits.max_tcp_pipeline
