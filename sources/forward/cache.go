@@ -279,24 +279,36 @@ func (e *entry) expires() int64 { return e.stored + e.life.Load() }
 // reference for the eviction clock. Entries expired beyond the window are
 // not returned.
 func (c *Cache) get(k Key, now int64) *entry {
+	e := c.peek(k, now)
+	if e != nil {
+		e.touch()
+	}
+	return e
+}
+
+// peek is get without counting the reference: for a caller that looks
+// at the entry an answer just came from.
+func (c *Cache) peek(k Key, now int64) *entry {
 	t := c.tab.Load()
 	sh := t.shard(c, k)
 	sh.mu.RLock()
 	e := sh.m[k]
 	sh.mu.RUnlock()
-	if e == nil {
+	if e == nil || now >= e.expires()+int64(c.cfg.Load().ServeStale) {
 		return nil
 	}
-	if now >= e.expires()+int64(c.cfg.Load().ServeStale) {
-		return nil
-	}
+	return e
+}
+
+// touch counts one answer from e: a reference for the eviction clock and
+// a hit towards prefetching.
+func (e *entry) touch() {
 	if r := e.ref.Load(); r < 3 {
 		e.ref.Store(r + 1)
 	}
 	if h := e.hits.Load(); h < 255 {
 		e.hits.Store(h + 1)
 	}
-	return e
 }
 
 // Get returns the response cached for k if it is fresh, with TTLs

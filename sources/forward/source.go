@@ -121,7 +121,8 @@ func (s *Source) Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) any {
 		return nil
 	}
 	now := s.cache.now()
-	e := s.cache.get(Key{Name: name, Type: qtype, Class: dns.ClassINET, DO: do, CD: cd}, now)
+	// Lookup has just counted this answer: peek, not get.
+	e := s.cache.peek(Key{Name: name, Type: qtype, Class: dns.ClassINET, DO: do, CD: cd}, now)
 	if e == nil || now >= e.expires() || e.response(now) != m {
 		return nil
 	}
@@ -140,12 +141,7 @@ func (s *Source) Same(token any, m *dns.Msg) bool {
 	if now >= e.expires() || s.prefetchDue(e, now) || e.response(now) != m {
 		return false
 	}
-	if h := e.hits.Load(); h < 255 {
-		e.hits.Store(h + 1)
-	}
-	if r := e.ref.Load(); r < 3 {
-		e.ref.Store(r + 1)
-	}
+	e.touch()
 	s.met.hits.Inc()
 	return true
 }

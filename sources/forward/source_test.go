@@ -83,9 +83,13 @@ func TestPinSame(t *testing.T) {
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "lan.")
 	s.lookup(t, "www.example.", dns.TypeA)
 	m := s.lookup(t, "www.example.", dns.TypeA).Msg
+	before := s.cache.peek(Key{Name: "www.example.", Type: dns.TypeA, Class: dns.ClassINET}, s.cache.now()).hits.Load()
 	tok := s.Pin("www.example.", dns.TypeA, false, false, m)
 	if tok == nil {
 		t.Fatal("Pin is nil for the message the cache answers with")
+	}
+	if got := tok.(*entry).hits.Load(); got != before {
+		t.Errorf("Pin counted a hit towards prefetching: %d, was %d", got, before)
 	}
 	hits := counterValue(s.met.hits)
 	if !s.Same(tok, m) {
