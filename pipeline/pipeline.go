@@ -267,6 +267,12 @@ func (z *zone) serial() uint32 {
 	if own := z.ownSOA(); own != nil {
 		return own.Serial
 	}
+	return z.sourcesSerial()
+}
+
+// sourcesSerial is the serial of a zone without a source's own SOA: the
+// largest of its sources' serials and the generation's.
+func (z *zone) sourcesSerial() uint32 {
 	s := z.built
 	for i := range z.entries {
 		if v := z.entries[i].src.Serial(); v > s {
@@ -309,7 +315,7 @@ func (z *zone) authSOA(ttl uint32) *dns.SOA {
 		if c.own == own {
 			return c.soa
 		}
-	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.serial():
+	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.sourcesSerial():
 		return c.soa
 	}
 	c = &negSOA{own: own, soa: z.soa(z.name, ttl)}
