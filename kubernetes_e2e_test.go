@@ -383,7 +383,9 @@ func BenchmarkKubernetesScale(b *testing.B) {
 	}
 	const services, perService = 10000, 10
 	start := time.Now()
-	createScale(b, k, services, perService)
+	if err := kubetest.CreateScale(context.Background(), k, services, perService); err != nil {
+		b.Fatal(err)
+	}
 	b.Logf("created %d services and %d endpoints in %s", services, services*perService, time.Since(start).Round(time.Second))
 
 	dnsd := filepath.Join(dir, "dnsd")
@@ -460,54 +462,6 @@ zones:
 		b.ReportMetric(float64(hwm)/(1<<10), "peak-rss-MiB")
 		b.ReportMetric(float64(latency.Microseconds())/1000, "change-ms")
 	}
-}
-
-// createScale creates services (half ClusterIP, half headless) in 100
-// namespaces, each with one EndpointSlice of perService ready endpoints,
-// with 16 concurrent clients.
-func createScale(b *testing.B, k k8sclient.Interface, services, perService int) {
-	ctx := context.Background()
-	for n := range 100 {
-		if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%d", n)}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := kubetest.Each(services, func(i int) error { return createScaleService(ctx, k, i, perService) }); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func createScaleService(ctx context.Context, k k8sclient.Interface, i, perService int) error {
-	ns := fmt.Sprintf("ns-%d", i%100)
-	name := fmt.Sprintf("svc-%d", i)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
-	}
-	if i%2 == 1 {
-		svc.Spec.ClusterIP = "None"
-	}
-	if _, err := k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	http, tcp, p := "http", corev1.ProtocolTCP, int32(8080)
-	yes := true
-	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &http, Protocol: &tcp, Port: &p}},
-	}
-	for j := range perService {
-		n := i*perService + j
-		pod := fmt.Sprintf("%s-%d", name, j)
-		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+n>>16, n>>8&0xff, n&0xff)},
-			Conditions: discoveryv1.EndpointConditions{Ready: &yes},
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
-		})
-	}
-	_, err := k.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{})
-	return err
 }
 
 func freePortB(b *testing.B) int {

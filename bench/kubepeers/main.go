@@ -34,15 +34,12 @@ import (
 	"github.com/dnsd/dnsd/bench/internal/proc"
 
 	"github.com/miekg/dns"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
 
-const namespaces = 100
+const namespaces = kubetest.ScaleNamespaces
 
 type config struct {
 	dnsd, coredns, apiserver, loadgen string
@@ -207,7 +204,7 @@ func startCluster(c *config) (*kubetest.ControlPlane, error) {
 	fast.QPS, fast.Burst = -1, 0
 	k, err := kubernetes.NewForConfig(&fast)
 	if err == nil {
-		err = createCluster(k, c.services, c.endpoints)
+		err = kubetest.CreateScale(context.Background(), k, c.services, c.endpoints)
 	}
 	if err != nil {
 		cp.Close()
@@ -310,49 +307,4 @@ func (c *config) measure(srv, kubeconfig, queries string) (sample, error) {
 	}
 	s.loadEnd, s.hwmEnd = mem.RSS, mem.HWM
 	return s, nil
-}
-
-// createCluster creates the namespaces, services and (endpoints > 0)
-// EndpointSlices, 16 at a time.
-func createCluster(k kubernetes.Interface, services, endpoints int) error {
-	ctx := context.Background()
-	for n := range namespaces {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-" + strconv.Itoa(n)}}
-		if _, err := k.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	return kubetest.Each(services, func(i int) error {
-		ns, name := "ns-"+strconv.Itoa(i%namespaces), "svc-"+strconv.Itoa(i)
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
-		}
-		if endpoints > 0 && i%2 == 1 {
-			svc.Spec.ClusterIP = corev1.ClusterIPNone
-		}
-		if _, err := k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		if endpoints == 0 {
-			return nil
-		}
-		http, tcp, p := "http", corev1.ProtocolTCP, int32(8080)
-		yes := true
-		sl := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &http, Protocol: &tcp, Port: &p}},
-		}
-		for j := range endpoints {
-			n := i*endpoints + j
-			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+n>>16, n>>8&0xff, n&0xff)},
-				Conditions: discoveryv1.EndpointConditions{Ready: &yes},
-				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name + "-" + strconv.Itoa(j)},
-			})
-		}
-		_, err := k.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{})
-		return err
-	})
 }
