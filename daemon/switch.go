@@ -43,7 +43,7 @@ func (s *switcher) Resolve(ctx context.Context, req *pipeline.Request) pipeline.
 
 // Fresh implements pipeline.Freshness: a stamp is fresh only for the
 // current generation (a reload makes every kept answer stale).
-func (s *switcher) Fresh(st pipeline.Stamp) bool { return s.cur.Load().p.Fresh(st) }
+func (s *switcher) Fresh(st pipeline.Stamp) (uint32, bool) { return s.cur.Load().p.Fresh(st) }
 
 // Transfer implements pipeline.Transferer: the current generation decides
 // and lists the zone; the server sends the listing after the generation

@@ -191,8 +191,8 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 				if qt == dns.TypeANY {
 					resp.Msg = minimalANY(o.msg)
 				} else if o.e.keep != nil && stamp.z != nil && !r.looked {
-					if t := o.e.keep.Pin(name, qt, req.DO, req.CD, o.msg); t != nil {
-						stamp.keep, stamp.token, stamp.msg = o.e.keep, t, o.msg
+					if t, age := o.e.keep.Pin(name, qt, req.DO, req.CD, o.msg); t != nil {
+						stamp.keep, stamp.token, stamp.age = o.e.keep, t, age
 						resp.Stamp = stamp
 					}
 				}

@@ -146,45 +146,58 @@ type Response struct {
 // is a Keeper. The stamp is the zone of one pipeline generation and its
 // serial read before the sources were asked (every source raises its
 // Serial after its data changed, so a later change always breaks the
-// stamp), plus, for a forwarded answer, the message the forward source
-// answered with. The zero Stamp is never fresh.
+// stamp), plus, for a forwarded answer, the forward source's token for
+// the cache entry it answered from. The zero Stamp is never fresh.
 type Stamp struct {
 	z      *zone
 	serial uint32
-	// A forward source's answer (Keeper): what it pinned, and the
-	// message it answered with.
+	// A forward source's answer (Keeper): the source, its token and the
+	// answer's age then.
 	keep  Keeper
 	token any
-	msg   *dns.Msg
+	age   uint32
 }
 
+// Ages reports whether the TTLs of an answer stamped st count down while
+// it is fresh (a forwarded answer from a cache entry): a caller reusing it
+// lowers them by what Fresh says.
+func (st Stamp) Ages() bool { return st.keep != nil }
+
 // Fresh reports whether an answer stamped st would still be made the same
-// by p: st is of p's generation, its zone's serial has not moved and, for
-// a forwarded answer, the forward source would answer with the same
-// message (from its cache).
-func (p *Pipeline) Fresh(st Stamp) bool {
+// by p, but for its TTLs: st is of p's generation, its zone's serial has
+// not moved and, for a forwarded answer, the forward source would answer
+// from the same cache entry. aged is how many seconds every TTL of the
+// answer has dropped since it was made (0 unless st.Ages()); a TTL never
+// drops below 0.
+func (p *Pipeline) Fresh(st Stamp) (aged uint32, ok bool) {
 	if st.z == nil || st.z.gen != p || st.z.serial() != st.serial {
-		return false
+		return 0, false
 	}
-	return st.keep == nil || st.keep.Same(st.token, st.msg)
+	if st.keep == nil {
+		return 0, true
+	}
+	age, ok := st.keep.Same(st.token)
+	return age - min(age, st.age), ok
 }
 
 // Keeper is implemented by a forward source whose answers can be kept
 // (Stamp). Pin returns a token for the cache entry the question is
-// answered from now, if that answer is m (nil otherwise); Same reports
-// whether the pinned entry would still answer with m now, from the
-// cache, neither asking upstream nor starting a refresh, and counts that
-// answer as its own (a cache hit) when so. Same must be cheap: it runs for
-// every reuse.
+// answered from now, if that answer is m (nil otherwise), and the
+// entry's age in seconds. Same reports whether the pinned entry would
+// still answer now, from the cache, neither asking upstream nor starting
+// a refresh, with m's records, each TTL lowered by the seconds the entry
+// aged since it was pinned (never below 0); and the entry's age. It counts
+// that answer as its own (a cache hit) when so. Same must be cheap: it
+// runs for every reuse.
 type Keeper interface {
-	Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) any
-	Same(token any, m *dns.Msg) bool
+	Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) (token any, age uint32)
+	Same(token any) (age uint32, ok bool)
 }
 
 // Freshness is implemented by resolvers that stamp answers (Pipeline and
 // the reload switch that holds the current one).
 type Freshness interface {
-	Fresh(Stamp) bool
+	Fresh(Stamp) (aged uint32, ok bool)
 }
 
 // Resolver is what the server calls for every query; *Pipeline implements

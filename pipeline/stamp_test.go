@@ -58,7 +58,7 @@ func TestStamp(t *testing.T) {
 		if got := r.Stamp != (Stamp{}); got != tc.stamped {
 			t.Errorf("%s %s: stamped %v, want %v", tc.name, dns.TypeToString[tc.qt], got, tc.stamped)
 		}
-		if tc.stamped && !p.Fresh(r.Stamp) {
+		if tc.stamped && !fresh(t, p, r.Stamp) {
 			t.Errorf("%s %s: a stamp just made is not fresh", tc.name, dns.TypeToString[tc.qt])
 		}
 		if r := ask(p, tc.name, tc.qt, false); r.Stamp != (Stamp{}) {
@@ -69,14 +69,14 @@ func TestStamp(t *testing.T) {
 	r := ask(p, "www.example.internal.", dns.TypeA, true)
 	o := ask(p, "www.other.internal.", dns.TypeA, true)
 	other.serial.Add(1) // a change in another zone
-	if !p.Fresh(r.Stamp) {
+	if !fresh(t, p, r.Stamp) {
 		t.Error("a change in another zone made the stamp stale")
 	}
-	if p.Fresh(o.Stamp) {
+	if fresh(t, p, o.Stamp) {
 		t.Error("a change of the zone's source left its stamp fresh")
 	}
 	local.serial.Add(1)
-	if p.Fresh(r.Stamp) {
+	if fresh(t, p, r.Stamp) {
 		t.Error("a change of the zone's source left its stamp fresh")
 	}
 	r = ask(p, "www.example.internal.", dns.TypeA, true)
@@ -84,10 +84,10 @@ func TestStamp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p2.Fresh(r.Stamp) {
+	if fresh(t, p2, r.Stamp) {
 		t.Error("a stamp of another generation is fresh")
 	}
-	if p.Fresh(Stamp{}) {
+	if fresh(t, p, Stamp{}) {
 		t.Error("the zero stamp is fresh")
 	}
 
@@ -100,23 +100,28 @@ func TestStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = ask(pk, "www.kept.internal.", dns.TypeA, true)
-	if r.Stamp == (Stamp{}) || !pk.Fresh(r.Stamp) {
+	if r.Stamp == (Stamp{}) || !fresh(t, pk, r.Stamp) {
 		t.Fatalf("a Keeper's answer: stamp %+v", r.Stamp)
 	}
 	if a := ask(pk, "www.kept.internal.", dns.TypeANY, true); a.Stamp != (Stamp{}) {
 		t.Error("a forwarded ANY answer is stamped")
 	}
-	if pk.Fresh(r.Stamp) {
+	if fresh(t, pk, r.Stamp) {
 		t.Error("fresh after the forward source answered with another message")
 	}
 	r = ask(pk, "www.kept.internal.", dns.TypeA, true)
+	kf.age += 7 // Fresh says by how much the answer aged since it was made
+	if aged, ok := pk.Fresh(r.Stamp); !ok || aged != 7 || !r.Stamp.Ages() {
+		t.Errorf("7 s later: aged %d %v (ages: %v)", aged, ok, r.Stamp.Ages())
+	}
+	kf.age -= 7
 	kf.same = false
-	if pk.Fresh(r.Stamp) {
+	if fresh(t, pk, r.Stamp) {
 		t.Error("fresh while the forward source would answer otherwise")
 	}
 	kf.same = true
 	kl.serial.Add(1) // a local source before it changed: it may answer now
-	if pk.Fresh(r.Stamp) {
+	if fresh(t, pk, r.Stamp) {
 		t.Error("fresh after the zone's local source changed")
 	}
 
@@ -138,19 +143,30 @@ func TestStamp(t *testing.T) {
 type keepingForward struct {
 	*fakeForward
 	same bool
+	age  uint32 // of the answers, in seconds
 }
 
-func (k *keepingForward) Pin(_ string, _ uint16, _, _ bool, m *dns.Msg) any {
+func (k *keepingForward) Pin(_ string, _ uint16, _, _ bool, m *dns.Msg) (any, uint32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if m != k.last {
-		return nil
+		return nil, 0
 	}
-	return m
+	return m, k.age
 }
 
-func (k *keepingForward) Same(token any, m *dns.Msg) bool {
+func (k *keepingForward) Same(token any) (uint32, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.same && token == any(m) && m == k.last
+	return k.age, k.same && token == any(k.last)
+}
+
+// fresh is p.Fresh for stamps whose answers do not age.
+func fresh(t *testing.T, p *Pipeline, st Stamp) bool {
+	t.Helper()
+	aged, ok := p.Fresh(st)
+	if aged != 0 {
+		t.Errorf("Fresh says the answer aged %d s", aged)
+	}
+	return ok
 }

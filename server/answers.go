@@ -19,9 +19,10 @@ import (
 //   - the resolver stamped it (pipeline.Stamp: one zone's sources, no
 //     views, no CNAME followed, no additional records) and still says the
 //     stamp is fresh (same generation, the zone's serial unmoved, a
-//     forward source's cache answering with the same message — its TTLs
-//     count down once a second, so a forwarded answer is kept for at most
-//     a second) when it is reused;
+//     forward source answering from the same cache entry) when it is
+//     reused; a forwarded answer's TTLs count down as its cache entry
+//     ages, so the reused copy has each TTL lowered by the seconds the
+//     resolver says it aged;
 //   - the query was of the plain shape the fast parser reads (no EDNS
 //     options, no TSIG), its name all lower case (the response echoes the
 //     client's spelling; mixed-case names are answered the long way);
@@ -38,7 +39,7 @@ import (
 // expire at the next). Reads are lock-free: a slot holds an immutable
 // entry behind an atomic pointer.
 const (
-	answerSets   = 1 << 12
+	answerSets   = 1 << 13
 	answerWays   = 4 // a new answer takes the set's ways in turn
 	answerMaxAge = 5 * time.Second
 )
@@ -68,6 +69,9 @@ type keptAnswer struct {
 	rcode  int
 	ttl    uint32 // the smallest TTL of its records (DoH's Cache-Control)
 	hasTTL bool
+	// ttls are the offsets in wire of its records' TTLs (not the OPT's),
+	// when the stamp ages (pipeline.Stamp.Ages).
+	ttls []uint16
 }
 
 type answerCache struct {
@@ -126,7 +130,11 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 			break
 		}
 	}
-	if e == nil || now.After(e.until) || !c.fresh.Fresh(e.stamp) {
+	if e == nil || now.After(e.until) {
+		return nil
+	}
+	aged, ok := c.fresh.Fresh(e.stamp)
+	if !ok {
 		return nil
 	}
 	if sc.pack == nil {
@@ -140,9 +148,17 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 	} else {
 		b[2] &^= 1
 	}
+	if aged > 0 {
+		for _, off := range e.ttls {
+			t := b[off : off+4]
+			ttl := uint32(t[0])<<24 | uint32(t[1])<<16 | uint32(t[2])<<8 | uint32(t[3])
+			ttl -= min(ttl, aged)
+			t[0], t[1], t[2], t[3] = byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl)
+		}
+	}
 	obs.Zone, obs.Source, obs.View = e.zone, e.src, e.view
 	obs.Rcode, obs.Truncated = e.rcode, false
-	sc.kept = e
+	sc.kept, sc.aged = e, aged
 	return b
 }
 
@@ -182,6 +198,12 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 		zone: obs.Zone, src: obs.Source, view: obs.View, rcode: obs.Rcode,
 	}
 	e.ttl, e.hasTTL = minTTL(&sc.out)
+	if r.Stamp.Ages() {
+		var ok bool
+		if e.ttls, ok = ttlOffsets(e.wire); !ok {
+			return
+		}
+	}
 	set[way].Store(e)
 }
 
@@ -189,7 +211,60 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 // (built, or kept and reused).
 func (sc *scratch) responseTTL() (uint32, bool) {
 	if sc.kept != nil {
-		return sc.kept.ttl, sc.kept.hasTTL
+		return sc.kept.ttl - min(sc.kept.ttl, sc.aged), sc.kept.hasTTL
 	}
 	return minTTL(&sc.out)
+}
+
+// ttlOffsets lists the offsets of the TTLs of the records of the packed
+// message m, leaving out the OPT pseudo-record (its TTL field holds flags);
+// false when m does not parse.
+func ttlOffsets(m []byte) ([]uint16, bool) {
+	if len(m) < 12 || len(m) > 0xffff {
+		return nil, false
+	}
+	count := func(i int) int { return int(m[i])<<8 | int(m[i+1]) }
+	off := 12
+	for range count(4) { // the question
+		if off = skipName(m, off); off < 0 || off+4 > len(m) {
+			return nil, false
+		}
+		off += 4
+	}
+	n := count(6) + count(8) + count(10)
+	offs := make([]uint16, 0, n)
+	for range n {
+		if off = skipName(m, off); off < 0 || off+10 > len(m) {
+			return nil, false
+		}
+		if count(off) != int(dns.TypeOPT) {
+			offs = append(offs, uint16(off+4))
+		}
+		off += 10 + count(off+8)
+		if off > len(m) {
+			return nil, false
+		}
+	}
+	return offs, off == len(m)
+}
+
+// skipName returns the offset just past the (possibly compressed) name at
+// off in m, or -1.
+func skipName(m []byte, off int) int {
+	for off < len(m) {
+		switch l := int(m[off]); {
+		case l == 0:
+			return off + 1
+		case l&0xc0 == 0xc0:
+			if off+2 > len(m) {
+				return -1
+			}
+			return off + 2
+		case l&0xc0 != 0:
+			return -1
+		default:
+			off += 1 + l
+		}
+	}
+	return -1
 }

@@ -296,3 +296,113 @@ func FuzzKeptAnswers(f *testing.F) {
 		}
 	})
 }
+
+// agingForward is a forward source and Keeper whose one cached answer
+// ages as the test says: its TTLs are 300 (answer), 120 (authority) and
+// 60 (additional) less the age, never below 0.
+type agingForward struct {
+	age atomic.Uint32
+}
+
+func (f *agingForward) msg(q *pipeline.Question) *dns.Msg {
+	age := f.age.Load()
+	ttl := func(t uint32) uint32 { return t - min(t, age) }
+	m := new(dns.Msg)
+	m.SetQuestion(q.Name, q.Type)
+	m.Response, m.RecursionAvailable = true, true
+	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl(300)}, A: net.IPv4(192, 0, 2, 5)}}
+	m.Ns = []dns.RR{&dns.NS{Hdr: dns.RR_Header{Name: "example.org.", Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl(120)}, Ns: "ns.example.org."}}
+	m.Extra = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "ns.example.org.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl(60)}, A: net.IPv4(192, 0, 2, 53)}}
+	return m
+}
+
+func (f *agingForward) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
+	return pipeline.Result{Status: pipeline.Answered, Msg: f.msg(q)}
+}
+func (f *agingForward) Kind() string   { return pipeline.KindForward }
+func (f *agingForward) TTL() uint32    { return 0 }
+func (f *agingForward) Serial() uint32 { return 0 }
+func (f *agingForward) Pin(string, uint16, bool, bool, *dns.Msg) (any, uint32) {
+	return f, f.age.Load()
+}
+func (f *agingForward) Same(token any) (uint32, bool) { return f.age.Load(), token == f }
+
+// TestKeptForwardedAnswerAges: a kept forwarded answer is reused while
+// its cache entry ages, with every TTL (answer, authority, additional; not
+// the OPT's flags) lowered by the age, down to 0 — byte for byte the answer
+// a fresh resolution makes — without resolving again.
+func TestKeptForwardedAnswerAges(t *testing.T) {
+	fwd := &agingForward{}
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: fwd}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := compile(Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPBuffer: 1232}})
+	res := &countingResolver{Pipeline: p}
+	kept := New(Options{Resolver: res, Observer: nopObserver{}})
+	kept.set.Store(set)
+	plain := New(Options{Resolver: p, Observer: nopObserver{}})
+	plain.answers = nil
+	plain.set.Store(set)
+	client := netip.MustParseAddr("127.0.0.1")
+	ask := func(s *Server, in []byte) []byte {
+		sc := &scratch{}
+		defer s.release(sc)
+		return append([]byte(nil), s.serveRaw(context.Background(), sc, protoUDP, client, true, in)...)
+	}
+	for _, edns := range []bool{false, true} {
+		q := query("www.example.org.", dns.TypeA)
+		if edns {
+			q.SetEdns0(1232, true)
+		}
+		in := pack(t, q)
+		fwd.age.Store(0)
+		ask(kept, in)
+		ask(kept, in) // kept now
+		for _, age := range []uint32{0, 1, 2, 59, 60, 61, 200, 299, 300, 301} {
+			fwd.age.Store(age)
+			before := res.n.Load()
+			got, want := ask(kept, in), ask(plain, in)
+			if !bytes.Equal(got, want) {
+				var g, w dns.Msg
+				_ = g.Unpack(got)
+				_ = w.Unpack(want)
+				t.Fatalf("EDNS %v, aged %d: kept answer differs\n got: %v\nwant: %v", edns, age, &g, &w)
+			}
+			if res.n.Load() != before {
+				t.Fatalf("EDNS %v, aged %d: resolved again, want the kept answer", edns, age)
+			}
+		}
+	}
+}
+
+// TestTTLOffsets: the TTL offsets of a packed message are those of its
+// records' TTLs, the OPT left out; a truncated or malformed message has
+// none.
+func TestTTLOffsets(t *testing.T) {
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.org.", dns.TypeA)
+	m.Answer = []dns.RR{rr(t, "www.example.org. 300 IN A 192.0.2.1"), rr(t, "www.example.org. 301 IN A 192.0.2.2")}
+	m.Ns = []dns.RR{rr(t, "example.org. 302 IN NS ns.example.org.")}
+	m.Extra = []dns.RR{rr(t, "ns.example.org. 303 IN A 192.0.2.53")}
+	m.SetEdns0(1232, true)
+	m.Compress = true
+	wire, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, ok := ttlOffsets(wire)
+	if !ok || len(offs) != 4 {
+		t.Fatalf("offsets %v %v, want 4", offs, ok)
+	}
+	for i, off := range offs {
+		if got := uint32(wire[off])<<24 | uint32(wire[off+1])<<16 | uint32(wire[off+2])<<8 | uint32(wire[off+3]); got != uint32(300+i) {
+			t.Errorf("offset %d holds %d, want %d", off, got, 300+i)
+		}
+	}
+	for n := range len(wire) {
+		if _, ok := ttlOffsets(wire[:n]); ok {
+			t.Errorf("a message cut to %d of %d bytes parses", n, len(wire))
+		}
+	}
+}

@@ -46,6 +46,7 @@ type scratch struct {
 	req    pipeline.Request
 	ans    pipeline.AnswerBuf // lent to the resolver: a typical answer allocates nothing
 	kept   *keptAnswer        // the kept answer reused for this query, if it was
+	aged   uint32             // seconds its TTLs were lowered by
 	out    dns.Msg
 	listen string      // the listen entry of the query's socket ("udp 127.0.0.1:53"), set by the caller
 	answer []dns.RR    // rotated answer section (rotate: true)

@@ -38,18 +38,29 @@ type parsedQuery struct {
 	names *nameTable
 }
 
-// nameSlots is the size of a server's table of interned names.
-const nameSlots = 1 << 14
+// The table of interned names: nameSets sets of nameWays names.
+const (
+	nameSets = 1 << 13
+	nameWays = 4
+)
 
 // nameTable interns the question names the fast parser decodes, for every
 // goroutine of a server: a name asked lately costs no allocation, so a
 // server answering a working set of names allocates nothing per query.
-// It is direct-mapped by a hash of the name's wire form; a name that
-// hashes to a taken slot replaces the one there. Strings are immutable, so
-// an interned name is shared freely.
+// A name hashes (by its wire form) to a set of nameWays slots, each with a
+// tag (bits of the hash) read before the name itself; a new name takes
+// the set's slots in turn. Strings are immutable, so an interned name is
+// shared freely; a tag and its name are stored apart, so a reader always
+// compares the name too.
 type nameTable struct {
-	seed  maphash.Seed
-	slots [nameSlots]atomic.Pointer[internedName]
+	seed maphash.Seed
+	sets [nameSets]nameSet
+}
+
+type nameSet struct {
+	tags  [nameWays]atomic.Uint32
+	names [nameWays]atomic.Pointer[internedName]
+	next  atomic.Uint32
 }
 
 type internedName struct{ name, lower string }
@@ -192,12 +203,19 @@ func (p *parsedQuery) setName(wire []byte) {
 		n++
 		i += 1 + c
 	}
-	var slot *atomic.Pointer[internedName]
+	var set *nameSet
+	var tag uint32
 	if p.names != nil {
-		slot = &p.names.slots[maphash.Bytes(p.names.seed, wire)%nameSlots]
-		if e := slot.Load(); e != nil && e.name == string(buf[:n]) {
-			p.name, p.lower = e.name, e.lower
-			return
+		h := maphash.Bytes(p.names.seed, wire)
+		set, tag = &p.names.sets[h%nameSets], uint32(h>>32)|1
+		for i := range set.tags {
+			if set.tags[i].Load() != tag {
+				continue
+			}
+			if e := set.names[i].Load(); e != nil && e.name == string(buf[:n]) {
+				p.name, p.lower = e.name, e.lower
+				return
+			}
 		}
 	}
 	p.name = string(buf[:n])
@@ -205,8 +223,11 @@ func (p *parsedQuery) setName(wire []byte) {
 	if upper {
 		p.lower = strings.ToLower(p.name)
 	}
-	if slot != nil {
-		slot.Store(&internedName{name: p.name, lower: p.lower})
+	if set != nil {
+		i := set.next.Add(1) % nameWays
+		set.tags[i].Store(0) // no reader takes the old tag for the new name
+		set.names[i].Store(&internedName{name: p.name, lower: p.lower})
+		set.tags[i].Store(tag)
 	}
 }
 

@@ -95,25 +95,27 @@ type shard struct {
 // entry is one cached response. msg and stored never change; a new answer
 // for the key replaces the entry.
 type entry struct {
-	key      Key
-	msg      *dns.Msg // TTLs as stored; never written after insert
-	stored   int64    // unix nanos
-	life     atomic.Int64
-	negative bool
-	capped   atomic.Bool // life was lowered after insert (max_ttl/negative_ttl reload)
-	slot     int
-
+	// What a kept answer's check reads (Source.Same) comes first, on one
+	// cache line.
+	stored int64 // unix nanos
+	life   atomic.Int64
+	// gone: the entry has left the cache (replaced, evicted, flushed or
+	// dropped at a resize); an answer pinned to it is no longer current.
+	gone       atomic.Bool
+	capped     atomic.Bool // life was lowered after insert (max_ttl/negative_ttl reload)
+	refreshing atomic.Bool // a prefetch is running
+	negative   bool
 	ref        atomic.Uint32 // CLOCK reference count, 0..3
 	hits       atomic.Uint32 // saturates at 255
-	refreshing atomic.Bool   // a prefetch is running
-	failedAt   atomic.Int64  // unix nanos of the last failed refresh
-	failedUp   atomic.Uint64 // the pool's recovery count when it failed (Pool.recoveries)
+
+	key      Key
+	msg      *dns.Msg // TTLs as stored; never written after insert
+	slot     int
+	failedAt atomic.Int64  // unix nanos of the last failed refresh
+	failedUp atomic.Uint64 // the pool's recovery count when it failed (Pool.recoveries)
 
 	view  atomic.Pointer[snapshot] // response for one second of age
 	stale atomic.Pointer[dns.Msg]  // response with TTL StaleTTL
-	// gone: the entry has left the cache (replaced, evicted, flushed or
-	// dropped at a resize); an answer pinned to it is no longer current.
-	gone atomic.Bool
 }
 
 type snapshot struct {
@@ -273,6 +275,9 @@ func (c *Cache) each(f func(*entry) bool) {
 }
 
 func (e *entry) expires() int64 { return e.stored + e.life.Load() }
+
+// age is e's age at now in whole seconds, as its TTLs count it.
+func (e *entry) age(now int64) uint32 { return uint32(max(0, (now-e.stored)/int64(time.Second))) }
 
 // get returns the entry for k (fresh, or expired but within the
 // serve-stale window: the caller compares with expires()), counting a
@@ -460,7 +465,7 @@ func (c *Cache) failed(k Key, now int64, recoveries uint64) {
 // seconds. Responses are shared for one second of age: the records are
 // copied once per entry and second, never per query.
 func (e *entry) response(now int64) *dns.Msg {
-	age := (now - e.stored) / int64(time.Second)
+	age := int64(e.age(now))
 	if age <= 0 && !e.capped.Load() {
 		return e.msg
 	}

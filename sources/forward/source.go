@@ -115,35 +115,50 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 }
 
 // Pin implements pipeline.Keeper: the cache entry the question is answered
-// from now, when that answer is m.
-func (s *Source) Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) any {
+// from now, when that answer is m, and its age. An entry whose life was
+// capped by a reload is not pinned, nor one in its first second that holds
+// records living longer than it: those are answered as stored in that
+// second, with their TTLs capped to the entry's life after.
+func (s *Source) Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) (any, uint32) {
 	if s.pool == nil || m == nil || (len(s.except) > 0 && s.Excepted(name)) {
-		return nil
+		return nil, 0
 	}
 	now := s.cache.now()
 	// Lookup has just counted this answer: peek, not get.
 	e := s.cache.peek(Key{Name: name, Type: qtype, Class: dns.ClassINET, DO: do, CD: cd}, now)
-	if e == nil || now >= e.expires() || e.response(now) != m {
-		return nil
+	if e == nil || now >= e.expires() || e.capped.Load() || e.response(now) != m {
+		return nil, 0
 	}
-	return e
+	age := e.age(now)
+	if age == 0 {
+		life := uint32(e.life.Load() / int64(time.Second))
+		for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+			for _, rr := range sec {
+				if rr.Header().Rrtype != dns.TypeOPT && rr.Header().Ttl > life {
+					return nil, 0
+				}
+			}
+		}
+	}
+	return e, age
 }
 
-// Same implements pipeline.Keeper: the pinned entry is still in the cache
-// and would answer with m now, with no refresh due. It counts as a cache
-// hit then (the caller answers with m), as Lookup would have.
-func (s *Source) Same(token any, m *dns.Msg) bool {
+// Same implements pipeline.Keeper: the pinned entry is still in the cache,
+// not expired, not capped, with no refresh due; it answers with the pinned
+// records, each TTL lowered by the seconds it aged since. It counts as a
+// cache hit then (the caller answers with that), as Lookup would have.
+func (s *Source) Same(token any) (uint32, bool) {
 	e, ok := token.(*entry)
-	if !ok || e.gone.Load() {
-		return false
+	if !ok || e.gone.Load() || e.capped.Load() {
+		return 0, false
 	}
 	now := s.cache.now()
-	if now >= e.expires() || s.prefetchDue(e, now) || e.response(now) != m {
-		return false
+	if now >= e.expires() || s.prefetchDue(e, now) {
+		return 0, false
 	}
 	e.touch()
 	s.met.hits.Inc()
-	return true
+	return e.age(now), true
 }
 
 func answered(m *dns.Msg) pipeline.Result { return pipeline.Result{Status: pipeline.Answered, Msg: m} }

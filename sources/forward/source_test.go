@@ -74,17 +74,18 @@ func TestCacheHitMissExpiry(t *testing.T) {
 }
 
 // Pin and Same (kept answers): an answer is pinned to the cache entry it
-// came from; Same is true while that entry would answer with that very
-// message, false once its TTLs have counted down a second, after expiry,
-// once the entry was replaced or flushed; never for another question or an
-// excepted name. A true Same counts as a cache hit.
+// came from, with the entry's age; Same is true while that entry would
+// answer with the pinned records, and says its age now (the cache's own
+// answer then has each TTL lowered by the seconds since the pin); false
+// after expiry, once the entry was replaced or flushed, never for another
+// question or an excepted name. A true Same counts as a cache hit.
 func TestPinSame(t *testing.T) {
 	u := startUpstream(t)
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "lan.")
 	s.lookup(t, "www.example.", dns.TypeA)
 	m := s.lookup(t, "www.example.", dns.TypeA).Msg
 	before := s.cache.peek(Key{Name: "www.example.", Type: dns.TypeA, Class: dns.ClassINET}, s.cache.now()).hits.Load()
-	tok := s.Pin("www.example.", dns.TypeA, false, false, m)
+	tok, pinAge := s.Pin("www.example.", dns.TypeA, false, false, m)
 	if tok == nil {
 		t.Fatal("Pin is nil for the message the cache answers with")
 	}
@@ -92,8 +93,8 @@ func TestPinSame(t *testing.T) {
 		t.Errorf("Pin counted a hit towards prefetching: %d, was %d", got, before)
 	}
 	hits := counterValue(s.met.hits)
-	if !s.Same(tok, m) {
-		t.Fatal("Same is false for the message the cache answers with")
+	if age, ok := s.Same(tok); !ok || age != pinAge {
+		t.Fatalf("Same for the message the cache answers with: age %d (pinned at %d) %v", age, pinAge, ok)
 	}
 	if got := counterValue(s.met.hits); got != hits+1 {
 		t.Errorf("hits %v after Same, want %v", got, hits+1)
@@ -103,34 +104,74 @@ func TestPinSame(t *testing.T) {
 		qt     uint16
 		do, cd bool
 	}{{"www.example.", dns.TypeAAAA, false, false}, {"www.example.", dns.TypeA, true, false}, {"www.example.", dns.TypeA, false, true}, {"other.example.", dns.TypeA, false, false}, {"x.lan.", dns.TypeA, false, false}} {
-		if s.Pin(tc.name, tc.qt, tc.do, tc.cd, m) != nil {
+		if tok, _ := s.Pin(tc.name, tc.qt, tc.do, tc.cd, m); tok != nil {
 			t.Errorf("Pin for another question %+v", tc)
 		}
 	}
-	if s.Same(nil, m) || s.Same("x", m) {
+	if _, ok := s.Same(nil); ok {
+		t.Error("Same is true for a nil token")
+	}
+	if _, ok := s.Same("x"); ok {
 		t.Error("Same is true for a token that is no entry")
 	}
-	s.clock.advance(1100 * time.Millisecond)
-	if s.Same(tok, m) {
-		t.Fatal("Same is true after the TTLs counted down")
+	// As the entry ages, Same says its age; the cache answers with the
+	// pinned records, each TTL lowered by the seconds since the pin.
+	for _, step := range []time.Duration{1100 * time.Millisecond, 2 * time.Second, 30 * time.Second} {
+		s.clock.advance(step)
+		age, ok := s.Same(tok)
+		if !ok {
+			t.Fatalf("Same is false %v later", step)
+		}
+		aged := age - pinAge
+		now := s.lookup(t, "www.example.", dns.TypeA).Msg
+		if got, want := now.Answer[0].Header().Ttl, m.Answer[0].Header().Ttl-aged; got != want || aged == 0 {
+			t.Fatalf("aged %d: the cache answers with TTL %d, the pinned answer lowered by it is %d", aged, got, want)
+		}
 	}
 	m = s.lookup(t, "www.example.", dns.TypeA).Msg
-	if tok = s.Pin("www.example.", dns.TypeA, false, false, m); tok == nil || !s.Same(tok, m) {
-		t.Fatal("the next second's message is not pinned")
+	tok, pinAge = s.Pin("www.example.", dns.TypeA, false, false, m)
+	if pinAge != 33 {
+		t.Fatalf("pinned at age %d, want 33", pinAge)
 	}
 	s.cache.Flush("example.")
-	if s.Same(tok, m) {
+	if _, ok := s.Same(tok); ok {
 		t.Fatal("Same is true after the entry was flushed")
 	}
 	m = s.lookup(t, "www.example.", dns.TypeA).Msg
-	tok = s.Pin("www.example.", dns.TypeA, false, false, m)
+	tok, _ = s.Pin("www.example.", dns.TypeA, false, false, m)
 	s.clock.advance(300 * time.Second)
-	if s.Same(tok, m) {
+	if _, ok := s.Same(tok); ok {
 		t.Fatal("Same is true after expiry")
 	}
 	s.lookup(t, "www.example.", dns.TypeA) // fetched again: the entry is replaced
-	if s.Same(tok, m) {
+	if _, ok := s.Same(tok); ok {
 		t.Fatal("Same is true for a replaced entry")
+	}
+
+	// A record living longer than its entry (the entry lives for the
+	// smallest TTL) is answered as stored in the entry's first second and
+	// capped after: such an answer is pinned only after that second.
+	k := Key{Name: "two.example.", Type: dns.TypeA, Class: dns.ClassINET}
+	two := new(dns.Msg)
+	two.SetQuestion(k.Name, k.Type)
+	two.Response = true
+	two.Answer = []dns.RR{mustRR(t, "two.example. 300 IN A 192.0.2.7")}
+	two.Ns = []dns.RR{mustRR(t, "example. 60 IN NS ns.example.")}
+	m = s.cache.Insert(k, two)
+	if tok, _ = s.Pin(k.Name, k.Type, false, false, m); tok != nil {
+		t.Fatal("pinned in its first second an answer whose records outlive the entry")
+	}
+	s.clock.advance(time.Second)
+	m = s.lookup(t, k.Name, k.Type).Msg
+	if got := m.Answer[0].Header().Ttl; got != 59 {
+		t.Fatalf("a second later the record's TTL is %d, want 59", got)
+	}
+	if tok, pinAge = s.Pin(k.Name, k.Type, false, false, m); tok == nil || pinAge != 1 {
+		t.Fatalf("a second later: pinned %v at %d", tok != nil, pinAge)
+	}
+	s.clock.advance(time.Second)
+	if age, ok := s.Same(tok); !ok || age != 2 {
+		t.Fatalf("pinned once capped: age %d %v", age, ok)
 	}
 }
 
