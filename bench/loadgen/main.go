@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -335,7 +336,9 @@ func fixedRate(conn net.Conn, qs [][]byte, rate int, dur time.Duration, label st
 	conn.Close()
 	mu.Lock()
 	defer mu.Unlock()
-	p := percentiles(lat, 0.5, 0.99, 0.999)
+	// A query never answered counts as slower than every answer: a server
+	// that sheds load by dropping queries does not shorten its tail.
+	p := percentiles(lat, int(measured), 0.5, 0.99, 0.999)
 	return fmt.Sprintf("%-16s rate=%d sent=%d %s lost=%d p50_us=%.1f p99_us=%.1f p999_us=%.1f",
 		label, rate, measured, &got, measured-int64(len(lat)), us(p[0]), us(p[1]), us(p[2]))
 }
@@ -355,20 +358,36 @@ func bigReadBuffer(conn *net.UDPConn, n int) {
 	_ = conn.SetReadBuffer(n)
 }
 
-func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+// us is d in microseconds; +Inf for lost.
+func us(d time.Duration) float64 {
+	if d == lost {
+		return math.Inf(1)
+	}
+	return float64(d) / float64(time.Microsecond)
+}
+
+// lost is the latency of a query never answered.
+const lost = time.Duration(math.MaxInt64)
 
 // percentiles returns the nearest-rank percentiles qs (each in (0, 1]) of
-// lat, which it sorts; 0 for each when lat is empty.
-func percentiles(lat []time.Duration, qs ...float64) []time.Duration {
+// n queries of which lat (which it sorts) are the answered ones' latencies:
+// the n - len(lat) unanswered ones rank after every answer, and a
+// percentile falling among them is lost. 0 for each when n is 0.
+func percentiles(lat []time.Duration, n int, qs ...float64) []time.Duration {
 	out := make([]time.Duration, len(qs))
-	if len(lat) == 0 {
+	n = max(n, len(lat))
+	if n == 0 {
 		return out
 	}
 	slices.Sort(lat)
 	for i, q := range qs {
-		k := int(q*float64(len(lat))+0.999999) - 1 // ceil(q*n) - 1
-		k = max(0, min(k, len(lat)-1))
-		out[i] = lat[k]
+		k := int(q*float64(n)+0.999999) - 1 // ceil(q*n) - 1
+		k = max(0, min(k, n-1))
+		if k >= len(lat) {
+			out[i] = lost
+		} else {
+			out[i] = lat[k]
+		}
 	}
 	return out
 }

@@ -75,15 +75,21 @@ func TestPercentiles(t *testing.T) {
 	for i := 100; i >= 1; i-- {
 		lat = append(lat, time.Duration(i))
 	}
-	got := percentiles(lat, 0.5, 0.99, 1)
+	got := percentiles(lat, len(lat), 0.5, 0.99, 1)
 	if got[0] != 50 || got[1] != 99 || got[2] != 100 {
 		t.Errorf("percentiles of 1..100 = %v, want [50 99 100]", got)
 	}
-	if got := percentiles([]time.Duration{7}, 0.5, 0.99); got[0] != 7 || got[1] != 7 {
+	if got := percentiles([]time.Duration{7}, 1, 0.5, 0.99); got[0] != 7 || got[1] != 7 {
 		t.Errorf("percentiles of one = %v", got)
 	}
-	if got := percentiles(nil, 0.5); got[0] != 0 {
+	if got := percentiles(nil, 0, 0.5); got[0] != 0 {
 		t.Errorf("percentiles of none = %v", got)
+	}
+	// 100 answers of 102 queries: the two lost ones rank last, so p99
+	// (rank 101) is lost and p50 (rank 51) is the 51st answer.
+	got = percentiles(lat, 102, 0.5, 0.98, 0.99)
+	if got[0] != 51 || got[1] != 100 || got[2] != lost || us(got[2]) <= 1e12 {
+		t.Errorf("percentiles of 100 answers of 102 = %v, want [51 100 lost]", got)
 	}
 }
 

@@ -10,7 +10,8 @@
 // time per answered query (utime+stime from /proc/PID/stat ÷ answers) and
 // the answers per second, once under dnsperf and once under bench/loadgen;
 // then the p50/p99 latency at a fixed rate (bench/loadgen -rate) and the
-// p99 at half the server's own loadgen peak; its VmRSS idle after the
+// p99 at half the server's own loadgen peak (a lost query ranks after
+// every answer); its VmRSS idle after the
 // warm-up (settled), the largest sampled under the saturating loads, and
 // VmRSS/VmHWM at the end; and the kernel's receive drops on its UDP port
 // (/proc/net/udp); and the time from its start to its first right answer

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +46,8 @@ var columns = []column{
 
 func micro(v float64) string {
 	switch {
+	case math.IsInf(v, 1):
+		return "lost" // the percentile falls among unanswered queries
 	case v < 10:
 		return fmt.Sprintf("%.2f µs", v)
 	case v < 100:
@@ -79,7 +82,7 @@ func ratios(c column, srv, ref []sample) []float64 {
 			break
 		}
 		a, b := c.get(srv[i]), c.get(ref[i])
-		if a > 0 && b > 0 {
+		if a > 0 && b > 0 && !math.IsInf(b, 1) {
 			out = append(out, a/b)
 		}
 	}
@@ -175,6 +178,9 @@ func cell(c column, runs, ref []sample, isRef bool) string {
 		return "—"
 	}
 	m := median(xs) // sorts xs
+	if math.IsInf(m, 1) {
+		return "lost"
+	}
 	if c.spread && len(xs) > 1 && xs[len(xs)-1]-xs[0] >= 0.005 {
 		return fmt.Sprintf("%.2f (%.2f–%.2f)", m, xs[0], xs[len(xs)-1])
 	}
