@@ -65,15 +65,17 @@ func main() {
 // grow to twice the live data before a collection) spent memory, up to
 // the size of the data again, for little CPU: during a first sync (its
 // peak) and under sustained load. Start-up, while the sources load, runs
-// at startGC; once every source has synced, at steadyGC, which keeps the
-// heap within a fifth above the live data. Measured with bench/kubepeers
-// on 10,000 services / 100,000 endpoints (docs/performance.md, Kubernetes
-// memory): at 100 the first sync peaked at 182-207 MiB and the RSS rose
-// by half under load; at 50 then 20, 167 MiB and 1.1 times, for about
-// 0.2 s more CPU in the sync (35: 155-164 MiB, 0.15 s more again); a
-// 1,000,000-line hosts file loads as fast.
+// at startGC, Go's default: the first sync is a race against the clock
+// (the first answer), and its garbage is short-lived. Once every source
+// has synced, steadyGC keeps the heap within a fifth above the live data.
+// Measured with bench/kubepeers on 10,000 services / 100,000 endpoints
+// (docs/performance.md, Kubernetes memory): 100 throughout let the RSS
+// rise by half under load; 20 after the sync, 1.1 times. Start-up at 50
+// instead of 100 cost 0.14 s more CPU to the first answer (0.93 against
+// 0.79 s) for a peak of 140 MiB instead of 160 (CoreDNS holds 205 settled
+// on that cluster); a 1,000,000-line hosts file loads as fast either way.
 const (
-	startGC  = 50
+	startGC  = 100
 	steadyGC = 20
 )
 

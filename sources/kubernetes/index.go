@@ -420,7 +420,7 @@ func (ix *index) parent(name string) (string, bool) {
 
 func (ix *index) underRoot(name string) bool {
 	for _, r := range ix.roots {
-		if dns.IsSubDomain(r, name) {
+		if pipeline.InZone(name, r) {
 			return true
 		}
 	}
