@@ -77,6 +77,9 @@ func BenchmarkScale(b *testing.B) {
 		if err := src.WaitSynced(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		if err := src.waitApplied(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 		sync := time.Since(start)
 		b.StopTimer()
 		held := heapInUse()

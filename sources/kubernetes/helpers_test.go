@@ -166,6 +166,9 @@ func syncedSource(t testing.TB, b *Backend, opts Options, limit time.Duration) *
 	if err := src.WaitSynced(ctx); err != nil {
 		t.Fatalf("source never synced: %v", err)
 	}
+	if err := src.waitApplied(ctx); err != nil {
+		t.Fatalf("the first sync's services were never applied: %v", err)
+	}
 	return src
 }
 

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -548,5 +549,91 @@ func TestProgrammingLatencyFromTriggerTime(t *testing.T) {
 	}
 	if sum < 3 || sum > 60 {
 		t.Fatalf("programming latency sum %.3fs, want about 3s (from the trigger time)", sum)
+	}
+}
+
+// TestFirstSyncLazy: the first sync declares the source synced before it
+// builds the services' records. While they are still being built, every
+// answer for a name in the forward zone is already the one a fully built
+// source gives (the name's service is built first, on demand), the
+// additional records of SRV answers included; a reverse name waits until
+// every service is built, then has its PTR.
+func TestFirstSyncLazy(t *testing.T) {
+	objs := cluster()
+	opts := Options{Zones: []string{zones, "in-addr.arpa."}, TTL: 5 * time.Second}
+	full, _ := fakeSource(t, opts, objs...)
+
+	release := make(chan struct{})
+	reached := make(chan struct{})
+	lazyOpts := opts
+	lazyOpts.lazyHook = func() { close(reached); <-release }
+	client := fake.NewClientset(objs...)
+	b := NewBackend(client, BackendOptions{})
+	t.Cleanup(func() { b.Close() })
+	src, err := NewSource(b, lazyOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := src.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	if !src.lazy.Load() || len(src.pending) == 0 {
+		t.Fatalf("synced with nothing left to build (lazy %v, %d pending)", src.lazy.Load(), len(src.pending))
+	}
+
+	pf, pl := newPipeline(t, full, zones, "in-addr.arpa."), newPipeline(t, src, zones, "in-addr.arpa.")
+	var names, reverse []string
+	full.ix.each(func(name string, _ *entry) bool {
+		if strings.HasSuffix(name, ".in-addr.arpa.") {
+			reverse = append(reverse, name)
+		} else {
+			names = append(names, name)
+		}
+		return true
+	})
+	names = append(names, "nope.default.svc."+zones, "x.nope.svc."+zones, "a.b.headless.default.svc."+zones, "svc."+zones)
+	if len(reverse) == 0 {
+		t.Fatal("no reverse names in the built source")
+	}
+	for _, n := range names {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeCNAME, dns.TypeTXT} {
+			want, got := resolve(pf, n, qt), resolve(pl, n, qt)
+			if w, g := render(want)+" | "+strings.Join(rrStrings(want.Extra), "; "), render(got)+" | "+strings.Join(rrStrings(got.Extra), "; "); g != w {
+				t.Errorf("%s %s while building: %s, built: %s", n, dns.TypeToString[qt], g, w)
+			}
+		}
+	}
+	if !src.lazy.Load() {
+		t.Fatal("the lookups finished the build")
+	}
+
+	// A reverse name needs every service: its answer waits for them.
+	done := make(chan string, 1)
+	go func() { done <- render(resolve(pl, reverse[0], dns.TypePTR)) }()
+	select {
+	case g := <-done:
+		t.Fatalf("PTR %s answered (%s) while services were still to be built", reverse[0], g)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	released = true
+	if g, w := <-done, render(resolve(pf, reverse[0], dns.TypePTR)); g != w {
+		t.Fatalf("PTR %s: %s, want %s", reverse[0], g, w)
+	}
+	if err := src.waitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if src.ix.count.Load() != full.ix.count.Load() {
+		t.Fatalf("%d names once built, want %d", src.ix.count.Load(), full.ix.count.Load())
 	}
 }
