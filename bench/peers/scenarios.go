@@ -55,6 +55,9 @@ var allScenarios = []scenario{
 	{name: "forward", title: "forward, warm cache", transport: "udp", queryFile: "forward.queries",
 		servers: []string{"reference", "dnsd", "unbound", "coredns", "dnsmasq"},
 		labels:  map[string]string{"coredns": "cache+forward"}},
+	{name: "file", title: "zone file hits", transport: "udp", queryFile: "hits.queries",
+		servers: []string{"reference", "dnsd", "unbound", "coredns"},
+		labels:  map[string]string{"dnsd": "file", "unbound": "local-data", "coredns": "file"}},
 	{name: "etcd", title: "etcd hits", transport: "udp", queryFile: "hits.queries",
 		servers: []string{"reference", "dnsd", "coredns"},
 		labels:  map[string]string{"coredns": "cache+etcd"}},
@@ -206,6 +209,8 @@ func (e *env) command(srv string, sc *scenario, port, tlsPort int) ([]string, er
 			fmt.Fprintf(&y, "  cluster.local:\n    - kubernetes: {kubeconfig: %s, context: test, sync_timeout: 60s}\n", sc.kubeconfig)
 		case "etcd":
 			fmt.Fprintf(&y, "  example.internal:\n    - etcd: {endpoints: [\"http://127.0.0.1:%d\"], prefix: /skydns}\n", sc.etcd)
+		case "file":
+			fmt.Fprintf(&y, "  example.internal:\n    - file: {path: %s}\n", path("example.internal.zone"))
 		default:
 			fmt.Fprintf(&y, "  example.internal:\n    - hosts: {files: [%s]}\n", path("hosts"))
 		}
@@ -253,7 +258,7 @@ func (e *env) command(srv string, sc *scenario, port, tlsPort int) ([]string, er
 			fmt.Fprintf(&c, "example.internal:%d {\n    bind 127.0.0.1\n    cache {\n        success 20000\n        denial 20000\n    }\n    etcd example.internal {\n        endpoint http://127.0.0.1:%d\n        path /skydns\n    }\n}\n", port, sc.etcd)
 		case "kubernetes":
 			fmt.Fprintf(&c, "cluster.local:%d {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n        kubeconfig %s test\n    }\n}\n", port, sc.kubeconfig)
-		case "nxdomain":
+		case "nxdomain", "file":
 			// CoreDNS's hosts plugin answers SERVFAIL for a name it does not
 			// hold (it has no SOA to say NXDOMAIN with): the zone file does.
 			fmt.Fprintf(&c, "example.internal:%d {\n    bind 127.0.0.1\n    file %s\n}\n", port, path("example.internal.zone"))
