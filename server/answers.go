@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync/atomic"
 	"time"
@@ -150,10 +151,8 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 	}
 	if aged > 0 {
 		for _, off := range e.ttls {
-			t := b[off : off+4]
-			ttl := uint32(t[0])<<24 | uint32(t[1])<<16 | uint32(t[2])<<8 | uint32(t[3])
-			ttl -= min(ttl, aged)
-			t[0], t[1], t[2], t[3] = byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl)
+			ttl := binary.BigEndian.Uint32(b[off:])
+			binary.BigEndian.PutUint32(b[off:], ttl-min(ttl, aged))
 		}
 	}
 	obs.Zone, obs.Source, obs.View = e.zone, e.src, e.view
@@ -223,7 +222,7 @@ func ttlOffsets(m []byte) ([]uint16, bool) {
 	if len(m) < 12 || len(m) > 0xffff {
 		return nil, false
 	}
-	count := func(i int) int { return int(m[i])<<8 | int(m[i+1]) }
+	count := func(i int) int { return int(binary.BigEndian.Uint16(m[i:])) }
 	off := 12
 	for range count(4) { // the question
 		if off = skipName(m, off); off < 0 || off+4 > len(m) {
