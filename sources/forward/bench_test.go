@@ -20,7 +20,7 @@ func benchPipeline(b *testing.B, cc CacheConfig) (*pipeline.Pipeline, *upstreamS
 	o := poolOpts(u.Addr)
 	o.Timeout = 2 * time.Second
 	o.MaxConcurrent = 10000
-	p, err := NewPool(o, nil, nil)
+	p, err := NewPool(o, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -74,7 +74,10 @@ type Cache struct {
 	seed maphash.Seed
 	n    atomic.Int64 // entries
 	mu   sync.Mutex   // serialises Configure and Retain
-	now  func() int64 // unix nanos; coarseNow except in tests
+	now  func() int64 // unix nanos; clock.read except in tests
+	// clock is the coarse clock the cache reads (see clockTick); Close
+	// stops it.
+	clock *coarseClock
 }
 
 type table struct {
@@ -125,33 +128,84 @@ type snapshot struct {
 
 // NewCache returns an empty cache configured with cfg.
 func NewCache(cfg CacheConfig) *Cache {
-	c := &Cache{seed: maphash.MakeSeed(), now: coarseNow}
+	c := &Cache{seed: maphash.MakeSeed(), clock: newCoarseClock()}
+	c.now = c.clock.read
 	c.cfg.Store(&cfg)
 	c.tab.Store(newTable(cfg.Size))
 	return c
 }
 
-// clockTick is the resolution of the cache's clock. Reading the time
-// costs 50 ns per query on a VM and serialises the cores; TTLs are whole
-// seconds, so the cache reads a clock that a goroutine refreshes.
-const clockTick = 50 * time.Millisecond
-
-var coarse struct {
-	once sync.Once
-	now  atomic.Int64
+// Close stops the cache's clock. The cache still answers after Close, at
+// the cost of reading the wall clock per query.
+func (c *Cache) Close() error {
+	c.clock.close()
+	return nil
 }
 
-// coarseNow is the wall clock in unix nanos, at most clockTick behind.
-func coarseNow() int64 {
-	coarse.once.Do(func() {
-		coarse.now.Store(time.Now().UnixNano())
-		go func() {
-			for t := range time.Tick(clockTick) {
-				coarse.now.Store(t.UnixNano())
+// clockTick is the resolution of the cache's clock. Reading the time
+// costs 50 ns per query on a VM and serialises the cores; TTLs are whole
+// seconds, so the cache reads a clock that its own goroutine refreshes.
+const clockTick = 50 * time.Millisecond
+
+// coarseClock is the wall clock in unix nanos, at most clockTick behind.
+// Its goroutine starts at the first read and stops at close; a read after
+// close reads the wall clock itself.
+type coarseClock struct {
+	once sync.Once
+	now  atomic.Int64 // 0: not started or closed
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newCoarseClock() *coarseClock {
+	return &coarseClock{stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (k *coarseClock) read() int64 {
+	if v := k.now.Load(); v != 0 {
+		return v
+	}
+	k.once.Do(k.start)
+	if v := k.now.Load(); v != 0 {
+		return v
+	}
+	return time.Now().UnixNano()
+}
+
+func (k *coarseClock) start() {
+	select {
+	case <-k.stop:
+		close(k.done)
+		return // closed before the first read
+	default:
+	}
+	k.now.Store(time.Now().UnixNano())
+	go func() {
+		defer close(k.done)
+		t := time.NewTicker(clockTick)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				k.now.Store(now.UnixNano())
+			case <-k.stop:
+				return
 			}
-		}()
-	})
-	return coarse.now.Load()
+		}
+	}()
+}
+
+// close stops the goroutine; later reads read the wall clock.
+func (k *coarseClock) close() {
+	select {
+	case <-k.stop:
+		return
+	default:
+	}
+	close(k.stop)
+	k.once.Do(k.start)
+	<-k.done
+	k.now.Store(0)
 }
 
 func newTable(size int) *table {

@@ -118,3 +118,33 @@ func TestCacheFlush(t *testing.T) {
 		t.Fatalf("flush all: removed %d, %d left", n, c.Len())
 	}
 }
+
+// The cache's clock runs between its first read and Close, stays within a
+// tick of the wall clock, and reads the wall clock after Close.
+func TestCacheClock(t *testing.T) {
+	c := NewCache(CacheConfig{})
+	first := c.now()
+	if d := time.Since(time.Unix(0, first)); d < 0 || d > time.Second {
+		t.Fatalf("first read %v from the wall clock", d)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for c.now() == first {
+		if time.Now().After(deadline) {
+			t.Fatal("the clock did not move in 2 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Close()
+	c.Close() // twice is fine
+	a := c.now()
+	time.Sleep(5 * time.Millisecond)
+	if b := c.now(); b <= a {
+		t.Fatalf("after Close the clock stood still: %d then %d", a, b)
+	}
+	// Closed before the first read: no goroutine, the wall clock.
+	d := NewCache(CacheConfig{})
+	d.Close()
+	if v := d.now(); time.Since(time.Unix(0, v)) > time.Second {
+		t.Fatal("closed clock is not the wall clock")
+	}
+}

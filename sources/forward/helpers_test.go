@@ -279,7 +279,7 @@ func poolOpts(ups ...string) PoolOptions {
 
 func newPool(t *testing.T, o PoolOptions) *Pool {
 	t.Helper()
-	p, err := NewPool(o, nil, nil)
+	p, err := NewPool(o, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func defaultCacheConfig() CacheConfig {
 func newTestSource(t *testing.T, o PoolOptions, cc CacheConfig, except ...string) *testSource {
 	t.Helper()
 	met := NewMetrics(nil, nil)
-	p, err := NewPool(o, met, nil)
+	p, err := NewPool(o, met, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,13 @@ import (
 
 // Kind is the forward source kind. It holds the kind's process-lifetime
 // state: the response cache shared by every forward source (kept across
-// reloads) and the kind's metrics, both created by the first build.
+// reloads) and the kind's metrics, both created by the first build, and
+// the loop probes in flight.
 type Kind struct {
 	mu      sync.Mutex
 	cache   *Cache
 	metrics *Metrics
+	probes  *LoopProbes // loop probes of every pool
 }
 
 var (
@@ -24,10 +26,11 @@ var (
 	_ kind.Preparer     = (*Kind)(nil)
 	_ kind.Swapper      = (*Kind)(nil)
 	_ kind.CacheFlusher = (*Kind)(nil)
+	_ io.Closer         = (*Kind)(nil)
 )
 
 // NewKind returns the forward kind.
-func NewKind() *Kind { return &Kind{} }
+func NewKind() *Kind { return &Kind{probes: NewLoopProbes()} }
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return pipeline.KindForward }
@@ -118,6 +121,17 @@ func (k *Kind) FlushCache(name string) int {
 	return cache.Flush(name)
 }
 
+// Close stops the cache's clock (process exit).
+func (k *Kind) Close() error {
+	k.mu.Lock()
+	cache := k.cache
+	k.mu.Unlock()
+	if cache == nil {
+		return nil
+	}
+	return cache.Close()
+}
+
 // Build implements kind.Kind. Pools are keyed on every setting except
 // `except` (per zone) with `resolv.conf` expanded, so a change of
 // /etc/resolv.conf takes effect at the next reload, and on
@@ -156,7 +170,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		return NewSource(nil, cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
 	}
 	v, _, err := env.Acquire(opts.Key(), func() (any, io.Closer, error) {
-		p, err := NewPool(opts, met, env.Logger)
+		p, err := NewPool(opts, met, k.probes, env.Logger)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -98,6 +98,7 @@ type Pool struct {
 
 	loopMu    sync.Mutex
 	loopZones map[string]bool // zones with a loop check running
+	probes    *LoopProbes
 }
 
 // LoadCA reads a PEM bundle into a certificate pool.
@@ -113,9 +114,9 @@ func LoadCA(path string) (*x509.CertPool, error) {
 	return cp, nil
 }
 
-// NewPool starts a pool (no network traffic until the first query). met
-// and log may be nil.
-func NewPool(o PoolOptions, met *Metrics, log *slog.Logger) (*Pool, error) {
+// NewPool starts a pool (no network traffic until the first query). met,
+// probes and log may be nil (probes nil: a set of the pool's own).
+func NewPool(o PoolOptions, met *Metrics, probes *LoopProbes, log *slog.Logger) (*Pool, error) {
 	if len(o.Upstreams) == 0 {
 		return nil, errors.New("no upstreams")
 	}
@@ -124,6 +125,9 @@ func NewPool(o PoolOptions, met *Metrics, log *slog.Logger) (*Pool, error) {
 	}
 	if met == nil {
 		met = NewMetrics(nil, nil)
+	}
+	if probes == nil {
+		probes = NewLoopProbes()
 	}
 	if o.Policy == "" {
 		o.Policy = PolicyRandom
@@ -148,7 +152,7 @@ func NewPool(o PoolOptions, met *Metrics, log *slog.Logger) (*Pool, error) {
 			return nil, fmt.Errorf("tls_ca: %w", err)
 		}
 	}
-	p := &Pool{opts: o, log: log, met: met, loopZones: map[string]bool{}}
+	p := &Pool{opts: o, log: log, met: met, probes: probes, loopZones: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	sessions := tls.NewLRUClientSessionCache(64)
 	for _, u := range o.Upstreams {
@@ -400,29 +404,34 @@ type probeState struct {
 	back atomic.Bool // the probe came back to dnsd
 }
 
-var (
-	loopProbes     sync.Map // name -> *probeState
-	loopProbeCount atomic.Int64
-)
-
-func registerProbe(name string, ps *probeState) {
-	loopProbes.Store(name, ps)
-	loopProbeCount.Add(1)
+// LoopProbes is the set of loop probes in flight. One set is shared by
+// every pool of the process (the forward Kind owns it): a probe sent by
+// one pool may come back through any forward source.
+type LoopProbes struct {
+	m sync.Map // name -> *probeState
+	n atomic.Int64
 }
 
-func unregisterProbe(name string) {
-	if _, ok := loopProbes.LoadAndDelete(name); ok {
-		loopProbeCount.Add(-1)
+// NewLoopProbes returns an empty set.
+func NewLoopProbes() *LoopProbes { return &LoopProbes{} }
+
+func (l *LoopProbes) register(name string, ps *probeState) {
+	l.m.Store(name, ps)
+	l.n.Add(1)
+}
+
+func (l *LoopProbes) unregister(name string) {
+	if _, ok := l.m.LoadAndDelete(name); ok {
+		l.n.Add(-1)
 	}
 }
 
-// loopProbe returns the probe named name, or nil when name is not one of
-// ours.
-func loopProbe(name string) *probeState {
-	if loopProbeCount.Load() == 0 || !strings.HasPrefix(name, loopPrefix) {
+// find returns the probe named name, or nil when name is not one of ours.
+func (l *LoopProbes) find(name string) *probeState {
+	if l.n.Load() == 0 || !strings.HasPrefix(name, loopPrefix) {
 		return nil
 	}
-	if v, ok := loopProbes.Load(name); ok {
+	if v, ok := l.m.Load(name); ok {
 		return v.(*probeState)
 	}
 	return nil
@@ -452,11 +461,11 @@ func (p *Pool) CheckLoop(zone string) {
 	for i, u := range p.ups {
 		names[i] = loopPrefix + strconv.FormatUint(rand.Uint64(), 16) + "." + suffix
 		probes[i] = &probeState{u: u}
-		registerProbe(names[i], probes[i])
+		p.probes.register(names[i], probes[i])
 	}
 	done := func() {
 		for _, name := range names {
-			unregisterProbe(name)
+			p.probes.unregister(name)
 		}
 		p.loopMu.Lock()
 		delete(p.loopZones, zone)

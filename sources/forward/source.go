@@ -106,7 +106,7 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 		return answered(e.response(now))
 	}
 	s.met.misses.Inc()
-	if pr := loopProbe(q.Name); pr != nil {
+	if pr := s.pool.probes.find(q.Name); pr != nil {
 		pr.back.Store(true)
 		pr.u.markLoop(q.Name)
 		return answered(refused)

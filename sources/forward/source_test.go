@@ -567,15 +567,17 @@ func TestLoopProbeComesBack(t *testing.T) {
 	u := startUpstream(t)
 	reg := prometheus.NewRegistry()
 	met := NewMetrics(reg, nil)
-	p, err := NewPool(poolOpts(u.Addr), met, nil)
+	p, err := NewPool(poolOpts(u.Addr), met, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	s := NewSource(p, nil, met, nil, "example.", time.Minute)
+	cache := NewCache(CacheConfig{})
+	defer cache.Close()
+	s := NewSource(p, cache, met, nil, "example.", time.Minute)
 	p.CheckLoop("example.")
 	var probe string
-	loopProbes.Range(func(k, v any) bool {
+	p.probes.m.Range(func(k, v any) bool {
 		if v.(*probeState).u.pool == p {
 			probe = k.(string)
 		}
@@ -617,8 +619,52 @@ func TestLoopProbeComesBack(t *testing.T) {
 		return p.Up()[0]
 	})
 	p.Close()
-	if loopProbeCount.Load() != 0 {
+	if p.probes.n.Load() != 0 {
 		t.Fatal("probes still registered after Close")
+	}
+}
+
+// A probe sent by one pool that comes back through a forward source on
+// another pool (another zone, other settings) is still recognised: the
+// pools of one Kind share their probes.
+func TestLoopProbeSharedAcrossPools(t *testing.T) {
+	u := startUpstream(t)
+	probes := NewLoopProbes()
+	a, err := NewPool(poolOpts(u.Addr), nil, probes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	o := poolOpts(u.Addr)
+	o.Timeout = 3 * time.Second // another pool
+	b, err := NewPool(o, nil, probes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cache := NewCache(CacheConfig{})
+	defer cache.Close()
+	sb := NewSource(b, cache, nil, nil, "other.", time.Minute)
+	a.CheckLoop("example.")
+	var probe string
+	probes.m.Range(func(k, v any) bool {
+		if v.(*probeState).u.pool == a {
+			probe = k.(string)
+		}
+		return true
+	})
+	if probe == "" {
+		t.Fatal("no probe registered")
+	}
+	r := sb.Lookup(context.Background(), &pipeline.Question{Name: probe, Type: dns.TypeHINFO})
+	if r.Status != pipeline.Answered || r.Msg.Rcode != dns.RcodeRefused {
+		t.Fatalf("pool a's probe through pool b's source: %v", r)
+	}
+	if a.Up()[0] {
+		t.Fatal("pool a's looping upstream is still used")
+	}
+	if !b.Up()[0] {
+		t.Fatal("pool b's upstream was marked looping")
 	}
 }
 
