@@ -43,9 +43,15 @@ import (
 // send's cost, stays; see BenchmarkServeUDPBurst). A reply never waits behind a slow query for longer than
 // slowBatch: the takeover sends the queue first, and from then on until
 // the next batch every reply goes out at once, on its own.
+//
+// The queue goes out every flushEvery replies rather than once per batch:
+// the first reply of a full batch would otherwise wait for the other 15
+// (40 µs at 2.5 µs each), which showed in the latency at moderate rates
+// while the larger sendmmsg saved nothing measurable.
 const (
-	batchSize = 16
-	slowBatch = 500 * time.Microsecond
+	batchSize  = 16
+	flushEvery = 8
+	slowBatch  = 500 * time.Microsecond
 )
 
 // udpBatch is the memory of one recvmmsg: datagrams, their source
@@ -153,7 +159,8 @@ type udpSends struct {
 }
 
 // queue queues out, the reply to datagram i of b (from `from`, sent to
-// dst), or sends it at once when the batch has been taken over. It
+// dst), or sends it at once when the batch has been taken over; a queue of
+// flushEvery replies is sent at once. It
 // reports whether it was queued; then the pack buffer has moved from sc to
 // the queue.
 func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf) bool {
@@ -183,6 +190,9 @@ func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from neti
 		h.SetControllen(0)
 	}
 	w.packs[k], sc.pack = sc.pack, nil
+	if w.n >= flushEvery {
+		r.flush()
+	}
 	w.mu.Unlock()
 	return true
 }
