@@ -160,9 +160,8 @@ type udpSends struct {
 
 // queue queues out, the reply to datagram i of b (from `from`, sent to
 // dst), or sends it at once when the batch has been taken over; a queue of
-// flushEvery replies is sent at once. It
-// reports whether it was queued; then the pack buffer has moved from sc to
-// the queue.
+// flushEvery replies is sent at once. It reports whether it was queued;
+// then the pack buffer has moved from sc to the queue.
 func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf) bool {
 	w := &r.w
 	w.mu.Lock()

@@ -151,10 +151,11 @@ const clockTick = 50 * time.Millisecond
 // Its goroutine starts at the first read and stops at close; a read after
 // close reads the wall clock itself.
 type coarseClock struct {
-	once sync.Once
-	now  atomic.Int64 // 0: not started or closed
-	stop chan struct{}
-	done chan struct{}
+	once    sync.Once // start
+	closing sync.Once
+	now     atomic.Int64 // 0: not started or closed
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func newCoarseClock() *coarseClock {
@@ -197,15 +198,12 @@ func (k *coarseClock) start() {
 
 // close stops the goroutine; later reads read the wall clock.
 func (k *coarseClock) close() {
-	select {
-	case <-k.stop:
-		return
-	default:
-	}
-	close(k.stop)
-	k.once.Do(k.start)
-	<-k.done
-	k.now.Store(0)
+	k.closing.Do(func() {
+		close(k.stop)
+		k.once.Do(k.start) // never started: start sees stop and ends at once
+		<-k.done
+		k.now.Store(0)
+	})
 }
 
 func newTable(size int) *table {

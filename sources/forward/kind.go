@@ -81,6 +81,13 @@ func (k *Kind) cacheAndMetrics(env *kind.Env) (*Cache, *Metrics) {
 	return k.cache, k.metrics
 }
 
+// built returns the cache, nil before the first build.
+func (k *Kind) built() *Cache {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cache
+}
+
 func cacheConfig(c config.Cache) CacheConfig {
 	return CacheConfig{Size: c.Size, MinTTL: c.MinTTL, MaxTTL: c.MaxTTL, NegativeTTL: c.NegativeTTL, ServeStale: c.ServeStale, Prefetch: c.Prefetch}
 }
@@ -90,9 +97,7 @@ func cacheConfig(c config.Cache) CacheConfig {
 // a forward source that would take them; the new pipeline's forward
 // sources start their loop probes.
 func (k *Kind) Swapped(cfg *config.Config, p *pipeline.Pipeline) {
-	k.mu.Lock()
-	cache := k.cache
-	k.mu.Unlock()
+	cache := k.built()
 	if cache == nil {
 		return
 	}
@@ -112,9 +117,7 @@ func (k *Kind) Swapped(cfg *config.Config, p *pipeline.Pipeline) {
 
 // FlushCache implements kind.CacheFlusher.
 func (k *Kind) FlushCache(name string) int {
-	k.mu.Lock()
-	cache := k.cache
-	k.mu.Unlock()
+	cache := k.built()
 	if cache == nil {
 		return 0
 	}
@@ -123,9 +126,7 @@ func (k *Kind) FlushCache(name string) int {
 
 // Close stops the cache's clock (process exit).
 func (k *Kind) Close() error {
-	k.mu.Lock()
-	cache := k.cache
-	k.mu.Unlock()
+	cache := k.built()
 	if cache == nil {
 		return nil
 	}

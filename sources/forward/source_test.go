@@ -576,13 +576,7 @@ func TestLoopProbeComesBack(t *testing.T) {
 	defer cache.Close()
 	s := NewSource(p, cache, met, nil, "example.", time.Minute)
 	p.CheckLoop("example.")
-	var probe string
-	p.probes.m.Range(func(k, v any) bool {
-		if v.(*probeState).u.pool == p {
-			probe = k.(string)
-		}
-		return true
-	})
+	probe := probeOf(p.probes, p)
 	if probe == "" || !(len(probe) > len(loopPrefix)) {
 		t.Fatal("no probe registered")
 	}
@@ -624,6 +618,19 @@ func TestLoopProbeComesBack(t *testing.T) {
 	}
 }
 
+// probeOf returns the name of a probe in flight that pool p sent ("" if
+// none).
+func probeOf(probes *LoopProbes, p *Pool) string {
+	var probe string
+	probes.m.Range(func(k, v any) bool {
+		if v.(*probeState).u.pool == p {
+			probe = k.(string)
+		}
+		return true
+	})
+	return probe
+}
+
 // A probe sent by one pool that comes back through a forward source on
 // another pool (another zone, other settings) is still recognised: the
 // pools of one Kind share their probes.
@@ -646,13 +653,7 @@ func TestLoopProbeSharedAcrossPools(t *testing.T) {
 	defer cache.Close()
 	sb := NewSource(b, cache, nil, nil, "other.", time.Minute)
 	a.CheckLoop("example.")
-	var probe string
-	probes.m.Range(func(k, v any) bool {
-		if v.(*probeState).u.pool == a {
-			probe = k.(string)
-		}
-		return true
-	})
+	probe := probeOf(probes, a)
 	if probe == "" {
 		t.Fatal("no probe registered")
 	}
