@@ -1,19 +1,13 @@
 package hosts
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,83 +79,6 @@ type hostsFile struct {
 	// emptySince: when the file was first seen empty while its last good
 	// data was not (zero: not pending).
 	emptySince time.Time
-}
-
-// fileData is one file's parsed content: (address, name) pairs, with the
-// names in one shared string and the IPv6 addresses in one array. The
-// index refers to it: it is never modified once parsed.
-type fileData struct {
-	names   string
-	entries []fileEntry
-	v6      [][16]byte
-	bad     int // lines skipped as malformed
-}
-
-// fileEntry is one (address, name) pair: 12 bytes.
-type fileEntry struct {
-	off  uint32 // the name is names[off : off+n]
-	addr uint32 // the IPv4 address, or the IPv6 address's index in v6
-	n    uint8
-	v6   bool
-}
-
-func (d *fileData) name(e fileEntry) string { return d.names[e.off : e.off+uint32(e.n)] }
-
-func (d *fileData) addr(e fileEntry) netip.Addr {
-	if e.v6 {
-		return netip.AddrFrom16(d.v6[e.addr])
-	}
-	return netip.AddrFrom4(v4bytes(e.addr))
-}
-
-// key is the reverse key of e's address.
-func (d *fileData) key(e fileEntry) rkey {
-	if e.v6 {
-		a := &d.v6[e.addr]
-		return rkey{hi: binary.BigEndian.Uint64(a[:8]), lo: binary.BigEndian.Uint64(a[8:]), n: 32, v6: true}
-	}
-	return rkey{lo: uint64(e.addr), n: 4}
-}
-
-// add appends the pair (addr, name), name at names[off:off+n].
-func (d *fileData) add(addr netip.Addr, off, n int) {
-	e := fileEntry{off: uint32(off), n: uint8(n)}
-	if addr.Is4() {
-		e.addr = binary.BigEndian.Uint32(addr.AsSlice())
-	} else {
-		e.addr, e.v6 = uint32(len(d.v6)), true
-		d.v6 = append(d.v6, addr.As16())
-	}
-	d.entries = append(d.entries, e)
-}
-
-// entriesData is the fileData of inline entries (addresses without a
-// zone, names lower-case FQDNs).
-func entriesData(entries []Entry) *fileData {
-	var sb strings.Builder
-	type pair struct {
-		addr   netip.Addr
-		off, n int
-	}
-	var pairs []pair
-	for _, e := range entries {
-		if !e.Addr.IsValid() {
-			continue
-		}
-		addr := e.Addr.WithZone("")
-		for _, name := range e.Names {
-			if len(name) == 0 || len(name) > 255 {
-				continue // never a valid name
-			}
-			pairs = append(pairs, pair{addr, sb.Len(), len(name)})
-			sb.WriteString(name)
-		}
-	}
-	d := &fileData{names: sb.String(), entries: make([]fileEntry, 0, len(pairs))}
-	for _, p := range pairs {
-		d.add(p.addr, p.off, p.n)
-	}
-	return d
 }
 
 // OpenBackend reads files, indexes them and starts watching them for
@@ -481,71 +398,22 @@ func readFile(path string) ([]byte, os.FileInfo, error) {
 	return fsutil.ReadFile(path, maxFileSize)
 }
 
-// parseData parses a whole file. Bad lines are skipped and logged with
-// FILE:LINE (the first maxBadLinesLogged of them, then a count).
-func parseData(path string, data []byte, logger *slog.Logger) *fileData {
-	lines := bytes.Count(data, []byte{'\n'}) + 1
-	arena := make([]byte, 0, len(data)*3/4+64)
-	spans := make([]span, 0, 4)
-	d := &fileData{entries: make([]fileEntry, 0, lines)}
-	for lineNo := 1; len(data) > 0; lineNo++ {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		addr, a, s, kind, field := parseLine(line, arena, spans[:0])
-		arena, spans = a, s
-		if kind != lineOK {
-			d.bad++
-			if d.bad <= maxBadLinesLogged {
-				logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(lineNo),
-					"reason", kind.String(), "field", string(field))
-			}
-			continue
-		}
-		if len(spans) == 0 {
-			continue
-		}
-		for _, sp := range spans {
-			e := fileEntry{off: sp.off, n: uint8(sp.n)}
-			if addr.Is4() {
-				e.addr = binary.BigEndian.Uint32(addr.AsSlice())
-			} else {
-				e.addr, e.v6 = uint32(len(d.v6)), true
-			}
-			d.entries = append(d.entries, e)
-		}
-		if !addr.Is4() {
-			d.v6 = append(d.v6, addr.As16())
-		}
-	}
-	if d.bad > maxBadLinesLogged {
-		logger.Warn("hosts: more bad lines skipped", "file", path, "total", d.bad)
-	}
-	d.names = string(arena)
-	if cap(d.entries)-len(d.entries) > len(d.entries)/8 { // comments, blank lines
-		d.entries = slices.Clone(d.entries)
-	}
-	return d
-}
-
 // Outside counts the names with records in the current data that lie in
 // none of zones (lower-case FQDNs, "." = root) and returns one of them as
 // an example. A zone never serves such names; the caller logs them once.
 func (b *Backend) Outside(zones []string) (n int, example string) {
 	ix := b.snapshot().ix
+	var buf [256]byte
 	for _, v := range ix.fwd {
 		if v == 0 || (v-1)&entFlag != 0 {
 			continue
 		}
-		name := ix.name(v - 1)
-		if inZones(name, zones) {
+		d, e := ix.entry(v - 1)
+		if entryInZones(d, e, zones) {
 			continue
 		}
-		if n == 0 || name < example {
-			example = name
+		if name := d.appendName(buf[:0], e); n == 0 || string(name) < example {
+			example = string(name)
 		}
 		n++
 	}
@@ -555,6 +423,15 @@ func (b *Backend) Outside(zones []string) (n int, example string) {
 func inZones(name string, zones []string) bool {
 	for _, z := range zones {
 		if pipeline.InZone(name, z) {
+			return true
+		}
+	}
+	return false
+}
+
+func entryInZones(d *fileData, e fileEntry, zones []string) bool {
+	for _, z := range zones {
+		if d.inZone(e, z) {
 			return true
 		}
 	}

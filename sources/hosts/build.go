@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"net/netip"
-	"strings"
 	"sync"
 )
 
@@ -103,6 +102,7 @@ func (ix *index) buildFwd() int {
 	ix.fwd = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
 	var big map[fwdDup]struct{}
+	var buf [256]byte
 	grow := func() {
 		if !full(used, len(ix.fwd)) {
 			return
@@ -110,17 +110,17 @@ func (ix *index) buildFwd() int {
 		slots := make([]uint32, 2*len(ix.fwd))
 		for _, v := range ix.fwd {
 			if v != 0 {
-				place(slots, ix.hashName(ix.fwdName(v-1)), v)
+				place(slots, ix.fwdHash(v-1, buf[:]), v)
 			}
 		}
 		ix.fwd = slots
 	}
-	// find returns the slot of name: empty or holding name.
+	// find returns the slot of name (an ancestor): empty or holding name.
 	find := func(name string) int {
 		i := slot(ix.hashName(name), len(ix.fwd))
 		for {
 			v := ix.fwd[i]
-			if v == 0 || ix.fwdName(v-1) == name {
+			if v == 0 || ix.fwdIs(v-1, name) {
 				return i
 			}
 			if i++; i == len(ix.fwd) {
@@ -128,32 +128,49 @@ func (ix *index) buildFwd() int {
 			}
 		}
 	}
-	// parent: the parent of the last new name, known to be present;
-	// consecutive lines usually share theirs, which is then not looked up
-	// again.
-	parent := ""
+	// findPair returns the slot of the name of (d, e): empty or holding it.
+	findPair := func(d *fileData, e fileEntry) int {
+		i := slot(maphash.Bytes(ix.seed, d.appendName(buf[:0], e)), len(ix.fwd))
+		for {
+			v := ix.fwd[i]
+			if v == 0 {
+				return i
+			}
+			if v--; v&entFlag != 0 && d.nameIs(e, ix.entSuffix(v&^entFlag)) || v&entFlag == 0 && ix.pairIs(v, d, e) {
+				return i
+			}
+			if i++; i == len(ix.fwd) {
+				i = 0
+			}
+		}
+	}
+	// last: the parent of the last new name, known to be present with
+	// its ancestors; consecutive lines usually share theirs, which is
+	// then not looked up again.
+	last := ""
 	ix.each(func(id uint32, d *fileData, e fileEntry) {
-		name := d.name(e)
 		grow()
-		i := find(name)
+		i := findPair(d, e)
 		v := ix.fwd[i]
 		switch {
 		case v == 0: // a new name, and its ancestors
 			ix.fwd[i], ix.fnext[id] = id+1, id
 			used++
-			if dot := strings.IndexByte(name, '.'); dot+2 < len(name) && name[dot+1:] != parent {
-				parent = name[dot+1:]
-				for off := dot; off < len(name)-1; off++ {
-					if name[off] != '.' || off+2 >= len(name) {
+			if p := d.parent(e); p != "" && p != last {
+				last = p
+				// The ancestors are p and what follows each dot of p
+				// but the last; p starts at byte labelN+1 of the name.
+				for k := -1; k < len(p)-1; k++ {
+					if k >= 0 && p[k] != '.' {
 						continue
 					}
 					grow()
-					j := find(name[off+1:])
+					j := find(p[k+1:])
 					if ix.fwd[j] != 0 {
 						break // its ancestors are there too
 					}
 					ix.fwd[j] = 1 + (entFlag | uint32(len(ix.ents)))
-					ix.ents = append(ix.ents, entName{id: id, off: uint8(off + 1)})
+					ix.ents = append(ix.ents, entName{id: id, off: uint8(int(e.labelN) + 1 + k + 1)})
 					used++
 				}
 			}
@@ -194,9 +211,18 @@ func (ix *index) buildFwd() int {
 			ix.fwd[i] = id + 1
 		}
 		records++
-		ix.wild = ix.wild || isWildcard(name)
+		ix.wild = ix.wild || d.label(e) == "*"
 	})
 	return records
+}
+
+// pairIs reports whether pair w has the name of (d, e).
+func (ix *index) pairIs(w uint32, d *fileData, e fileEntry) bool {
+	dw, ew := ix.entry(w)
+	if ew.labelN != e.labelN || ew.parentN != e.parentN || dw.label(ew) != d.label(e) {
+		return false
+	}
+	return dw == d && ew.parent == e.parent || dw.parent(ew) == d.parent(e)
 }
 
 // addrKey is the full reverse key of pair id's address.
@@ -239,8 +265,7 @@ func (ix *index) buildRev() int {
 	}
 	var parent rkey // as in buildFwd
 	ix.each(func(id uint32, d *fileData, e fileEntry) {
-		name := d.name(e)
-		if isWildcard(name) {
+		if d.label(e) == "*" { // a wildcard
 			return
 		}
 		k := d.key(e)
@@ -279,7 +304,7 @@ func (ix *index) buildRev() int {
 		head := ix.rnext[tail]
 		n, walked := 0, head
 		for ; n < dedupScan; n++ {
-			if ix.name(walked) == name {
+			if ix.pairIs(walked, d, e) {
 				return
 			}
 			if walked == tail {
@@ -288,6 +313,7 @@ func (ix *index) buildRev() int {
 			walked = ix.rnext[walked]
 		}
 		if n+1 >= dedupScan {
+			name := d.name(e)
 			if big == nil {
 				big = make(map[revDup]struct{})
 			}

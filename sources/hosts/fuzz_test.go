@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // FuzzParseLine checks one hosts line:
@@ -175,6 +177,16 @@ func FuzzParseFile(f *testing.F) {
 		for _, e := range d.entries {
 			got = append(got, pair{d.addr(e), d.name(e)})
 			checkName(t, d.name(e))
+			// The name kept in two parts answers as the name written out.
+			name := d.name(e)
+			for _, z := range append(ancestors(name), ".", name, "x."+name, "example.") {
+				if d.inZone(e, z) != pipeline.InZone(name, z) {
+					t.Fatalf("%q in zone %q: %v, want %v", name, z, d.inZone(e, z), !d.inZone(e, z))
+				}
+			}
+			if !d.nameIs(e, name) || d.nameIs(e, "x."+name) {
+				t.Fatalf("nameIs(%q) wrong", name)
+			}
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("parseData: %v\nline by line: %v", got, want)

@@ -85,11 +85,6 @@ type rkey struct {
 	v6     bool
 }
 
-// isWildcard reports whether name's first label is "*".
-func isWildcard(name string) bool {
-	return len(name) >= 2 && name[0] == '*' && name[1] == '.'
-}
-
 // entry returns pair id and the data holding it.
 func (ix *index) entry(id uint32) (*fileData, fileEntry) {
 	s := len(ix.base) - 1
@@ -100,17 +95,51 @@ func (ix *index) entry(id uint32) (*fileData, fileEntry) {
 	return d, d.entries[id-ix.base[s]]
 }
 
-// name is the name of pair id.
+// appendName appends the name of pair id to dst.
+func (ix *index) appendName(dst []byte, id uint32) []byte {
+	d, e := ix.entry(id)
+	return d.appendName(dst, e)
+}
+
+// name is the name of pair id, as a new string.
 func (ix *index) name(id uint32) string {
 	d, e := ix.entry(id)
 	return d.name(e)
 }
 
-// fwdName is the name a forward slot value (minus one) stands for.
+// entSuffix is the name of the empty non-terminal ents[i]: always a
+// suffix of its pair's parent, since an ancestor starts past the first
+// label.
+func (ix *index) entSuffix(i uint32) string {
+	en := ix.ents[i]
+	d, e := ix.entry(en.id)
+	return d.parent(e)[int(en.off)-int(e.labelN)-1:]
+}
+
+// fwdIs reports whether the forward slot value v (minus one) stands for
+// name.
+func (ix *index) fwdIs(v uint32, name string) bool {
+	if v&entFlag != 0 {
+		return ix.entSuffix(v&^entFlag) == name
+	}
+	d, e := ix.entry(v)
+	return d.nameIs(e, name)
+}
+
+// fwdHash is the hash of the name the forward slot value v (minus one)
+// stands for; buf is scratch space.
+func (ix *index) fwdHash(v uint32, buf []byte) uint64 {
+	if v&entFlag != 0 {
+		return ix.hashName(ix.entSuffix(v &^ entFlag))
+	}
+	return maphash.Bytes(ix.seed, ix.appendName(buf[:0], v))
+}
+
+// fwdName is the name a forward slot value (minus one) stands for, as a
+// new string.
 func (ix *index) fwdName(v uint32) string {
 	if v&entFlag != 0 {
-		e := ix.ents[v&^entFlag]
-		return ix.name(e.id)[e.off:]
+		return ix.entSuffix(v &^ entFlag)
 	}
 	return ix.name(v)
 }
@@ -145,8 +174,10 @@ func (ix *index) hashKey(k rkey) uint64 {
 }
 
 // findName returns the forward slot value of name (an entry id, or
-// entFlag|i for an empty non-terminal).
-func (ix *index) findName(name string) (uint32, bool) {
+// entFlag|i for an empty non-terminal). names, when not nil, holds the
+// name of every list's tail as one string, which is quicker to compare
+// than a name in two parts.
+func (ix *index) findName(name string, names []string) (uint32, bool) {
 	if len(ix.fwd) == 0 {
 		return 0, false
 	}
@@ -156,8 +187,12 @@ func (ix *index) findName(name string) (uint32, bool) {
 		if v == 0 {
 			return 0, false
 		}
-		if ix.fwdName(v-1) == name {
-			return v - 1, true
+		if v--; names != nil && v&entFlag == 0 {
+			if names[v] == name {
+				return v, true
+			}
+		} else if ix.fwdIs(v, name) {
+			return v, true
 		}
 		if i++; i == len(ix.fwd) {
 			i = 0
@@ -202,9 +237,11 @@ type ttlIndex struct {
 	pre *prebuilt
 }
 
-// prebuilt holds a small index's records, by the id of a list's tail.
+// prebuilt holds a small index's records, and its names, by the id of a
+// list's tail.
 type prebuilt struct {
 	fwd, rev [][]dns.RR
+	names    []string
 }
 
 // prebuiltMax is the number of pairs up to which records are built
@@ -226,13 +263,17 @@ func newTTLIndex(ix *index, ttl uint32) *ttlIndex {
 // reverse table is consulted only when reverse is true.
 func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool) {
 	ix := r.ix
-	if v, found := ix.findName(name); found {
+	var names []string
+	if r.pre != nil {
+		names = r.pre.names
+	}
+	if v, found := ix.findName(name, names); found {
 		ok = true
 		if v&entFlag == 0 {
 			if r.pre != nil {
 				fwd = r.pre.fwd[v]
 			} else {
-				fwd = ix.fwdRecords(v, r.ttl, nil)
+				fwd = ix.fwdRecords(v, name, r.ttl, nil)
 			}
 		}
 	}
@@ -253,14 +294,15 @@ func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool
 
 // prebuild makes every record of ix with ttl, in bulk.
 func (ix *index) prebuild(ttl uint32) *prebuilt {
-	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n)}
+	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n), names: make([]string, ix.n)}
 	b := &bulk{}
+	var buf [256]byte
 	for _, v := range ix.fwd {
 		if v != 0 && (v-1)&entFlag == 0 {
-			p.fwd[v-1] = ix.fwdRecords(v-1, ttl, b)
+			p.names[v-1] = b.intern(ix.appendName(buf[:0], v-1))
+			p.fwd[v-1] = ix.fwdRecords(v-1, p.names[v-1], ttl, b)
 		}
 	}
-	var buf [80]byte
 	for _, v := range ix.rev {
 		if v != 0 && (v-1)&entFlag == 0 {
 			d, e := ix.entry(v - 1)
@@ -365,21 +407,22 @@ func header(name string, t uint16, ttl uint32, rdlen uint16) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl, Rdlength: rdlen}
 }
 
-// fwdRecords returns the A and AAAA records of the name whose list ends
-// at pair x, in file order, from b (nil: allocated for this answer).
-func (ix *index) fwdRecords(x, ttl uint32, b *bulk) []dns.RR {
+// fwdRecords returns the A and AAAA records, owned by owner, of the name
+// whose list ends at pair x, in file order, from b (nil: allocated for
+// this answer).
+func (ix *index) fwdRecords(x uint32, owner string, ttl uint32, b *bulk) []dns.RR {
 	head := ix.fnext[x]
 	if b == nil && head == x {
 		d, e := ix.entry(x)
 		if e.v6 {
 			o := &oneAAAA{}
-			o.a = dns.AAAA{Hdr: header(d.name(e), dns.TypeAAAA, ttl, 16), AAAA: d.v6[e.addr][:]}
+			o.a = dns.AAAA{Hdr: header(owner, dns.TypeAAAA, ttl, 16), AAAA: d.v6[e.addr][:]}
 			o.rr[0] = &o.a
 			return o.rr[:]
 		}
 		o := &oneA{}
 		o.ip = v4bytes(e.addr)
-		o.a = dns.A{Hdr: header(d.name(e), dns.TypeA, ttl, 4), A: o.ip[:]}
+		o.a = dns.A{Hdr: header(owner, dns.TypeA, ttl, 4), A: o.ip[:]}
 		o.rr[0] = &o.a
 		return o.rr[:]
 	}
@@ -395,12 +438,12 @@ func (ix *index) fwdRecords(x, ttl uint32, b *bulk) []dns.RR {
 		d, e := ix.entry(id)
 		if e.v6 {
 			rr := b.aaaa()
-			*rr = dns.AAAA{Hdr: header(d.name(e), dns.TypeAAAA, ttl, 16), AAAA: d.v6[e.addr][:]}
+			*rr = dns.AAAA{Hdr: header(owner, dns.TypeAAAA, ttl, 16), AAAA: d.v6[e.addr][:]}
 			rrs = append(rrs, rr)
 		} else {
 			rr, ip, a4 := b.a(), b.ip4(), v4bytes(e.addr)
 			copy(ip, a4[:])
-			*rr = dns.A{Hdr: header(d.name(e), dns.TypeA, ttl, 4), A: ip}
+			*rr = dns.A{Hdr: header(owner, dns.TypeA, ttl, 4), A: ip}
 			rrs = append(rrs, rr)
 		}
 		if id == x {
@@ -427,9 +470,10 @@ func (ix *index) revRecords(x uint32, owner string, ttl uint32, b *bulk) []dns.R
 		b = &bulk{}
 	}
 	rrs := b.slice(n)
+	var buf [256]byte
 	for id := head; ; id = ix.rnext[id] {
 		rr := b.ptr()
-		*rr = dns.PTR{Hdr: header(owner, dns.TypePTR, ttl, 0), Ptr: ix.name(id)}
+		*rr = dns.PTR{Hdr: header(owner, dns.TypePTR, ttl, 0), Ptr: b.intern(ix.appendName(buf[:0], id))}
 		rrs = append(rrs, rr)
 		if id == x {
 			return rrs
@@ -445,15 +489,20 @@ func v4bytes(a uint32) [4]byte { return [4]byte{byte(a >> 24), byte(a >> 16), by
 func (r *ttlIndex) list(zone string, reverse bool, yield func(dns.RR) bool) bool {
 	ix := r.ix
 	b := &bulk{}
+	var buf [256]byte
 	for _, v := range ix.fwd {
-		if v == 0 || (v-1)&entFlag != 0 || !pipeline.InZone(ix.name(v-1), zone) {
+		if v == 0 || (v-1)&entFlag != 0 {
+			continue
+		}
+		d, e := ix.entry(v - 1)
+		if !d.inZone(e, zone) {
 			continue
 		}
 		rrs := []dns.RR(nil)
 		if r.pre != nil {
 			rrs = r.pre.fwd[v-1]
 		} else {
-			rrs = ix.fwdRecords(v-1, r.ttl, b)
+			rrs = ix.fwdRecords(v-1, b.intern(d.appendName(buf[:0], e)), r.ttl, b)
 		}
 		for _, rr := range rrs {
 			if !yield(rr) {
@@ -464,7 +513,6 @@ func (r *ttlIndex) list(zone string, reverse bool, yield func(dns.RR) bool) bool
 	if !reverse {
 		return true
 	}
-	var buf [80]byte
 	for _, v := range ix.rev {
 		if v == 0 || (v-1)&entFlag != 0 {
 			continue

@@ -1,0 +1,240 @@
+package hosts
+
+import (
+	"bytes"
+	"encoding/binary"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// fileData is one file's parsed content: (address, name) pairs. A name is
+// kept in two parts, its first label and its parent ("db" and
+// "example.internal." for db.example.internal.): the first labels in one
+// shared string, the parents in another, where a parent already seen in
+// the file is not stored again. Large hosts files are mostly names under
+// a few parents, so this holds 1,000,000 names in about half the bytes of
+// the names written out. The IPv6 addresses are in one array. The index
+// refers to a fileData: it is never modified once built.
+type fileData struct {
+	labels  string
+	parents string
+	entries []fileEntry
+	v6      [][16]byte
+	bad     int // lines skipped as malformed
+}
+
+// fileEntry is one (address, name) pair: 16 bytes. The name is
+// label + "." + parent; parent is "" for a name of one label.
+type fileEntry struct {
+	label  uint32 // the first label is labels[label : label+labelN]
+	addr   uint32 // the IPv4 address, or the IPv6 address's index in v6
+	parent uint32 // the parent is parents[parent : parent+parentN]
+	labelN uint8
+	// parentN is the parent's length: at most 253, since a name is at
+	// most 255 octets on the wire (its first label at least 1 of them).
+	parentN uint8
+	v6      bool
+}
+
+func (d *fileData) label(e fileEntry) string {
+	return d.labels[e.label : e.label+uint32(e.labelN)]
+}
+
+func (d *fileData) parent(e fileEntry) string {
+	return d.parents[e.parent : e.parent+uint32(e.parentN)]
+}
+
+// nameLen is the length of e's name.
+func nameLen(e fileEntry) int { return int(e.labelN) + 1 + int(e.parentN) }
+
+// appendName appends e's name to dst.
+func (d *fileData) appendName(dst []byte, e fileEntry) []byte {
+	dst = append(dst, d.label(e)...)
+	dst = append(dst, '.')
+	return append(dst, d.parent(e)...)
+}
+
+// name is e's name, as a new string.
+func (d *fileData) name(e fileEntry) string {
+	var buf [256]byte
+	return string(d.appendName(buf[:0], e))
+}
+
+// nameIs reports whether e's name is name.
+func (d *fileData) nameIs(e fileEntry, name string) bool {
+	n := int(e.labelN)
+	return len(name) == nameLen(e) && name[n] == '.' && name[:n] == d.label(e) && name[n+1:] == d.parent(e)
+}
+
+// inZone reports whether e's name is in zone (a lower-case FQDN, "." the
+// root), without writing the name out: it is the zone itself, or its
+// parent is in the zone.
+func (d *fileData) inZone(e fileEntry, zone string) bool {
+	return zone == "." || d.nameIs(e, zone) || e.parentN > 0 && pipeline.InZone(d.parent(e), zone)
+}
+
+func (d *fileData) addr(e fileEntry) netip.Addr {
+	if e.v6 {
+		return netip.AddrFrom16(d.v6[e.addr])
+	}
+	return netip.AddrFrom4(v4bytes(e.addr))
+}
+
+// key is the reverse key of e's address.
+func (d *fileData) key(e fileEntry) rkey {
+	if e.v6 {
+		a := &d.v6[e.addr]
+		return rkey{hi: binary.BigEndian.Uint64(a[:8]), lo: binary.BigEndian.Uint64(a[8:]), n: 32, v6: true}
+	}
+	return rkey{lo: uint64(e.addr), n: 4}
+}
+
+// dataBuilder makes a fileData: it splits names into first label and
+// parent and stores a parent once when it was seen recently.
+type dataBuilder struct {
+	d       *fileData
+	labels  []byte
+	parents []byte
+	// recent: parents stored so far, direct-mapped by a hash of the
+	// parent; a hit is confirmed by comparing the bytes. The last parent
+	// is checked first (consecutive lines usually share theirs).
+	recent [256]struct {
+		off uint32
+		n   uint8
+		ok  bool
+	}
+	last struct {
+		off uint32
+		n   uint8
+	}
+}
+
+func newDataBuilder(pairs, nameBytes int) *dataBuilder {
+	return &dataBuilder{
+		d:      &fileData{entries: make([]fileEntry, 0, pairs)},
+		labels: make([]byte, 0, nameBytes/4+16),
+	}
+}
+
+// add appends the pair (addr, name): name is a lower-case FQDN of at
+// most 255 octets on the wire, addr already pushed when v6 (index v6i).
+func (b *dataBuilder) add(addr netip.Addr, v6i int, name []byte) {
+	e := fileEntry{}
+	if addr.Is4() {
+		e.addr = binary.BigEndian.Uint32(addr.AsSlice())
+	} else {
+		e.addr, e.v6 = uint32(v6i), true
+	}
+	label, parent := name, []byte(nil)
+	if i := bytes.IndexByte(name, '.'); i >= 0 {
+		label, parent = name[:i], name[i+1:]
+	}
+	e.label, e.labelN = uint32(len(b.labels)), uint8(len(label))
+	b.labels = append(b.labels, label...)
+	e.parent, e.parentN = b.parentOf(parent)
+	b.d.entries = append(b.d.entries, e)
+}
+
+// parentOf returns where parent is stored, storing it if it was not seen
+// recently.
+func (b *dataBuilder) parentOf(parent []byte) (uint32, uint8) {
+	if len(parent) == 0 {
+		return 0, 0
+	}
+	if int(b.last.n) == len(parent) && string(b.parents[b.last.off:b.last.off+uint32(b.last.n)]) == string(parent) {
+		return b.last.off, b.last.n
+	}
+	h := uint32(len(parent))
+	for _, c := range parent {
+		h = h*31 + uint32(c)
+	}
+	slot := &b.recent[(h^h>>8)&255]
+	if !slot.ok || int(slot.n) != len(parent) || string(b.parents[slot.off:slot.off+uint32(slot.n)]) != string(parent) {
+		slot.off, slot.n, slot.ok = uint32(len(b.parents)), uint8(len(parent)), true
+		b.parents = append(b.parents, parent...)
+	}
+	b.last.off, b.last.n = slot.off, slot.n
+	return slot.off, slot.n
+}
+
+// done returns the fileData, its strings copied to their final size.
+func (b *dataBuilder) done() *fileData {
+	d := b.d
+	d.labels, d.parents = string(b.labels), string(b.parents)
+	if cap(d.entries)-len(d.entries) > len(d.entries)/8 { // comments, blank lines
+		d.entries = slices.Clone(d.entries)
+	}
+	b.d = nil
+	return d
+}
+
+// entriesData is the fileData of inline entries (addresses without a
+// zone, names lower-case FQDNs).
+func entriesData(entries []Entry) *fileData {
+	b := newDataBuilder(0, 0)
+	for _, e := range entries {
+		if !e.Addr.IsValid() {
+			continue
+		}
+		addr := e.Addr.WithZone("")
+		v6i := len(b.d.v6)
+		added := false
+		for _, name := range e.Names {
+			if len(name) == 0 || len(name) > 255 {
+				continue // never a valid name
+			}
+			b.add(addr, v6i, []byte(name))
+			added = true
+		}
+		if added && !addr.Is4() {
+			b.d.v6 = append(b.d.v6, addr.As16())
+		}
+	}
+	return b.done()
+}
+
+// parseData parses a whole file. Bad lines are skipped and logged with
+// FILE:LINE (the first maxBadLinesLogged of them, then a count).
+func parseData(path string, data []byte, logger *slog.Logger) *fileData {
+	lines := bytes.Count(data, []byte{'\n'}) + 1
+	b := newDataBuilder(lines, len(data))
+	d := b.d
+	var arena []byte
+	spans := make([]span, 0, 4)
+	for lineNo := 1; len(data) > 0; lineNo++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		addr, a, s, kind, field := parseLine(line, arena[:0], spans[:0])
+		arena, spans = a, s
+		if kind != lineOK {
+			d.bad++
+			if d.bad <= maxBadLinesLogged {
+				logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(lineNo),
+					"reason", kind.String(), "field", string(field))
+			}
+			continue
+		}
+		if len(spans) == 0 {
+			continue
+		}
+		v6i := len(d.v6)
+		for _, sp := range spans {
+			b.add(addr, v6i, arena[sp.off:sp.off+sp.n])
+		}
+		if !addr.Is4() {
+			d.v6 = append(d.v6, addr.As16())
+		}
+	}
+	if d.bad > maxBadLinesLogged {
+		logger.Warn("hosts: more bad lines skipped", "file", path, "total", d.bad)
+	}
+	return b.done()
+}
