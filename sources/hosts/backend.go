@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -401,21 +402,42 @@ func readFile(path string) ([]byte, os.FileInfo, error) {
 // Outside counts the names with records in the current data that lie in
 // none of zones (lower-case FQDNs, "." = root) and returns one of them as
 // an example. A zone never serves such names; the caller logs them once.
+//
+// The pairs are read in file order (not through the hash table, whose
+// order is random in memory), and the zones are checked once per run of
+// pairs with the same parent: a name is in a zone when its parent is, or
+// when it is the zone itself.
 func (b *Backend) Outside(zones []string) (n int, example string) {
-	ix := b.snapshot().ix
+	return b.snapshot().ix.outside(zones)
+}
+
+func (ix *index) outside(zones []string) (n int, example string) {
 	var buf [256]byte
-	for _, v := range ix.fwd {
-		if v == 0 || (v-1)&entFlag != 0 {
-			continue
+	var last struct {
+		d      *fileData
+		parent uint32
+		n      uint8
+		in     bool
+	}
+	for s, d := range ix.segs {
+		for k, e := range d.entries {
+			if last.d != d || last.parent != e.parent || last.n != e.parentN {
+				last.d, last.parent, last.n = d, e.parent, e.parentN
+				last.in = slices.ContainsFunc(zones, func(z string) bool {
+					return z == "." || e.parentN > 0 && pipeline.InZone(d.parent(e), z)
+				})
+			}
+			if last.in || slices.ContainsFunc(zones, func(z string) bool { return d.nameIs(e, z) }) {
+				continue
+			}
+			if !ix.isTail(ix.base[s]+uint32(k), d, e) {
+				continue // a duplicate, or not its name's last pair: counted once, at the last
+			}
+			if name := d.appendName(buf[:0], e); n == 0 || string(name) < example {
+				example = string(name)
+			}
+			n++
 		}
-		d, e := ix.entry(v - 1)
-		if entryInZones(d, e, zones) {
-			continue
-		}
-		if name := d.appendName(buf[:0], e); n == 0 || string(name) < example {
-			example = string(name)
-		}
-		n++
 	}
 	return n, example
 }
@@ -423,15 +445,6 @@ func (b *Backend) Outside(zones []string) (n int, example string) {
 func inZones(name string, zones []string) bool {
 	for _, z := range zones {
 		if pipeline.InZone(name, z) {
-			return true
-		}
-	}
-	return false
-}
-
-func entryInZones(d *fileData, e fileEntry, zones []string) bool {
-	for _, z := range zones {
-		if d.inZone(e, z) {
 			return true
 		}
 	}

@@ -59,6 +59,57 @@ func (ix *index) each(f func(id uint32, d *fileData, e fileEntry)) {
 	}
 }
 
+// ahead is the number of pairs eachAhead looks up ahead of time.
+const ahead = 16
+
+// eachAhead calls f for every pair, in order, with its id and its hash.
+// Building a large index is bound by memory latency: every pair's slot is
+// a random place in a table of megabytes, and an occupied slot leads to
+// another pair's entry and name, elsewhere again. So the pairs go in
+// groups: first the group's slots (and the entries in them) are read,
+// loads the processor can overlap, then f runs for each pair of the group
+// and finds them in the cache. touch reads what f will read of the pair in an occupied slot.
+func (ix *index) eachAhead(hash func(*fileData, fileEntry) uint64, touch func(*fileData, fileEntry) uint32,
+	table func() []uint32, f func(id uint32, d *fileData, e fileEntry, h uint64)) {
+	var (
+		hs   [ahead]uint64
+		ws   [ahead]*fileData
+		we   [ahead]fileEntry
+		warm uint32
+	)
+	id := uint32(0)
+	for _, d := range ix.segs {
+		for start := 0; start < len(d.entries); start += ahead {
+			group := d.entries[start:min(start+ahead, len(d.entries))]
+			t := table()
+			for k, e := range group {
+				hs[k] = hash(d, e)
+			}
+			for k := range group { // a tight loop: the loads overlap
+				warm += t[slot(hs[k], len(t))]
+			}
+			for k := range group {
+				if v := t[slot(hs[k], len(t))]; v != 0 && (v-1)&entFlag == 0 {
+					ws[k], we[k] = ix.entry(v - 1)
+					warm += we[k].label
+				} else {
+					ws[k] = nil
+				}
+			}
+			for k := range group {
+				if ws[k] != nil {
+					warm += touch(ws[k], we[k])
+				}
+			}
+			for k, e := range group {
+				f(id, d, e, hs[k])
+				id++
+			}
+		}
+	}
+	ix.warm = warm
+}
+
 // tableSize is the number of slots for n keys: a load of one half, so that
 // a probe for an unknown key ends after about 2.5 slots. A table grows
 // (doubles) only past a load of three quarters: the empty non-terminals
@@ -128,9 +179,10 @@ func (ix *index) buildFwd() int {
 			}
 		}
 	}
-	// findPair returns the slot of the name of (d, e): empty or holding it.
-	findPair := func(d *fileData, e fileEntry) int {
-		i := slot(maphash.Bytes(ix.seed, d.appendName(buf[:0], e)), len(ix.fwd))
+	// findPair returns the slot of the name of (d, e), whose hash is h:
+	// empty or holding it.
+	findPair := func(d *fileData, e fileEntry, h uint64) int {
+		i := slot(h, len(ix.fwd))
 		for {
 			v := ix.fwd[i]
 			if v == 0 {
@@ -148,9 +200,16 @@ func (ix *index) buildFwd() int {
 	// its ancestors; consecutive lines usually share theirs, which is
 	// then not looked up again.
 	last := ""
-	ix.each(func(id uint32, d *fileData, e fileEntry) {
+	hash := func(d *fileData, e fileEntry) uint64 { return maphash.Bytes(ix.seed, d.appendName(buf[:0], e)) }
+	touch := func(d *fileData, e fileEntry) uint32 { // pairIs reads the name
+		if e.labelN > 0 {
+			return uint32(d.labels[e.label])
+		}
+		return 0
+	}
+	ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		grow()
-		i := findPair(d, e)
+		i := findPair(d, e, h)
 		v := ix.fwd[i]
 		switch {
 		case v == 0: // a new name, and its ancestors
@@ -251,8 +310,8 @@ func (ix *index) buildRev() int {
 		}
 		ix.rev = slots
 	}
-	find := func(k rkey) int {
-		i := slot(ix.hashKey(k), len(ix.rev))
+	find := func(k rkey, h uint64) int {
+		i := slot(h, len(ix.rev))
 		for {
 			v := ix.rev[i]
 			if v == 0 || ix.revKey(v-1) == k {
@@ -264,13 +323,20 @@ func (ix *index) buildRev() int {
 		}
 	}
 	var parent rkey // as in buildFwd
-	ix.each(func(id uint32, d *fileData, e fileEntry) {
+	hash := func(d *fileData, e fileEntry) uint64 { return ix.hashKey(d.key(e)) }
+	touch := func(d *fileData, e fileEntry) uint32 { // revKey reads the address
+		if e.v6 {
+			return uint32(d.v6[e.addr][0])
+		}
+		return 0
+	}
+	ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		if d.label(e) == "*" { // a wildcard
 			return
 		}
 		k := d.key(e)
 		grow()
-		i := find(k)
+		i := find(k, h)
 		v := ix.rev[i]
 		if v == 0 { // a new address, and its prefixes
 			ix.rev[i], ix.rnext[id] = id+1, id
@@ -289,7 +355,7 @@ func (ix *index) buildRev() int {
 			for n := k.n - 1; n > 0; n-- {
 				p := k.prefix(n)
 				grow()
-				j := find(p)
+				j := find(p, ix.hashKey(p))
 				if ix.rev[j] != 0 {
 					break
 				}

@@ -197,15 +197,66 @@ func entriesData(entries []Entry) *fileData {
 	return b.done()
 }
 
+// parallelParseMin is the file size from which the two halves of a file
+// are parsed concurrently (then joined).
+const parallelParseMin = 4 << 20
+
+// badLine is a skipped line, to be logged.
+type badLine struct {
+	line  int
+	kind  badKind
+	field string
+}
+
 // parseData parses a whole file. Bad lines are skipped and logged with
-// FILE:LINE (the first maxBadLinesLogged of them, then a count).
+// FILE:LINE (the first maxBadLinesLogged of them, then a count). A large
+// file is parsed in two halves at once, joined in order.
 func parseData(path string, data []byte, logger *slog.Logger) *fileData {
+	return parseDataFrom(path, data, logger, parallelParseMin)
+}
+
+// parseDataFrom is parseData with halves parsed at once from size
+// parallel on.
+func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) *fileData {
+	var d *fileData
+	var bad []badLine
+	if half := len(data) / 2; len(data) >= parallel && bytes.IndexByte(data[half:], '\n') >= 0 {
+		cut := half + bytes.IndexByte(data[half:], '\n') + 1
+		var d2 *fileData
+		var bad2 []badLine
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d2, bad2 = parsePart(data[cut:], 1+bytes.Count(data[:cut], []byte{'\n'}))
+		}()
+		d, bad = parsePart(data[:cut], 1)
+		<-done
+		d = joinData(d, d2)
+		bad = append(bad, bad2...)
+		bad = bad[:min(len(bad), maxBadLinesLogged)]
+	} else {
+		d, bad = parsePart(data, 1)
+	}
+	for _, b := range bad {
+		logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(b.line),
+			"reason", b.kind.String(), "field", b.field)
+	}
+	if d.bad > maxBadLinesLogged {
+		logger.Warn("hosts: more bad lines skipped", "file", path, "total", d.bad)
+	}
+	return d
+}
+
+// parsePart parses lines numbered from first on. It returns the first
+// maxBadLinesLogged bad lines (d.bad counts them all).
+func parsePart(data []byte, first int) (*fileData, []badLine) {
 	lines := bytes.Count(data, []byte{'\n'}) + 1
 	b := newDataBuilder(lines, len(data))
 	d := b.d
 	var arena []byte
+	var bad []badLine
 	spans := make([]span, 0, 4)
-	for lineNo := 1; len(data) > 0; lineNo++ {
+	for lineNo := first; len(data) > 0; lineNo++ {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
@@ -217,8 +268,7 @@ func parseData(path string, data []byte, logger *slog.Logger) *fileData {
 		if kind != lineOK {
 			d.bad++
 			if d.bad <= maxBadLinesLogged {
-				logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(lineNo),
-					"reason", kind.String(), "field", string(field))
+				bad = append(bad, badLine{lineNo, kind, string(field)})
 			}
 			continue
 		}
@@ -233,8 +283,29 @@ func parseData(path string, data []byte, logger *slog.Logger) *fileData {
 			d.v6 = append(d.v6, addr.As16())
 		}
 	}
-	if d.bad > maxBadLinesLogged {
-		logger.Warn("hosts: more bad lines skipped", "file", path, "total", d.bad)
+	return b.done(), bad
+}
+
+// joinData is a's pairs followed by b's, in one fileData.
+func joinData(a, b *fileData) *fileData {
+	d := &fileData{
+		labels:  a.labels + b.labels,
+		parents: a.parents + b.parents,
+		entries: make([]fileEntry, len(a.entries), len(a.entries)+len(b.entries)),
+		v6:      append(a.v6[:len(a.v6):len(a.v6)], b.v6...),
+		bad:     a.bad + b.bad,
 	}
-	return b.done()
+	copy(d.entries, a.entries)
+	lo, po, vo := uint32(len(a.labels)), uint32(len(a.parents)), uint32(len(a.v6))
+	for _, e := range b.entries {
+		e.label += lo
+		if e.parentN > 0 {
+			e.parent += po
+		}
+		if e.v6 {
+			e.addr += vo
+		}
+		d.entries = append(d.entries, e)
+	}
+	return d
 }

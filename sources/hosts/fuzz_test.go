@@ -192,6 +192,15 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("parseData: %v\nline by line: %v", got, want)
 		}
 		checkIndex(t, buildIndex([]*fileData{d}), got)
+		// Parsed in two halves at once and joined: the same pairs.
+		var split []pair
+		ds := parseDataFrom("fuzz.hosts", data, logger, 0)
+		for _, e := range ds.entries {
+			split = append(split, pair{ds.addr(e), ds.name(e)})
+		}
+		if !slices.Equal(split, got) || ds.bad != d.bad {
+			t.Fatalf("parsed in halves: %v (%d bad)\nwhole: %v (%d bad)", split, ds.bad, got, d.bad)
+		}
 		// The same pairs split over two files.
 		if len(data) > 1 {
 			half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1

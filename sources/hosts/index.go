@@ -59,6 +59,10 @@ type index struct {
 	// exists as an empty non-terminal.
 	v4, v6 bool
 
+	// warm keeps what eachAhead read ahead, so that the compiler keeps
+	// those reads.
+	warm uint32
+
 	// records counts the records held (for logs).
 	records int
 	// wild: some name's first label is "*" (a wildcard, matched by the
@@ -193,6 +197,25 @@ func (ix *index) findName(name string, names []string) (uint32, bool) {
 			}
 		} else if ix.fwdIs(v, name) {
 			return v, true
+		}
+		if i++; i == len(ix.fwd) {
+			i = 0
+		}
+	}
+}
+
+// isTail reports whether pair id, (d, e), is the last pair of its name's
+// list: the pair the name's slot holds.
+func (ix *index) isTail(id uint32, d *fileData, e fileEntry) bool {
+	var buf [256]byte
+	i := slot(maphash.Bytes(ix.seed, d.appendName(buf[:0], e)), len(ix.fwd))
+	for {
+		v := ix.fwd[i]
+		if v == 0 {
+			return false
+		}
+		if v-1 == id {
+			return true
 		}
 		if i++; i == len(ix.fwd) {
 			i = 0

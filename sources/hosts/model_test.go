@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // A model of what an index answers, built the plain way (maps of rendered
@@ -141,6 +143,20 @@ func checkIndex(t testing.TB, ix *index, pairs []pair) {
 	m := buildModel(t, pairs)
 	if ix.records != m.records || ix.wild != m.wild {
 		t.Fatalf("index: %d records, wildcards %v; model: %d, %v", ix.records, ix.wild, m.records, m.wild)
+	}
+	// The names with records outside some zones, and the first of them.
+	for _, zones := range [][]string{{"."}, {"example."}, {"internal.", "a."}, {"x.y."}} {
+		n, example := 0, ""
+		for name, recs := range m.fwd {
+			if recs != nil && !slices.ContainsFunc(zones, func(z string) bool { return pipeline.InZone(name, z) }) {
+				if n++; n == 1 || name < example {
+					example = name
+				}
+			}
+		}
+		if gotN, gotEx := ix.outside(zones); gotN != n || gotEx != example {
+			t.Fatalf("outside %v: %d, %q; want %d, %q", zones, gotN, gotEx, n, example)
+		}
 	}
 	names := map[string]bool{"arpa.": true, "in-addr.arpa.": true, "ip6.arpa.": true,
 		"nowhere.example.": true, "0.in-addr.arpa.": true, "1.2.3.4.5.in-addr.arpa.": true,

@@ -1,0 +1,46 @@
+package hosts
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBadLinesLogged: bad lines are logged with FILE:LINE, the first
+// maxBadLinesLogged of them, then one count, whether the file is parsed
+// whole or in two halves at once.
+func TestBadLinesLogged(t *testing.T) {
+	var sb strings.Builder
+	var want []string
+	for i := 1; i <= 60; i++ {
+		if i%2 == 0 {
+			fmt.Fprintf(&sb, "10.0.0.%d not_a%%name\n", i) // line i is bad
+			want = append(want, fmt.Sprintf("at=f.hosts:%d", i))
+		} else {
+			fmt.Fprintf(&sb, "10.0.0.%d host%d.example.\n", i, i)
+		}
+	}
+	for _, parallel := range []int{1 << 30, 0} {
+		var logs bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&logs, nil))
+		d := parseDataFrom("f.hosts", []byte(sb.String()), logger, parallel)
+		if len(d.entries) != 30 || d.bad != 30 {
+			t.Fatalf("parallel from %d: %d pairs, %d bad; want 30, 30", parallel, len(d.entries), d.bad)
+		}
+		got := regexp.MustCompile(`at=f\.hosts:\d+`).FindAllString(logs.String(), -1)
+		if strings.Join(got, " ") != strings.Join(want[:maxBadLinesLogged], " ") {
+			t.Errorf("parallel from %d: logged %v, want %v", parallel, got, want[:maxBadLinesLogged])
+		}
+		if !strings.Contains(logs.String(), "more bad lines skipped") || !strings.Contains(logs.String(), "total=30") {
+			t.Errorf("parallel from %d: no count of the rest:\n%s", parallel, logs.String())
+		}
+		for _, e := range d.entries {
+			if n := d.name(e); !strings.HasPrefix(n, "host") || !strings.HasSuffix(n, ".example.") {
+				t.Errorf("parallel from %d: name %q", parallel, n)
+			}
+		}
+	}
+}
