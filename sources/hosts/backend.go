@@ -73,7 +73,7 @@ type hostsFile struct {
 	path    string // cleaned
 	dir     string
 	base    string
-	data    *fileData // last good data
+	data    fileParts // last good data
 	sum     uint64    // hash of the content data was parsed from
 	info    os.FileInfo
 	failing bool // unreadable since the last warning
@@ -186,9 +186,9 @@ func (b *Backend) defaultView() *view {
 // before OpenBackend returns).
 func (b *Backend) publish(prev uint32) *snapshot {
 	serial := max(b.serials.Next(), prev+1)
-	segs := make([]*fileData, len(b.files))
-	for i, f := range b.files {
-		segs[i] = f.data
+	segs := make([]*fileData, 0, len(b.files))
+	for _, f := range b.files {
+		segs = append(segs, f.data...)
 	}
 	ix := buildIndex(segs)
 	var last *snapshot
@@ -364,7 +364,7 @@ func (b *Backend) reread(f *hostsFile) bool {
 		f.emptySince = time.Time{}
 		return false
 	}
-	if len(data) == 0 && len(f.data.entries) > 0 {
+	if len(data) == 0 && f.data.pairs() > 0 {
 		now := time.Now()
 		if f.emptySince.IsZero() {
 			f.emptySince = now
@@ -378,13 +378,13 @@ func (b *Backend) reread(f *hostsFile) bool {
 	}
 	f.emptySince = time.Time{}
 	fd := parseData(f.path, data, b.logger)
-	if len(fd.entries) == 0 && fd.bad > 0 && len(f.data.entries) > 0 {
+	if fd.pairs() == 0 && fd.bad() > 0 && f.data.pairs() > 0 {
 		// Not one line parses (binary junk, the wrong file copied in):
 		// that is never a hosts file someone meant to serve, so keep the
 		// last good data, as for a file that cannot be read. A file with
 		// some good lines is applied without its bad ones.
 		f.sum = sum
-		b.logger.Warn("hosts file has no valid line, keeping its last good data", "file", f.path, "bad_lines", fd.bad)
+		b.logger.Warn("hosts file has no valid line, keeping its last good data", "file", f.path, "bad_lines", fd.bad())
 		return false
 	}
 	f.sum = sum

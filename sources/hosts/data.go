@@ -210,15 +210,15 @@ type badLine struct {
 
 // parseData parses a whole file. Bad lines are skipped and logged with
 // FILE:LINE (the first maxBadLinesLogged of them, then a count). A large
-// file is parsed in two halves at once, joined in order.
-func parseData(path string, data []byte, logger *slog.Logger) *fileData {
+// file is parsed in two halves at once.
+func parseData(path string, data []byte, logger *slog.Logger) fileParts {
 	return parseDataFrom(path, data, logger, parallelParseMin)
 }
 
 // parseDataFrom is parseData with halves parsed at once from size
 // parallel on.
-func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) *fileData {
-	var d *fileData
+func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) fileParts {
+	var parts fileParts
 	var bad []badLine
 	if half := len(data) / 2; len(data) >= parallel && bytes.IndexByte(data[half:], '\n') >= 0 {
 		cut := half + bytes.IndexByte(data[half:], '\n') + 1
@@ -229,22 +229,23 @@ func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) 
 			defer close(done)
 			d2, bad2 = parsePart(data[cut:], 1+bytes.Count(data[:cut], []byte{'\n'}))
 		}()
-		d, bad = parsePart(data[:cut], 1)
+		d1, bad1 := parsePart(data[:cut], 1)
 		<-done
-		d = joinData(d, d2)
-		bad = append(bad, bad2...)
+		parts = fileParts{d1, d2}
+		bad = append(bad1, bad2...)
 		bad = bad[:min(len(bad), maxBadLinesLogged)]
 	} else {
-		d, bad = parsePart(data, 1)
+		d, bad1 := parsePart(data, 1)
+		parts, bad = fileParts{d}, bad1
 	}
 	for _, b := range bad {
 		logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(b.line),
 			"reason", b.kind.String(), "field", b.field)
 	}
-	if d.bad > maxBadLinesLogged {
-		logger.Warn("hosts: more bad lines skipped", "file", path, "total", d.bad)
+	if n := parts.bad(); n > maxBadLinesLogged {
+		logger.Warn("hosts: more bad lines skipped", "file", path, "total", n)
 	}
-	return d
+	return parts
 }
 
 // parsePart parses lines numbered from first on. It returns the first
@@ -286,26 +287,25 @@ func parsePart(data []byte, first int) (*fileData, []badLine) {
 	return b.done(), bad
 }
 
-// joinData is a's pairs followed by b's, in one fileData.
-func joinData(a, b *fileData) *fileData {
-	d := &fileData{
-		labels:  a.labels + b.labels,
-		parents: a.parents + b.parents,
-		entries: make([]fileEntry, len(a.entries), len(a.entries)+len(b.entries)),
-		v6:      append(a.v6[:len(a.v6):len(a.v6)], b.v6...),
-		bad:     a.bad + b.bad,
+// fileParts is a file's data: one fileData, or two for a file parsed in
+// halves (the index takes them in order as it takes files, so the halves
+// are never copied into one).
+type fileParts []*fileData
+
+// pairs is the number of pairs in p.
+func (p fileParts) pairs() int {
+	n := 0
+	for _, d := range p {
+		n += len(d.entries)
 	}
-	copy(d.entries, a.entries)
-	lo, po, vo := uint32(len(a.labels)), uint32(len(a.parents)), uint32(len(a.v6))
-	for _, e := range b.entries {
-		e.label += lo
-		if e.parentN > 0 {
-			e.parent += po
-		}
-		if e.v6 {
-			e.addr += vo
-		}
-		d.entries = append(d.entries, e)
+	return n
+}
+
+// bad is the number of lines skipped in p.
+func (p fileParts) bad() int {
+	n := 0
+	for _, d := range p {
+		n += d.bad
 	}
-	return d
+	return n
 }

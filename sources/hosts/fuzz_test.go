@@ -172,7 +172,11 @@ func FuzzParseFile(f *testing.F) {
 				want = append(want, pair{a, n})
 			}
 		}
-		d := parseData("fuzz.hosts", data, logger)
+		parts := parseData("fuzz.hosts", data, logger)
+		if len(parts) != 1 {
+			t.Fatalf("a small file parsed in %d parts", len(parts))
+		}
+		d := parts[0]
 		var got []pair
 		for _, e := range d.entries {
 			got = append(got, pair{d.addr(e), d.name(e)})
@@ -191,24 +195,32 @@ func FuzzParseFile(f *testing.F) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("parseData: %v\nline by line: %v", got, want)
 		}
-		checkIndex(t, buildIndex([]*fileData{d}), got)
-		// Parsed in two halves at once and joined: the same pairs.
-		var split []pair
-		ds := parseDataFrom("fuzz.hosts", data, logger, 0)
-		for _, e := range ds.entries {
-			split = append(split, pair{ds.addr(e), ds.name(e)})
+		checkIndex(t, buildIndex(parts), got)
+		// Parsed in two halves at once: the same pairs, the same index.
+		halves := parseDataFrom("fuzz.hosts", data, logger, 0)
+		if split := partsPairs(halves); !slices.Equal(split, got) || halves.bad() != d.bad {
+			t.Fatalf("parsed in halves: %v (%d bad)\nwhole: %v (%d bad)", split, halves.bad(), got, d.bad)
 		}
-		if !slices.Equal(split, got) || ds.bad != d.bad {
-			t.Fatalf("parsed in halves: %v (%d bad)\nwhole: %v (%d bad)", split, ds.bad, got, d.bad)
-		}
+		checkIndex(t, buildIndex(halves), got)
 		// The same pairs split over two files.
 		if len(data) > 1 {
 			half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
 			d1 := parseData("1.hosts", data[:half], logger)
 			d2 := parseData("2.hosts", data[half:], logger)
-			checkIndex(t, buildIndex([]*fileData{d1, {}, d2}), got)
+			checkIndex(t, buildIndex(slices.Concat(d1, fileParts{{}}, d2)), got)
 		}
 	})
+}
+
+// partsPairs lists the pairs of parts, in order.
+func partsPairs(parts fileParts) []pair {
+	var out []pair
+	for _, d := range parts {
+		for _, e := range d.entries {
+			out = append(out, pair{d.addr(e), d.name(e)})
+		}
+	}
+	return out
 }
 
 // ancestors are name's proper ancestors, the root excluded.

@@ -26,9 +26,9 @@ func TestBadLinesLogged(t *testing.T) {
 	for _, parallel := range []int{1 << 30, 0} {
 		var logs bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
-		d := parseDataFrom("f.hosts", []byte(sb.String()), logger, parallel)
-		if len(d.entries) != 30 || d.bad != 30 {
-			t.Fatalf("parallel from %d: %d pairs, %d bad; want 30, 30", parallel, len(d.entries), d.bad)
+		parts := parseDataFrom("f.hosts", []byte(sb.String()), logger, parallel)
+		if parts.pairs() != 30 || parts.bad() != 30 {
+			t.Fatalf("parallel from %d: %d pairs, %d bad; want 30, 30", parallel, parts.pairs(), parts.bad())
 		}
 		got := regexp.MustCompile(`at=f\.hosts:\d+`).FindAllString(logs.String(), -1)
 		if strings.Join(got, " ") != strings.Join(want[:maxBadLinesLogged], " ") {
@@ -37,9 +37,9 @@ func TestBadLinesLogged(t *testing.T) {
 		if !strings.Contains(logs.String(), "more bad lines skipped") || !strings.Contains(logs.String(), "total=30") {
 			t.Errorf("parallel from %d: no count of the rest:\n%s", parallel, logs.String())
 		}
-		for _, e := range d.entries {
-			if n := d.name(e); !strings.HasPrefix(n, "host") || !strings.HasSuffix(n, ".example.") {
-				t.Errorf("parallel from %d: name %q", parallel, n)
+		for _, p := range partsPairs(parts) {
+			if !strings.HasPrefix(p.name, "host") || !strings.HasSuffix(p.name, ".example.") {
+				t.Errorf("parallel from %d: name %q", parallel, p.name)
 			}
 		}
 	}
