@@ -10,8 +10,8 @@
 // time per answered query (utime+stime from /proc/PID/stat ÷ answers) and
 // the answers per second, once under dnsperf and once under bench/loadgen;
 // then the p50/p99 latency at a fixed rate (bench/loadgen -rate) and the
-// p99 at half the server's own loadgen peak (a lost query ranks after
-// every answer); its VmRSS idle after the
+// p99 at half the server's own loadgen peak and at one common rate for
+// all (a lost query ranks after every answer); its VmRSS idle after the
 // warm-up (settled), the largest sampled under the saturating loads, and
 // VmRSS/VmHWM at the end; and the kernel's receive drops on its UDP port
 // (/proc/net/udp); and the time from its start to its first right answer
@@ -62,6 +62,7 @@ func main() {
 	flag.DurationVar(&e.dur, "duration", 5*time.Second, "each measurement's length")
 	runs := flag.Int("runs", 3, "runs; the servers' order rotates from one to the next")
 	flag.IntVar(&e.rate, "rate", 20000, "queries per second of the latency measurement")
+	flag.IntVar(&e.common, "common-rate", 80000, "queries per second of the p99 measured at the same rate for every server (about half unbound's peak on a 2-core machine); 0: not measured")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all; kubernetes only with -kube-apiserver): "+strings.Join(scenarioNames(), ","))
 	servers := flag.String("servers", "", "comma-separated servers to run (default: all that are given)")
 	flag.BoolVar(&e.strict, "strict", false, "exit 1 when a server answered wrong or a measurement failed (a smoke test)")
@@ -83,6 +84,7 @@ type env struct {
 	bin, coredns, unbound, dnsmasq, dnsperf, kubeAPIServer string
 	dur                                                    time.Duration
 	rate                                                   int
+	common                                                 int
 	dir                                                    string
 	pin                                                    bool
 	strict                                                 bool
@@ -186,7 +188,7 @@ func (e *env) main(runs int, only, serverList string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("%s, %s, %d CPUs (%s), %d run(s) of %s per measurement, latency at %d queries/s\n\n",
 		time.Now().Format("2006-01-02 15:04"), host, numCPU(), cpuModel(), runs, e.dur, e.rate)
-	render(os.Stdout, res, scs, servers, e.rate)
+	render(os.Stdout, res, scs, servers, e.rate, e.common)
 	if e.strict {
 		for _, byServer := range res {
 			for srv, runs := range byServer {
@@ -269,6 +271,18 @@ func (e *env) measure(sc *scenario, srv string) sample {
 				s.HalfP99 = kv["p99_us"]
 				if lost := kv["lost"]; lost > 0.001*kv["sent"] {
 					s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s (half its peak)", lost, kv["sent"], s.HalfRate))
+				}
+			}
+		}
+		// The same rate for every server: half of one server's peak is
+		// a higher rate for a faster server.
+		if e.common > 0 {
+			if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(e.common)); err != nil {
+				s.Problems = append(s.Problems, err.Error())
+			} else {
+				s.CommonP99 = kv["p99_us"]
+				if lost := kv["lost"]; lost > 0.001*kv["sent"] {
+					s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.common))
 				}
 			}
 		}

@@ -17,6 +17,7 @@ type sample struct {
 	P50, P99         float64       // µs, bench/loadgen at the fixed rate
 	HalfP99          float64       // µs, bench/loadgen at half the server's own loadgen QPS
 	HalfRate         int           // that rate, queries/s
+	CommonP99        float64       // µs, bench/loadgen at the common rate (the same for every server)
 	RSS, HWM         int64         // KiB at the end of the run: VmRSS, VmHWM
 	Settled, Loaded  int64         // KiB: VmRSS idle after the warm-up; the largest VmRSS sampled under the saturating loads
 	Drops            int64         // kernel receive drops on the server's UDP port; -1: not UDP
@@ -42,6 +43,7 @@ var columns = []column{
 	{"p50", func(s sample) float64 { return s.P50 }, micro, false},
 	{"p99", func(s sample) float64 { return s.P99 }, micro, false},
 	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false},
+	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false},
 }
 
 func micro(v float64) string {
@@ -106,12 +108,15 @@ func median(xs []float64) float64 {
 // figures first, then every other server's ratios to them (medians over
 // the runs), memory in MiB and the drops summed over the runs. Servers
 // missing from a scenario show "—".
-func render(w io.Writer, r results, scenarios []scenario, servers []string, rate int) {
+func render(w io.Writer, r results, scenarios []scenario, servers []string, rate, common int) {
 	fmt.Fprintf(w, "| scenario | server |")
 	for _, c := range columns {
 		t := c.title
-		if c.title == "p50" || c.title == "p99" {
+		switch c.title {
+		case "p50", "p99":
 			t = fmt.Sprintf("%s at %dk/s", c.title, rate/1000)
+		case "p99 common":
+			t = fmt.Sprintf("p99 at %dk/s", common/1000)
 		}
 		fmt.Fprintf(w, " %s |", t)
 	}
