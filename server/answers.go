@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/maphash"
 	"sync/atomic"
@@ -59,11 +60,14 @@ const (
 )
 
 type keptAnswer struct {
-	hash   uint64
-	key    answerKey
-	stamp  pipeline.Stamp
-	until  time.Time // kept no longer than this
-	wire   []byte    // the packed response
+	hash  uint64
+	key   answerKey
+	stamp pipeline.Stamp
+	// until: kept no longer than this (Unix nanoseconds). The one field
+	// written after the entry is published: a rebuilt answer identical to
+	// the entry extends it in place instead of allocating a new entry.
+	until  atomic.Int64
+	wire   []byte // the packed response
 	zone   string
 	src    string
 	view   string
@@ -131,7 +135,7 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 			break
 		}
 	}
-	if e == nil || now.After(e.until) {
+	if e == nil || now.UnixNano() > e.until.Load() {
 		return nil
 	}
 	aged, ok := c.fresh.Fresh(e.stamp)
@@ -172,8 +176,13 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	i := h % answerSets
 	set := &c.slots[i]
 	way := -1
+	until := now.Add(answerMaxAge/2 + time.Duration(h%uint64(answerMaxAge/2))).UnixNano()
 	for j := range set { // a stale answer to the same question is replaced at once
 		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
+			if x.same(r.Stamp, out, obs) { // rebuilt as it was (it aged out): kept longer
+				x.until.Store(until)
+				return
+			}
 			way = j
 			break
 		}
@@ -193,9 +202,10 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 		way = int(c.next[i].Add(1) % answerWays)
 	}
 	e := &keptAnswer{
-		hash: h, key: *k, stamp: r.Stamp, until: now.Add(answerMaxAge/2 + time.Duration(h%uint64(answerMaxAge/2))), wire: append([]byte(nil), out...),
+		hash: h, key: *k, stamp: r.Stamp, wire: append([]byte(nil), out...),
 		zone: obs.Zone, src: obs.Source, view: obs.View, rcode: obs.Rcode,
 	}
+	e.until.Store(until)
 	e.ttl, e.hasTTL = minTTL(&sc.out)
 	if r.Stamp.Ages() {
 		var ok bool
@@ -204,6 +214,15 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 		}
 	}
 	set[way].Store(e)
+}
+
+// same reports whether out, packed for a query with another ID and RD
+// bit, with stamp and obs, is the answer e holds.
+func (e *keptAnswer) same(stamp pipeline.Stamp, out []byte, obs *Observation) bool {
+	w := e.wire
+	return e.stamp == stamp && len(out) == len(w) && len(w) >= 12 &&
+		out[2]&^1 == w[2]&^1 && bytes.Equal(out[3:], w[3:]) &&
+		e.zone == obs.Zone && e.src == obs.Source && e.view == obs.View && e.rcode == obs.Rcode
 }
 
 // responseTTL is the smallest TTL of the records of the response sc holds

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -210,6 +211,67 @@ func TestKeptAnswerFollowsChanges(t *testing.T) {
 	kept.answers.fresh = p2
 	if got := addr("new.example.test."); got != "192.0.2.70" {
 		t.Fatalf("after a new generation: got %s, want 192.0.2.70", got)
+	}
+}
+
+// TestKeptAnswerAgedOutIsExtended: an answer that reaches its age limit is
+// resolved again; when the new answer is the one kept, the kept entry is
+// extended in place (no new entry, so no allocation), and when it differs
+// the new one replaces it. Either way the client gets the new resolution's
+// bytes.
+func TestKeptAnswerAgedOutIsExtended(t *testing.T) {
+	src := &changingSource{}
+	src.set(map[string][]dns.RR{"www.example.test.": {rr(t, "www.example.test. 60 IN A 192.0.2.1")}})
+	kept, plain, res := answerTestServers(t, src)
+	client := netip.MustParseAddr("127.0.0.1")
+	ask := func(s *Server, id uint16) []byte {
+		sc := &scratch{}
+		defer s.release(sc)
+		q := query("www.example.test.", dns.TypeA)
+		q.Id = id
+		return bytes.Clone(s.serveRaw(context.Background(), sc, protoUDP, client, true, pack(t, q)))
+	}
+	entry := func() *keptAnswer {
+		k := answerKey{name: "www.example.test.", qtype: dns.TypeA, st: kept.set.Load()}
+		h := kept.answers.hash(&k)
+		for i := range kept.answers.slots[h%answerSets] {
+			if e := kept.answers.slots[h%answerSets][i].Load(); e != nil && e.key == k {
+				return e
+			}
+		}
+		return nil
+	}
+	for i := range 3 {
+		ask(kept, uint16(i))
+	}
+	e := entry()
+	if e == nil {
+		t.Fatal("answer not kept")
+	}
+	e.until.Store(1) // aged out
+	n := res.n.Load()
+	if got, want := ask(kept, 77), ask(plain, 77); !bytes.Equal(got, want) {
+		t.Fatalf("after aging out: %x, want %x", got, want)
+	}
+	if res.n.Load() != n+1 {
+		t.Fatalf("an aged-out answer was not resolved again (%d resolutions)", res.n.Load()-n)
+	}
+	if entry() != e || e.until.Load() <= time.Now().UnixNano() {
+		t.Fatalf("the same answer was not extended in place (entry %p, was %p)", entry(), e)
+	}
+	n = res.n.Load()
+	ask(kept, 78)
+	if res.n.Load() != n {
+		t.Fatal("the extended answer was not reused")
+	}
+	// Aged out with other data behind it: replaced.
+	src.set(map[string][]dns.RR{"www.example.test.": {rr(t, "www.example.test. 60 IN A 192.0.2.2")}})
+	e.until.Store(1)
+	if got, want := ask(kept, 79), ask(plain, 79); !bytes.Equal(got, want) {
+		t.Fatalf("after a change: %x, want %x", got, want)
+	}
+	if e2 := entry(); e2 == e || e2 == nil {
+		t.Fatal("a changed answer did not replace the kept one")
 	}
 }
 
