@@ -36,6 +36,7 @@ func hostsPipeline(b *testing.B, n int) *pipeline.Pipeline {
 	}
 	b.Cleanup(func() { _ = be.Close() })
 	src := hosts.NewSource(be, nil, time.Hour, true, nil)
+	be.WaitBuilt()
 	var zones []pipeline.ZoneSpec
 	for i := 0; i < 9; i++ {
 		zones = append(zones, pipeline.ZoneSpec{Names: []string{fmt.Sprintf("zone%d.internal.", i)}, Sources: []pipeline.SourceEntry{{Source: src, Fallthrough: true}}})

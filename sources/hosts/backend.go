@@ -44,6 +44,9 @@ const maxFileSize = 1 << 31
 type snapshot struct {
 	*ttlIndex
 	serial uint32
+	// built is closed once the records are built ahead, or known not to
+	// be (a large index, a closed backend).
+	built chan struct{}
 }
 
 // Backend is a set of hosts files, loaded, indexed and watched once. It can
@@ -65,6 +68,10 @@ type Backend struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// prebuilds counts the goroutines building records ahead; closed
+	// (under mu) stops new ones being started.
+	prebuilds sync.WaitGroup
+	closed    bool
 	closeErr  error
 }
 
@@ -143,11 +150,15 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 // stays readable. Close is idempotent.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
 		close(b.stop)
 		if err := b.watcher.Close(); err != nil {
 			b.closeErr = fmt.Errorf("hosts: close watcher: %w", err)
 		}
 		<-b.done
+		b.prebuilds.Wait()
 	})
 	return b.closeErr
 }
@@ -193,8 +204,7 @@ func (b *Backend) publish(prev uint32) *snapshot {
 	ix := buildIndex(segs)
 	var last *snapshot
 	for _, v := range b.views {
-		last = &snapshot{ttlIndex: newTTLIndex(ix, v.ttl), serial: serial}
-		v.cur.Store(last)
+		last = b.store(v, ix, serial)
 	}
 	if ix.n >= releaseMin {
 		// Reading and indexing a large file leaves more garbage than the
@@ -205,6 +215,50 @@ func (b *Backend) publish(prev uint32) *snapshot {
 		debug.FreeOSMemory()
 	}
 	return last
+}
+
+// store makes ix, with serial, v's current records. A small index's
+// records are then built ahead on a goroutine and stored once built
+// (unless v has moved on to newer data by then): the index answers at
+// once, making records at lookup time until then, so a start or a reload
+// is not held up by building records. Caller holds mu.
+func (b *Backend) store(v *view, ix *index, serial uint32) *snapshot {
+	s := &snapshot{ttlIndex: &ttlIndex{ix: ix, ttl: v.ttl}, serial: serial, built: make(chan struct{})}
+	switch {
+	case ix.n > prebuiltMax:
+		close(s.built)
+	case b.closed:
+		s.pre = ix.prebuild(v.ttl, nil)
+		close(s.built)
+	default:
+		v.cur.Store(s) // before the builder may swap it
+		b.prebuilds.Add(1)
+		go func() {
+			defer b.prebuilds.Done()
+			defer close(s.built)
+			if pre := ix.prebuild(v.ttl, b.stop); pre != nil {
+				v.cur.CompareAndSwap(s, &snapshot{ttlIndex: &ttlIndex{ix: ix, ttl: v.ttl, pre: pre}, serial: serial, built: s.built})
+			}
+		}()
+		return s
+	}
+	v.cur.Store(s)
+	return s
+}
+
+// WaitBuilt waits until the records of the current data are built ahead
+// (for an index small enough to have them), so that a hit allocates
+// nothing; benchmarks call it.
+func (b *Backend) WaitBuilt() {
+	b.mu.Lock()
+	var chans []chan struct{}
+	for _, v := range b.views {
+		chans = append(chans, v.cur.Load().built)
+	}
+	b.mu.Unlock()
+	for _, c := range chans {
+		<-c
+	}
 }
 
 // releaseMin is the number of pairs from which a (re)load returns the
@@ -479,7 +533,7 @@ func (b *Backend) View(ttl time.Duration) *View {
 	if v == nil {
 		v = &view{ttl: t}
 		cur := b.defaultView().cur.Load()
-		v.cur.Store(&snapshot{ttlIndex: newTTLIndex(cur.ix, t), serial: cur.serial})
+		b.store(v, cur.ix, cur.serial)
 		b.views[t] = v
 	}
 	v.refs++

@@ -29,7 +29,9 @@ func benchSource(b *testing.B) *Source {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { bk.Close() })
-	return NewSource(bk, nil, time.Hour, true, nil)
+	s := NewSource(bk, nil, time.Hour, true, nil)
+	bk.WaitBuilt()
+	return s
 }
 
 func BenchmarkLookupHit(b *testing.B) {

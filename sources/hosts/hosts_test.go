@@ -413,10 +413,53 @@ func TestSerialNewSource(t *testing.T) {
 	}
 }
 
+// TestRecordsBuiltInTheBackground: a new index answers at once, its
+// records built ahead in the background; records built for older data
+// never replace newer data's, and Close waits for the builders.
+func TestRecordsBuiltInTheBackground(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	b, err := OpenBackend([]string{path}, time.Hour, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(b, nil, time.Hour, true, nil)
+	expect(t, s, "web.example.internal.", "A 10.0.0.1") // built ahead or not yet: the same answer
+	b.WaitBuilt()
+	if s.data.Load().pre == nil {
+		t.Fatal("records not built ahead after WaitBuilt")
+	}
+	v := b.defaultView()
+	old := v.cur.Load()
+	for range 50 { // older data, then newer, each built in the background
+		b.mu.Lock()
+		b.store(v, old.ix, old.serial+1)
+		b.store(v, old.ix, old.serial+2)
+		b.mu.Unlock()
+		b.WaitBuilt()
+		if got := v.cur.Load(); got.serial != old.serial+2 || got.pre == nil {
+			t.Fatalf("after two stores: serial %d (want %d), built %v", got.serial, old.serial+2, got.pre != nil)
+		}
+	}
+	b.mu.Lock()
+	b.store(v, old.ix, old.serial+3)
+	b.mu.Unlock()
+	if err := b.Close(); err != nil { // waits for the builder
+		t.Fatal(err)
+	}
+	select {
+	case <-v.cur.Load().built:
+	default:
+		t.Fatal("Close returned before the records' builder")
+	}
+}
+
 func TestLookupHitDoesNotAllocate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n2001:db8::1 web6.example.internal\n")
-	s := NewSource(openBackend(t, path), []Entry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true, nil)
+	b := openBackend(t, path)
+	s := NewSource(b, []Entry{entry("10.0.0.2", "inline.example.internal.")}, time.Hour, true, nil)
+	b.WaitBuilt() // records are built ahead in the background
 	ctx := context.Background()
 	for _, name := range []string{"web.example.internal.", "web6.example.internal.", "inline.example.internal.", "example.internal.", "miss.example.internal.", "1.0.0.10.in-addr.arpa."} {
 		q := &pipeline.Question{Name: name, Type: dns.TypeA}

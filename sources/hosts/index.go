@@ -13,6 +13,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"net"
+	"runtime"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -277,7 +278,7 @@ var prebuiltMax = 1 << 17 // a variable for tests
 func newTTLIndex(ix *index, ttl uint32) *ttlIndex {
 	r := &ttlIndex{ix: ix, ttl: ttl}
 	if ix.n <= prebuiltMax {
-		r.pre = ix.prebuild(ttl)
+		r.pre = ix.prebuild(ttl, nil)
 	}
 	return r
 }
@@ -315,18 +316,37 @@ func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool
 	return fwd, rev, ok
 }
 
-// prebuild makes every record of ix with ttl, in bulk.
-func (ix *index) prebuild(ttl uint32) *prebuilt {
+// prebuild makes every record of ix with ttl, in bulk. It gives up and
+// returns nil once stop is closed.
+func (ix *index) prebuild(ttl uint32, stop <-chan struct{}) *prebuilt {
 	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n), names: make([]string, ix.n)}
 	b := &bulk{}
 	var buf [256]byte
-	for _, v := range ix.fwd {
+	stopped := func(i int) bool {
+		if i%1024 != 0 || stop == nil {
+			return false
+		}
+		select {
+		case <-stop:
+			return true
+		default:
+			runtime.Gosched() // in the background: the server goes first
+			return false
+		}
+	}
+	for i, v := range ix.fwd {
+		if stopped(i) {
+			return nil
+		}
 		if v != 0 && (v-1)&entFlag == 0 {
 			p.names[v-1] = b.intern(ix.appendName(buf[:0], v-1))
 			p.fwd[v-1] = ix.fwdRecords(v-1, p.names[v-1], ttl, b)
 		}
 	}
-	for _, v := range ix.rev {
+	for i, v := range ix.rev {
+		if stopped(i) {
+			return nil
+		}
 		if v != 0 && (v-1)&entFlag == 0 {
 			d, e := ix.entry(v - 1)
 			owner := b.intern(appendReverse(buf[:0], d.addr(e)))

@@ -180,7 +180,7 @@ func checkIndex(t testing.TB, ix *index, pairs []pair) {
 		}
 	}
 	const ttl = 60
-	modes := []*ttlIndex{{ix: ix, ttl: ttl, pre: ix.prebuild(ttl)}, {ix: ix, ttl: ttl}}
+	modes := []*ttlIndex{{ix: ix, ttl: ttl, pre: ix.prebuild(ttl, nil)}, {ix: ix, ttl: ttl}}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		for _, reverse := range []bool{true, false} {
 			want, wantOK := m.answer(name, reverse)
@@ -229,6 +229,7 @@ func TestMixedFileAnswers(t *testing.T) {
 			writeFile(t, path, mixedHosts)
 			b := openBackend(t, path)
 			s := NewSource(b, []Entry{entry("10.0.0.7", "web.example.internal.", "inline.example.internal.")}, time.Hour, true, nil)
+			b.WaitBuilt()
 			if got := s.data.Load().pre != nil; got == large {
 				t.Fatalf("records built ahead: %v", got)
 			}
