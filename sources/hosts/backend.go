@@ -72,6 +72,7 @@ type Backend struct {
 	// (under mu) stops new ones being started.
 	prebuilds sync.WaitGroup
 	closed    bool
+	built     atomic.Int64 // indexes whose records were built to the end (tests read it)
 	closeErr  error
 }
 
@@ -236,9 +237,23 @@ func (b *Backend) store(v *view, ix *index, serial uint32) *snapshot {
 		go func() {
 			defer b.prebuilds.Done()
 			defer close(s.built)
-			if pre := ix.prebuild(v.ttl, b.stop); pre != nil {
-				v.cur.CompareAndSwap(s, &snapshot{ttlIndex: &ttlIndex{ix: ix, ttl: v.ttl, pre: pre}, serial: serial, built: s.built})
+			// Given up when the backend closes or newer data replaces
+			// this: a file rewritten faster than its records are built
+			// must not pile up builders.
+			abort := func() bool {
+				select {
+				case <-b.stop:
+					return true
+				default:
+					return v.cur.Load() != s
+				}
 			}
+			pre := ix.prebuild(v.ttl, abort)
+			if pre == nil {
+				return
+			}
+			b.built.Add(1)
+			v.cur.CompareAndSwap(s, &snapshot{ttlIndex: &ttlIndex{ix: ix, ttl: v.ttl, pre: pre}, serial: serial, built: s.built})
 		}()
 		return s
 	}

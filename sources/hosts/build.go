@@ -63,6 +63,8 @@ func (ix *index) each(f func(id uint32, d *fileData, e fileEntry)) {
 const ahead = 16
 
 // eachAhead calls f for every pair, in order, with its id and its hash.
+// It returns a sum of what it read ahead, for the caller to keep (so that
+// the compiler keeps the reads).
 // Building a large index is bound by memory latency: every pair's slot is
 // a random place in a table of megabytes, and an occupied slot leads to
 // another pair's entry and name, elsewhere again. So the pairs go in
@@ -70,7 +72,7 @@ const ahead = 16
 // loads the processor can overlap, then f runs for each pair of the group
 // and finds them in the cache. touch reads what f will read of the pair in an occupied slot.
 func (ix *index) eachAhead(hash func(*fileData, fileEntry) uint64, touch func(*fileData, fileEntry) uint32,
-	table func() []uint32, f func(id uint32, d *fileData, e fileEntry, h uint64)) {
+	table func() []uint32, f func(id uint32, d *fileData, e fileEntry, h uint64)) uint32 {
 	var (
 		hs   [ahead]uint64
 		ws   [ahead]*fileData
@@ -107,7 +109,7 @@ func (ix *index) eachAhead(hash func(*fileData, fileEntry) uint64, touch func(*f
 			}
 		}
 	}
-	ix.warm = warm
+	return warm
 }
 
 // tableSize is the number of slots for n keys: a load of one half, so that
@@ -207,7 +209,7 @@ func (ix *index) buildFwd() int {
 		}
 		return 0
 	}
-	ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
+	ix.warmFwd = ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		grow()
 		i := findPair(d, e, h)
 		v := ix.fwd[i]
@@ -330,7 +332,7 @@ func (ix *index) buildRev() int {
 		}
 		return 0
 	}
-	ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
+	ix.warmRev = ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		if d.label(e) == "*" { // a wildcard
 			return
 		}

@@ -441,8 +441,28 @@ func TestRecordsBuiltInTheBackground(t *testing.T) {
 			t.Fatalf("after two stores: serial %d (want %d), built %v", got.serial, old.serial+2, got.pre != nil)
 		}
 	}
+	// Data replaced faster than its records are built: the builders of
+	// replaced data give up instead of piling up.
+	var sb strings.Builder
+	for i := range 60000 {
+		fmt.Fprintf(&sb, "10.%d.%d.%d h%d.example.internal\n", i>>16, i>>8&255, i&255, i)
+	}
+	big := buildIndex(parseData("big", []byte(sb.String()), slog.New(slog.DiscardHandler)))
+	builds := b.built.Load()
 	b.mu.Lock()
-	b.store(v, old.ix, old.serial+3)
+	for i := range 20 {
+		b.store(v, big, old.serial+10+uint32(i))
+	}
+	b.mu.Unlock()
+	b.prebuilds.Wait() // every builder: given up or done
+	if n := b.built.Load() - builds; n < 1 || n > 3 {
+		t.Errorf("20 indexes stored in a row: %d built ahead, want the last one (and at most a couple more)", n)
+	}
+	if got := v.cur.Load(); got.serial != old.serial+29 || got.pre == nil {
+		t.Errorf("after 20 stores: serial %d (want %d), built %v", got.serial, old.serial+29, got.pre != nil)
+	}
+	b.mu.Lock()
+	b.store(v, old.ix, old.serial+30)
 	b.mu.Unlock()
 	if err := b.Close(); err != nil { // waits for the builder
 		t.Fatal(err)

@@ -60,9 +60,9 @@ type index struct {
 	// exists as an empty non-terminal.
 	v4, v6 bool
 
-	// warm keeps what eachAhead read ahead, so that the compiler keeps
-	// those reads.
-	warm uint32
+	// warmFwd, warmRev keep what eachAhead read ahead for each table,
+	// so that the compiler keeps those reads.
+	warmFwd, warmRev uint32
 
 	// records counts the records held (for logs).
 	records int
@@ -316,23 +316,19 @@ func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool
 	return fwd, rev, ok
 }
 
-// prebuild makes every record of ix with ttl, in bulk. It gives up and
-// returns nil once stop is closed.
-func (ix *index) prebuild(ttl uint32, stop <-chan struct{}) *prebuilt {
+// prebuild makes every record of ix with ttl, in bulk. With abort set
+// (in the background), it yields the processor every 1,024 names and gives
+// up, returning nil, once abort reports true.
+func (ix *index) prebuild(ttl uint32, abort func() bool) *prebuilt {
 	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n), names: make([]string, ix.n)}
 	b := &bulk{}
 	var buf [256]byte
 	stopped := func(i int) bool {
-		if i%1024 != 0 || stop == nil {
+		if i%1024 != 0 || abort == nil {
 			return false
 		}
-		select {
-		case <-stop:
-			return true
-		default:
-			runtime.Gosched() // in the background: the server goes first
-			return false
-		}
+		runtime.Gosched() // in the background: the server goes first
+		return abort()
 	}
 	for i, v := range ix.fwd {
 		if stopped(i) {
