@@ -33,17 +33,21 @@ type column struct {
 	get      func(sample) float64
 	absolute func(float64) string // the reference row's figure
 	spread   bool                 // print min–max of the runs' ratios too
+	// raw: every row prints its own figure (median over runs), not a
+	// ratio, for a figure the reference may not reach (at the common
+	// rate the reference itself can lose queries).
+	raw bool
 }
 
 var columns = []column{
-	{"CPU/answer, dnsperf", func(s sample) float64 { return s.PerfCPU }, micro, true},
-	{"QPS, dnsperf", func(s sample) float64 { return s.PerfQPS }, kilo, false},
-	{"CPU/answer, loadgen", func(s sample) float64 { return s.GenCPU }, micro, true},
-	{"QPS, loadgen", func(s sample) float64 { return s.GenQPS }, kilo, false},
-	{"p50", func(s sample) float64 { return s.P50 }, micro, false},
-	{"p99", func(s sample) float64 { return s.P99 }, micro, false},
-	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false},
-	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false},
+	{"CPU/answer, dnsperf", func(s sample) float64 { return s.PerfCPU }, micro, true, false},
+	{"QPS, dnsperf", func(s sample) float64 { return s.PerfQPS }, kilo, false, false},
+	{"CPU/answer, loadgen", func(s sample) float64 { return s.GenCPU }, micro, true, false},
+	{"QPS, loadgen", func(s sample) float64 { return s.GenQPS }, kilo, false, false},
+	{"p50", func(s sample) float64 { return s.P50 }, micro, false, false},
+	{"p99", func(s sample) float64 { return s.P99 }, micro, false, false},
+	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false, false},
+	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false, true},
 }
 
 func micro(v float64) string {
@@ -166,6 +170,18 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 }
 
 func cell(c column, runs, ref []sample, isRef bool) string {
+	if c.raw {
+		var xs []float64
+		for _, s := range runs {
+			if v := c.get(s); v > 0 {
+				xs = append(xs, v)
+			}
+		}
+		if len(xs) == 0 {
+			return "—"
+		}
+		return c.absolute(median(xs))
+	}
 	if isRef {
 		var xs []float64
 		for _, s := range runs {
