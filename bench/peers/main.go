@@ -262,29 +262,15 @@ func (e *env) measure(sc *scenario, srv string) sample {
 	}
 	s.Loaded = stopWatch()
 	if sc.transport == "udp" {
-		// Latency at half the peak this server just sustained.
+		// Latency at half the peak this server just sustained, and at
+		// the same rate for every server (half of one server's peak is
+		// a higher rate for a faster server).
 		if s.GenQPS > 0 {
 			s.HalfRate = int(s.GenQPS / 2)
-			if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(s.HalfRate)); err != nil {
-				s.Problems = append(s.Problems, err.Error())
-			} else {
-				s.HalfP99 = kv["p99_us"]
-				if lost := kv["lost"]; lost > 0.001*kv["sent"] {
-					s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s (half its peak)", lost, kv["sent"], s.HalfRate))
-				}
-			}
+			s.HalfP99 = e.p99At(sc, target, s.HalfRate, " (half its peak)", &s)
 		}
-		// The same rate for every server: half of one server's peak is
-		// a higher rate for a faster server.
 		if e.common > 0 {
-			if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(e.common)); err != nil {
-				s.Problems = append(s.Problems, err.Error())
-			} else {
-				s.CommonP99 = kv["p99_us"]
-				if lost := kv["lost"]; lost > 0.001*kv["sent"] {
-					s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.common))
-				}
-			}
+			s.CommonP99 = e.p99At(sc, target, e.common, "", &s)
 		}
 		if kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(e.rate)); err != nil {
 			s.Problems = append(s.Problems, err.Error())
@@ -304,6 +290,20 @@ func (e *env) measure(sc *scenario, srv string) sample {
 		s.Problems = append(s.Problems, err.Error())
 	}
 	return s
+}
+
+// p99At runs bench/loadgen at rate against target and returns the p99 in
+// µs (0 when the run failed, noted in s, as are lost queries over 0.1 %).
+func (e *env) p99At(sc *scenario, target, rate int, what string, s *sample) float64 {
+	kv, err := e.loadgen(sc, target, 0, "-rate", strconv.Itoa(rate))
+	if err != nil {
+		s.Problems = append(s.Problems, err.Error())
+		return 0
+	}
+	if lost := kv["lost"]; lost > 0.001*kv["sent"] {
+		s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s%s", lost, kv["sent"], rate, what))
+	}
+	return kv["p99_us"]
 }
 
 func (e *env) runDnsperf(sc *scenario, srv string, pid, port int, s *sample) error {

@@ -170,27 +170,18 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 }
 
 func cell(c column, runs, ref []sample, isRef bool) string {
-	if c.raw {
+	if c.raw || isRef { // the row's own figure: the median of its runs'
 		var xs []float64
 		for _, s := range runs {
 			if v := c.get(s); v > 0 {
 				xs = append(xs, v)
 			}
 		}
-		if len(xs) == 0 {
+		switch {
+		case len(xs) == 0:
 			return "—"
-		}
-		return c.absolute(median(xs))
-	}
-	if isRef {
-		var xs []float64
-		for _, s := range runs {
-			if v := c.get(s); v > 0 {
-				xs = append(xs, v)
-			}
-		}
-		if len(xs) == 0 {
-			return "—"
+		case c.raw:
+			return c.absolute(median(xs))
 		}
 		return "1.00 (" + c.absolute(median(xs)) + ")"
 	}

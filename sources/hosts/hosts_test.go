@@ -419,10 +419,7 @@ func TestSerialNewSource(t *testing.T) {
 func TestRecordsBuiltInTheBackground(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
-	b, err := OpenBackend([]string{path}, time.Hour, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBackend(t, path) // closed below too: Close is idempotent
 	s := NewSource(b, nil, time.Hour, true, nil)
 	expect(t, s, "web.example.internal.", "A 10.0.0.1") // built ahead or not yet: the same answer
 	b.WaitBuilt()
