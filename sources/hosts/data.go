@@ -121,7 +121,7 @@ func newDataBuilder(pairs, nameBytes int) *dataBuilder {
 }
 
 // add appends the pair (addr, name): name is a lower-case FQDN of at
-// most 255 octets on the wire, addr already pushed when v6 (index v6i).
+// most 255 octets on the wire; an IPv6 addr is (or is about to be) v6[v6i].
 func (b *dataBuilder) add(addr netip.Addr, v6i int, name []byte) {
 	e := fileEntry{}
 	if addr.Is4() {
