@@ -259,21 +259,23 @@ func (r *udpReader) run() {
 		b.refs.Store(2) // this reader and, should it fire, the timer's goroutine
 		s.handlers.Add(n)
 		r.batch.Store(b)
-		// A lone datagram's reply goes out on its own (writeUDP):
-		// queueing it would save nothing.
-		queue := n > 1
-		if queue {
-			r.w.mu.Lock()
-			r.w.direct = false
-			r.w.mu.Unlock()
-		}
+		// Even a lone datagram's reply goes through the queue, to be
+		// sent by a raw sendmmsg: a send through the net package is a
+		// system call the runtime is told of, and entering one wakes
+		// the runtime's monitor thread from its idle sleep and resets
+		// it to polling every 20 µs for the next millisecond or more.
+		// Traffic in bursts with idle gaps, one datagram at a burst's
+		// head, did that at every burst: on a server pinned to one
+		// core the monitor then preempted the reader hundreds of times
+		// a second.
+		r.w.mu.Lock()
+		r.w.direct = false
+		r.w.mu.Unlock()
 		r.timer.Reset(slowBatch)
-		r.answer(b, &r.sc, queue)
-		if queue {
-			r.w.mu.Lock()
-			r.flush()
-			r.w.mu.Unlock()
-		}
+		r.answer(b, &r.sc, true)
+		r.w.mu.Lock()
+		r.flush()
+		r.w.mu.Unlock()
 		if r.timer.Stop() {
 			r.unref(b, 2)
 			continue
