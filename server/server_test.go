@@ -696,6 +696,13 @@ func TestWildcardUDPRepliesFromQueriedAddress(t *testing.T) {
 // test ends, before the server shuts down), and dials it.
 func slowUDPServer(t *testing.T) (c net.Conn, free func()) {
 	t.Helper()
+	return slowUDPServerOn(t, "127.0.0.1:0", "127.0.0.1")
+}
+
+// slowUDPServerOn is slowUDPServer listening on listen, its client
+// sending to the server's port at address to.
+func slowUDPServerOn(t *testing.T, listen, to string) (c net.Conn, free func()) {
+	t.Helper()
 	release := make(chan struct{})
 	var once sync.Once
 	free = func() { once.Do(func() { close(release) }) }
@@ -705,9 +712,9 @@ func slowUDPServer(t *testing.T) (c net.Conn, free func()) {
 		}
 		return answerA(req, 1)
 	}}
-	ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	ts := startServer(t, res, []config.Listen{{Proto: "udp", Addr: listen}}, Settings{ACL: config.ACL{Default: true}})
 	t.Cleanup(free) // cleanups run last-in first-out: before the server's shutdown
-	c, err := net.Dial("udp", ts.addr(t, "udp"))
+	c, err := net.Dial("udp", net.JoinHostPort(to, strconv.Itoa(ts.Addrs()[0].(*net.UDPAddr).Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -886,6 +893,22 @@ func TestUDPBurstWithSlowQuery(t *testing.T) {
 	t.Logf("63 fast answers after %v", time.Since(start))
 	free()
 	readAnswers(t, c, map[uint16]string{slowID: "slow20.test."}, time.Now().Add(5*time.Second))
+}
+
+// A slow query in a burst to 127.0.0.2 on a wildcard listener: the
+// replies sent one by one after the takeover (by the reader and by the
+// goroutines answering the rest) keep their source address too.
+func TestWildcardUDPSlowQueryRepliesFromQueriedAddress(t *testing.T) {
+	c, free := slowUDPServerOn(t, "0.0.0.0:0", "127.0.0.2")
+	names, order := burstNames(64)
+	slowID := order[5]
+	names[slowID] = "slow5.test."
+	fast := maps.Clone(names)
+	delete(fast, slowID)
+	sendBurst(t, c, names, order)
+	readAnswers(t, c, fast, time.Now().Add(5*time.Second))
+	free()
+	readAnswers(t, c, map[uint16]string{slowID: "slow5.test."}, time.Now().Add(5*time.Second))
 }
 
 // Replies sent together keep their source address: a burst to 127.0.0.2

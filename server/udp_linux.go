@@ -167,7 +167,7 @@ func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from neti
 	w.mu.Lock()
 	if w.direct || len(out) == 0 {
 		w.mu.Unlock()
-		r.s.writeUDP(r.conn, out, from, dst, ifindex, oobOut)
+		r.sendOne(b, i, out, from, dst, ifindex, oobOut)
 		return false
 	}
 	k := w.n
@@ -194,6 +194,50 @@ func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from neti
 	}
 	w.mu.Unlock()
 	return true
+}
+
+// sendOne sends out, the reply to datagram i of b (from `from`), at once
+// (from dst on interface ifindex when dst is valid), by a raw sendmsg as
+// the queue's are sent: not through the net package, whose system calls
+// wake the runtime's monitor thread (see run).
+func (r *udpReader) sendOne(b *udpBatch, i int, out []byte, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf) {
+	if len(out) == 0 {
+		r.s.writeUDP(r.conn, out, from, dst, ifindex, oobOut)
+		return
+	}
+	var iov unix.Iovec
+	iov.Base = &out[0]
+	iov.SetLen(len(out))
+	var h unix.Msghdr
+	h.Name = (*byte)(unsafe.Pointer(&b.from[i]))
+	h.Namelen = b.hdrs[i].Hdr.Namelen
+	h.Iov = &iov
+	h.Iovlen = 1
+	if dst.IsValid() {
+		c := srcPktinfo(oobOut, dst, ifindex)
+		h.Control = &c[0]
+		h.SetControllen(len(c))
+	}
+	var errno syscall.Errno
+	err := r.rc.Write(func(fd uintptr) bool {
+		for {
+			_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&h)), 0)
+			switch e {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				return false // wait until the socket is writable
+			}
+			errno = e
+			return true
+		}
+	})
+	if err == nil && errno != 0 {
+		err = errno
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		r.s.log.Debug("udp write error", "client", from.String(), "err", err)
+	}
 }
 
 // flush sends the queued replies and marks their queries answered. The
@@ -388,7 +432,10 @@ func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf, q
 		}
 	}
 	if !queue {
-		s.answerUDP(sc, r.u, r.conn, from, dst, ifindex, oobOut, b.bufs[i][:h.Len])
+		if out := s.serveUDP(sc, r.u, from, b.bufs[i][:h.Len]); out != nil {
+			r.sendOne(b, i, out, from, dst, ifindex, oobOut)
+		}
+		s.release(sc)
 		s.handlers.Done()
 		return
 	}
