@@ -134,17 +134,29 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
+		b.stopBuilders()
 		return nil, fmt.Errorf("hosts: watcher: %w", err)
 	}
 	for dir := range dirs {
 		if err := w.Add(dir); err != nil {
 			w.Close()
+			b.stopBuilders()
 			return nil, fmt.Errorf("hosts: watch directory %s: %w", dir, err)
 		}
 	}
 	b.watcher = w
 	go b.run()
 	return b, nil
+}
+
+// stopBuilders stops the goroutines building records ahead and waits for
+// them, for an OpenBackend that fails after publishing.
+func (b *Backend) stopBuilders() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	b.prebuilds.Wait()
 }
 
 // Close stops watching and waits for the watch goroutine to end. The data
