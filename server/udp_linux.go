@@ -173,27 +173,33 @@ func (r *udpReader) queue(b *udpBatch, i int, sc *scratch, out []byte, from neti
 	k := w.n
 	w.n++
 	w.to[k] = b.from[i]
-	w.iovs[k].Base = &out[0]
-	w.iovs[k].SetLen(len(out))
-	h := &w.hdrs[k].Hdr
-	h.Name = (*byte)(unsafe.Pointer(&w.to[k]))
-	h.Namelen = b.hdrs[i].Hdr.Namelen
-	h.Iov = &w.iovs[k]
-	h.Iovlen = 1
-	if dst.IsValid() {
-		c := srcPktinfo(&w.oob[k], dst, ifindex)
-		h.Control = &c[0]
-		h.SetControllen(len(c))
-	} else {
-		h.Control = nil
-		h.SetControllen(0)
-	}
+	setReply(&w.hdrs[k].Hdr, &w.iovs[k], &w.to[k], b.hdrs[i].Hdr.Namelen, out, &w.oob[k], dst, ifindex)
 	w.packs[k], sc.pack = sc.pack, nil
 	if w.n >= flushEvery {
 		r.flush()
 	}
 	w.mu.Unlock()
 	return true
+}
+
+// setReply makes h, with iov, the message carrying out (not empty) to the
+// client address to (namelen bytes of it), from dst on interface ifindex
+// when dst is valid (the control message written to oob).
+func setReply(h *unix.Msghdr, iov *unix.Iovec, to *unix.RawSockaddrInet6, namelen uint32, out []byte, oob *oobBuf, dst netip.Addr, ifindex uint32) {
+	iov.Base = &out[0]
+	iov.SetLen(len(out))
+	h.Name = (*byte)(unsafe.Pointer(to))
+	h.Namelen = namelen
+	h.Iov = iov
+	h.Iovlen = 1
+	if dst.IsValid() {
+		c := srcPktinfo(oob, dst, ifindex)
+		h.Control = &c[0]
+		h.SetControllen(len(c))
+	} else {
+		h.Control = nil
+		h.SetControllen(0)
+	}
 }
 
 // sendOne sends out, the reply to datagram i of b (from `from`), at once
@@ -206,18 +212,8 @@ func (r *udpReader) sendOne(b *udpBatch, i int, out []byte, from netip.AddrPort,
 		return
 	}
 	var iov unix.Iovec
-	iov.Base = &out[0]
-	iov.SetLen(len(out))
 	var h unix.Msghdr
-	h.Name = (*byte)(unsafe.Pointer(&b.from[i]))
-	h.Namelen = b.hdrs[i].Hdr.Namelen
-	h.Iov = &iov
-	h.Iovlen = 1
-	if dst.IsValid() {
-		c := srcPktinfo(oobOut, dst, ifindex)
-		h.Control = &c[0]
-		h.SetControllen(len(c))
-	}
+	setReply(&h, &iov, &b.from[i], b.hdrs[i].Hdr.Namelen, out, oobOut, dst, ifindex)
 	var errno syscall.Errno
 	err := r.rc.Write(func(fd uintptr) bool {
 		for {
