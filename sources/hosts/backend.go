@@ -149,8 +149,9 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 	return b, nil
 }
 
-// stopBuilders stops the goroutines building records ahead and waits for
-// them, for an OpenBackend that fails after publishing.
+// stopBuilders closes stop, stops the goroutines building records ahead
+// and waits for them (Close, or an OpenBackend that fails after
+// publishing). Records of data published later are built at once.
 func (b *Backend) stopBuilders() {
 	b.mu.Lock()
 	b.closed = true
@@ -163,15 +164,11 @@ func (b *Backend) stopBuilders() {
 // stays readable. Close is idempotent.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
-		b.mu.Lock()
-		b.closed = true
-		b.mu.Unlock()
-		close(b.stop)
+		b.stopBuilders() // closes stop, which the watch goroutine heeds too
 		if err := b.watcher.Close(); err != nil {
 			b.closeErr = fmt.Errorf("hosts: close watcher: %w", err)
 		}
 		<-b.done
-		b.prebuilds.Wait()
 	})
 	return b.closeErr
 }
@@ -504,9 +501,7 @@ func (ix *index) outside(zones []string) (n int, example string) {
 		for k, e := range d.entries {
 			if last.d != d || last.parent != e.parent || last.n != e.parentN {
 				last.d, last.parent, last.n = d, e.parent, e.parentN
-				last.in = slices.ContainsFunc(zones, func(z string) bool {
-					return z == "." || e.parentN > 0 && pipeline.InZone(d.parent(e), z)
-				})
+				last.in = slices.ContainsFunc(zones, func(z string) bool { return d.parentInZone(e, z) })
 			}
 			if last.in || slices.ContainsFunc(zones, func(z string) bool { return d.nameIs(e, z) }) {
 				continue

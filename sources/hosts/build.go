@@ -155,7 +155,6 @@ func (ix *index) buildFwd() int {
 	ix.fwd = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
 	var big map[fwdDup]struct{}
-	var buf [256]byte
 	grow := func() {
 		if !full(used, len(ix.fwd)) {
 			return
@@ -163,7 +162,7 @@ func (ix *index) buildFwd() int {
 		slots := make([]uint32, 2*len(ix.fwd))
 		for _, v := range ix.fwd {
 			if v != 0 {
-				place(slots, ix.fwdHash(v-1, buf[:]), v)
+				place(slots, ix.fwdHash(v-1), v)
 			}
 		}
 		ix.fwd = slots
@@ -202,7 +201,7 @@ func (ix *index) buildFwd() int {
 	// its ancestors; consecutive lines usually share theirs, which is
 	// then not looked up again.
 	last := ""
-	hash := func(d *fileData, e fileEntry) uint64 { return maphash.Bytes(ix.seed, d.appendName(buf[:0], e)) }
+	hash := ix.nameHash
 	touch := func(d *fileData, e fileEntry) uint32 { // pairIs reads the name
 		if e.labelN > 0 {
 			return uint32(d.labels[e.label])

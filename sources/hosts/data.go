@@ -74,7 +74,13 @@ func (d *fileData) nameIs(e fileEntry, name string) bool {
 // root), without writing the name out: it is the zone itself, or its
 // parent is in the zone.
 func (d *fileData) inZone(e fileEntry, zone string) bool {
-	return zone == "." || d.nameIs(e, zone) || e.parentN > 0 && pipeline.InZone(d.parent(e), zone)
+	return d.parentInZone(e, zone) || d.nameIs(e, zone)
+}
+
+// parentInZone reports whether e's name is in zone by its parent alone
+// (true for every name of the root zone).
+func (d *fileData) parentInZone(e fileEntry, zone string) bool {
+	return zone == "." || e.parentN > 0 && pipeline.InZone(d.parent(e), zone)
 }
 
 func (d *fileData) addr(e fileEntry) netip.Addr {

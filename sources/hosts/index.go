@@ -132,21 +132,19 @@ func (ix *index) fwdIs(v uint32, name string) bool {
 }
 
 // fwdHash is the hash of the name the forward slot value v (minus one)
-// stands for; buf is scratch space.
-func (ix *index) fwdHash(v uint32, buf []byte) uint64 {
+// stands for.
+func (ix *index) fwdHash(v uint32) uint64 {
 	if v&entFlag != 0 {
 		return ix.hashName(ix.entSuffix(v &^ entFlag))
 	}
-	return maphash.Bytes(ix.seed, ix.appendName(buf[:0], v))
+	d, e := ix.entry(v)
+	return ix.nameHash(d, e)
 }
 
-// fwdName is the name a forward slot value (minus one) stands for, as a
-// new string.
-func (ix *index) fwdName(v uint32) string {
-	if v&entFlag != 0 {
-		return ix.entSuffix(v &^ entFlag)
-	}
-	return ix.name(v)
+// nameHash is the hash of the name of (d, e), as hashName of it written out.
+func (ix *index) nameHash(d *fileData, e fileEntry) uint64 {
+	var buf [256]byte
+	return maphash.Bytes(ix.seed, d.appendName(buf[:0], e))
 }
 
 // revKey is the key a reverse slot value (minus one) stands for.
@@ -208,8 +206,7 @@ func (ix *index) findName(name string, names []string) (uint32, bool) {
 // isTail reports whether pair id, (d, e), is the last pair of its name's
 // list: the pair the name's slot holds.
 func (ix *index) isTail(id uint32, d *fileData, e fileEntry) bool {
-	var buf [256]byte
-	i := slot(maphash.Bytes(ix.seed, d.appendName(buf[:0], e)), len(ix.fwd))
+	i := slot(ix.nameHash(d, e), len(ix.fwd))
 	for {
 		v := ix.fwd[i]
 		if v == 0 {

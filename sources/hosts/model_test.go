@@ -134,6 +134,15 @@ func revName(k rkey) string {
 	return strings.Join(append(labels, "in-addr.arpa."), ".")
 }
 
+// fwdName is the name the forward slot value v (minus one) of ix stands
+// for.
+func fwdName(ix *index, v uint32) string {
+	if v&entFlag != 0 {
+		return ix.entSuffix(v &^ entFlag)
+	}
+	return ix.name(v)
+}
+
 // checkIndex compares ix, with its records built ahead and made at
 // lookup time, against the model of pairs: every name of the model, every
 // name the index holds, the zone cuts of arpa. and names that exist in
@@ -171,7 +180,7 @@ func checkIndex(t testing.TB, ix *index, pairs []pair) {
 	}
 	for _, v := range ix.fwd {
 		if v != 0 {
-			names[ix.fwdName(v-1)] = true
+			names[fwdName(ix, v-1)] = true
 		}
 	}
 	for _, v := range ix.rev {
