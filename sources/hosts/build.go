@@ -63,14 +63,14 @@ func (ix *index) each(f func(id uint32, d *fileData, e fileEntry)) {
 const ahead = 16
 
 // eachAhead calls f for every pair, in order, with its id and its hash.
-// It returns a sum of what it read ahead, for the caller to keep (so that
-// the compiler keeps the reads).
 // Building a large index is bound by memory latency: every pair's slot is
 // a random place in a table of megabytes, and an occupied slot leads to
 // another pair's entry and name, elsewhere again. So the pairs go in
 // groups: first the group's slots (and the entries in them) are read,
 // loads the processor can overlap, then f runs for each pair of the group
-// and finds them in the cache. touch reads what f will read of the pair in an occupied slot.
+// and finds them in the cache. touch reads what f will read of the pair
+// in an occupied slot. eachAhead returns a sum of what it read ahead, for
+// the caller to keep (so that the compiler keeps the reads).
 func (ix *index) eachAhead(hash func(*fileData, fileEntry) uint64, touch func(*fileData, fileEntry) uint32,
 	table func() []uint32, f func(id uint32, d *fileData, e fileEntry, h uint64)) uint32 {
 	var (
