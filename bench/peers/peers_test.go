@@ -102,11 +102,11 @@ func TestRender(t *testing.T) {
 	ref := []float64{5, 6, 4}
 	dnsd := []float64{4, 6, 3.6} // ratios 0.8, 1.0, 0.9
 	for run := range ref {
-		r.add("hosts", "reference", run, sample{PerfCPU: ref[run], PerfQPS: 100000, HalfP99: 100, CommonP99: 200, RSS: 10240, HWM: 12288, Drops: 2})
-		r.add("hosts", "dnsd", run, sample{PerfCPU: dnsd[run], PerfQPS: 150000, P50: 50, HalfP99: 50, CommonP99: 300, Settled: 40960, Loaded: 46080, RSS: 51200, HWM: 61440, Drops: 0, Start: time.Duration(30+run) * time.Millisecond})
+		r.add("hosts", "reference", run, sample{PerfCPU: ref[run], PerfQPS: 100000, HalfP99: 100, HalfRate: 50000, CommonP99: 200, RSS: 10240, HWM: 12288, Drops: 2})
+		r.add("hosts", "dnsd", run, sample{PerfCPU: dnsd[run], PerfQPS: 150000, P50: 50, HalfP99: 50, HalfRate: 75000 + 2000*run, CommonP99: 300, Settled: 40960, Loaded: 46080, RSS: 51200, HWM: 61440, Drops: 0, Start: time.Duration(30+run) * time.Millisecond})
 		r.add("etcd", "reference", run, sample{PerfCPU: 5, Drops: -1})
 		// Over 1 % of its queries lost at half its peak: that p99 is lost.
-		r.add("hosts", "coredns", run, sample{PerfCPU: 10, HalfP99: math.Inf(1), CommonP99: math.Inf(1)})
+		r.add("hosts", "coredns", run, sample{PerfCPU: 10, HalfP99: math.Inf(1), HalfRate: 40000, CommonP99: math.Inf(1)})
 	}
 	r.add("etcd", "dnsd", 1, sample{PerfCPU: 2.5, Drops: -1, Problems: []string{"slow start"}, Notes: []string{"3 lost"}})
 	scs, _ := pickScenarios("hosts,etcd", false)
@@ -115,11 +115,11 @@ func TestRender(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| hosts hits | reference | 1.00 (5.00 µs) | 1.00 (100k/s) |",
-		"| hosts hits | dnsd | 0.90 (0.80–1.00) | 1.50 | — | — | — | — | 0.50 | 300 µs | 40 / 45 / 50 / 60 | 0 | 31 ms |",
+		"| hosts hits | dnsd | 0.90 (0.80–1.00) | 1.50 | — | — | — | — | 50.0 µs at 77k/s | 300 µs | 40 / 45 / 50 / 60 | 0 | 31 ms |",
 		"| hosts hits | reference |", "— / — / 10 / 12 | 6 |",
 		"| etcd hits | dnsd | 0.50 |",
-		"| hosts hits | coredns (hosts) | 2.00 (1.67–2.50) | — | — | — | — | — | lost | lost |",
-		"| 1.00 (100 µs) | 200 µs |", // the reference's own p99 at the common rate, not a ratio
+		"| hosts hits | coredns (hosts) | 2.00 (1.67–2.50) | — | — | — | — | — | lost at 40k/s | lost |",
+		"| 100 µs at 50k/s | 200 µs |", // the reference's own p99s, not ratios
 		"| etcd hits | unbound | — |",
 		"- etcd hits, dnsd, run 1: not run",
 		"- etcd hits, dnsd, run 2: slow start",

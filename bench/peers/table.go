@@ -35,19 +35,23 @@ type column struct {
 	spread   bool                 // print min–max of the runs' ratios too
 	// raw: every row prints its own figure (median over runs), not a
 	// ratio, for a figure the reference may not reach (at the common
-	// rate the reference itself can lose queries).
+	// rate the reference itself can lose queries; at half of each
+	// server's own peak the reference's figure is at another rate).
 	raw bool
+	// rate, when set, is the rate a raw figure was measured at, which
+	// differs by server (half of each one's own peak); printed beside it.
+	rate func(sample) float64
 }
 
 var columns = []column{
-	{"CPU/answer, dnsperf", func(s sample) float64 { return s.PerfCPU }, micro, true, false},
-	{"QPS, dnsperf", func(s sample) float64 { return s.PerfQPS }, kilo, false, false},
-	{"CPU/answer, loadgen", func(s sample) float64 { return s.GenCPU }, micro, true, false},
-	{"QPS, loadgen", func(s sample) float64 { return s.GenQPS }, kilo, false, false},
-	{"p50", func(s sample) float64 { return s.P50 }, micro, false, false},
-	{"p99", func(s sample) float64 { return s.P99 }, micro, false, false},
-	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false, false},
-	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false, true},
+	{"CPU/answer, dnsperf", func(s sample) float64 { return s.PerfCPU }, micro, true, false, nil},
+	{"QPS, dnsperf", func(s sample) float64 { return s.PerfQPS }, kilo, false, false, nil},
+	{"CPU/answer, loadgen", func(s sample) float64 { return s.GenCPU }, micro, true, false, nil},
+	{"QPS, loadgen", func(s sample) float64 { return s.GenQPS }, kilo, false, false, nil},
+	{"p50", func(s sample) float64 { return s.P50 }, micro, false, false, nil},
+	{"p99", func(s sample) float64 { return s.P99 }, micro, false, false, nil},
+	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false, true, func(s sample) float64 { return float64(s.HalfRate) }},
+	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false, true, nil},
 }
 
 func micro(v float64) string {
@@ -180,6 +184,17 @@ func cell(c column, runs, ref []sample, isRef bool) string {
 		switch {
 		case len(xs) == 0:
 			return "—"
+		case c.raw && c.rate != nil:
+			var rs []float64
+			for _, s := range runs {
+				if v := c.rate(s); v > 0 {
+					rs = append(rs, v)
+				}
+			}
+			if len(rs) > 0 {
+				return c.absolute(median(xs)) + " at " + kilo(median(rs))
+			}
+			return c.absolute(median(xs))
 		case c.raw:
 			return c.absolute(median(xs))
 		}
