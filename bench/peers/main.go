@@ -66,6 +66,7 @@ func main() {
 	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all; kubernetes only with -kube-apiserver): "+strings.Join(scenarioNames(), ","))
 	servers := flag.String("servers", "", "comma-separated servers to run (default: all that are given)")
 	flag.BoolVar(&e.strict, "strict", false, "exit 1 when a server answered wrong or a measurement failed (a smoke test)")
+	flag.StringVar(&e.unboundRcvbuf, "unbound-rcvbuf", "", "unbound's so-rcvbuf, e.g. 4m as dnsd's default receive buffer, to compare latency with equal buffers (default: the kernel's)")
 	flag.StringVar(&e.dir, "dir", "", "working directory for data, configs and logs (default: a new temporary one, removed at the end)")
 	flag.Parse()
 	if e.bin == "" {
@@ -85,6 +86,7 @@ type env struct {
 	dur                                                    time.Duration
 	rate                                                   int
 	common                                                 int
+	unboundRcvbuf                                          string
 	dir                                                    string
 	pin                                                    bool
 	strict                                                 bool
@@ -188,6 +190,9 @@ func (e *env) main(runs int, only, serverList string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("%s, %s, %d CPUs (%s), %d run(s) of %s per measurement, latency at %d queries/s\n\n",
 		time.Now().Format("2006-01-02 15:04"), host, numCPU(), cpuModel(), runs, e.dur, e.rate)
+	if e.unboundRcvbuf != "" {
+		fmt.Printf("unbound ran with so-rcvbuf: %s\n\n", e.unboundRcvbuf)
+	}
 	render(os.Stdout, res, scs, servers, e.rate, e.common)
 	if e.strict {
 		for _, byServer := range res {

@@ -238,6 +238,9 @@ func (e *env) command(srv string, sc *scenario, port, tlsPort int) ([]string, er
     msg-cache-size: 16m
     rrset-cache-size: 32m
 `, port, port, e.dir)
+		if e.unboundRcvbuf != "" {
+			fmt.Fprintf(&u, "    so-rcvbuf: %s\n", e.unboundRcvbuf)
+		}
 		if sc.transport == "dot" {
 			fmt.Fprintf(&u, "    interface: 127.0.0.1@%d\n    tls-port: %d\n    tls-service-key: %q\n    tls-service-pem: %q\n", tlsPort, tlsPort, e.key, e.cert)
 		}
