@@ -281,9 +281,7 @@ func (e *env) measure(sc *scenario, srv string) sample {
 			s.Problems = append(s.Problems, err.Error())
 		} else {
 			s.P50, s.P99 = kv["p50_us"], kv["p99_us"]
-			if lost := kv["lost"]; lost > 0.001*kv["sent"] {
-				s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s", lost, kv["sent"], e.rate))
-			}
+			noteRate(kv, e.rate, "", &s)
 		}
 		if d, err := proc.UDPDrops(port); err == nil {
 			s.Drops = d
@@ -305,10 +303,20 @@ func (e *env) p99At(sc *scenario, target, rate int, what string, s *sample) floa
 		s.Problems = append(s.Problems, err.Error())
 		return 0
 	}
+	noteRate(kv, rate, what, s)
+	return kv["p99_us"]
+}
+
+// noteRate notes in s the queries of a fixed-rate run left unanswered and
+// the ones the generator skipped after stalls of its own (it sends at most
+// 2 ms of missed queries at once), each when over 0.1 % of those sent.
+func noteRate(kv map[string]float64, rate int, what string, s *sample) {
 	if lost := kv["lost"]; lost > 0.001*kv["sent"] {
 		s.Notes = append(s.Notes, fmt.Sprintf("%.0f of %.0f queries unanswered at %d/s%s", lost, kv["sent"], rate, what))
 	}
-	return kv["p99_us"]
+	if skipped := kv["skipped"]; skipped > 0.001*kv["sent"] {
+		s.Notes = append(s.Notes, fmt.Sprintf("the load generator skipped %.0f queries at %d/s%s (stalled itself)", skipped, rate, what))
+	}
 }
 
 func (e *env) runDnsperf(sc *scenario, srv string, pid, port int, s *sample) error {
