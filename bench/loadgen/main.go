@@ -294,11 +294,12 @@ func fixedRate(conn net.Conn, qs [][]byte, rate int, dur time.Duration, label st
 	// to 64), so the generator keeps up at rates of 100,000/s and more.
 	//
 	// When the generator itself was held up (descheduled on a busy
-	// machine) it does not send everything it owes at once: a 100 ms
-	// stall at 80,000/s would otherwise arrive as one burst of 8,000
-	// queries, enough to overflow a server's 4 MiB receive buffer, and the
-	// drops would be the generator's doing. It sends at most maxBacklog of
-	// the missed time's queries and skips the rest, counted apart.
+	// machine) it does not send everything it owes at once: a 150 ms
+	// stall at 80,000/s would otherwise arrive as one burst of 12,000
+	// queries, which the server then drains for tens of milliseconds, and
+	// the tail would measure the generator's stall (a longer one can
+	// overflow any receive buffer). It sends at most maxBacklog of the
+	// missed time's queries and skips the rest, counted apart.
 	maxBacklog := max(int64(rate)/500, 64) // 2 ms of queries
 	var sent, measured, skipped int64
 	var id uint16

@@ -173,32 +173,35 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 	}
 }
 
+// measured is get of every run that has the figure (above zero); none
+// when get is nil.
+func measured(runs []sample, get func(sample) float64) []float64 {
+	if get == nil {
+		return nil
+	}
+	var xs []float64
+	for _, s := range runs {
+		if v := get(s); v > 0 {
+			xs = append(xs, v)
+		}
+	}
+	return xs
+}
+
 func cell(c column, runs, ref []sample, isRef bool) string {
 	if c.raw || isRef { // the row's own figure: the median of its runs'
-		var xs []float64
-		for _, s := range runs {
-			if v := c.get(s); v > 0 {
-				xs = append(xs, v)
-			}
-		}
-		switch {
-		case len(xs) == 0:
+		xs := measured(runs, c.get)
+		if len(xs) == 0 {
 			return "—"
-		case c.raw && c.rate != nil:
-			var rs []float64
-			for _, s := range runs {
-				if v := c.rate(s); v > 0 {
-					rs = append(rs, v)
-				}
-			}
-			if len(rs) > 0 {
-				return c.absolute(median(xs)) + " at " + kilo(median(rs))
-			}
-			return c.absolute(median(xs))
-		case c.raw:
-			return c.absolute(median(xs))
 		}
-		return "1.00 (" + c.absolute(median(xs)) + ")"
+		v := c.absolute(median(xs))
+		if !c.raw {
+			return "1.00 (" + v + ")"
+		}
+		if rs := measured(runs, c.rate); len(rs) > 0 {
+			v += " at " + kilo(median(rs))
+		}
+		return v
 	}
 	xs := ratios(c, runs, ref)
 	if len(xs) == 0 {
