@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command loadgen sends UDP DNS queries to one server and reports what it
 // measured on one line. It is the load side of bench/run.sh and
 // bench/peers.sh; it only ever targets the address it is given (loopback).
@@ -73,7 +75,7 @@ func main() {
 		// A stall of this process (the machine is shared) must not drop
 		// answers in its own socket and count them as the server's loss.
 		bigReadBuffer(conn.(*net.UDPConn), 8<<20)
-		fmt.Println(fixedRate(conn, qs, *rate, *dur, *label))
+		fmt.Println(fixedRate(conn.(*net.UDPConn), qs, *rate, *dur, *label))
 		return
 	}
 	fmt.Println(saturate(*addr, qs, *conns, *window, *dur, *pid, *label))
@@ -242,120 +244,6 @@ func run(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got
 		}
 		send(n)
 	}
-}
-
-// fixedRate sends rate queries per second on conn for 1 s of warm-up plus
-// dur, paced every 250 µs, and reports the latency percentiles of the
-// answers to the queries sent after the warm-up. The query ID indexes the
-// send time, so at most 65,536 queries are told apart at once (over 3 s at
-// 20,000/s, far above any answer's latency).
-func fixedRate(conn net.Conn, qs [][]byte, rate int, dur time.Duration, label string) string {
-	var sentAt [65536]atomic.Int64 // ns since start; 0: not awaited
-	start := time.Now()
-	warm := time.Second
-	end := warm + dur
-	var got counts
-	var mu sync.Mutex
-	lat := make([]time.Duration, 0, int(float64(rate)*dur.Seconds())+16)
-
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pc := ipv4.NewPacketConn(conn.(*net.UDPConn))
-		in := make([]ipv4.Message, 64)
-		for i := range in {
-			in[i].Buffers = [][]byte{make([]byte, 4096)}
-		}
-		for {
-			_ = conn.SetReadDeadline(start.Add(end + time.Second))
-			n, err := pc.ReadBatch(in, 0)
-			if err != nil {
-				return
-			}
-			now := time.Since(start)
-			mu.Lock()
-			for _, m := range in[:n] {
-				b := m.Buffers[0][:m.N]
-				if len(b) < 12 {
-					continue
-				}
-				t := time.Duration(sentAt[binary.BigEndian.Uint16(b)].Swap(0))
-				if t < warm {
-					continue // a warm-up query, a duplicate or a stray
-				}
-				got[classify(b)].Add(1)
-				lat = append(lat, now-t)
-			}
-			mu.Unlock()
-		}
-	}()
-
-	// The queries due at each tick go out in one sendmmsg (batches of up
-	// to 64), so the generator keeps up at rates of 100,000/s and more.
-	//
-	// When the generator itself was held up (descheduled on a busy
-	// machine) it does not send everything it owes at once: a 150 ms
-	// stall at 80,000/s would otherwise arrive as one burst of 12,000
-	// queries, which the server then drains for tens of milliseconds, and
-	// the tail would measure the generator's stall (a longer one can
-	// overflow any receive buffer). It sends at most maxBacklog of the
-	// missed time's queries and skips the rest, counted apart.
-	maxBacklog := max(int64(rate)/500, 64) // 2 ms of queries
-	var sent, measured, skipped int64
-	var id uint16
-	wpc := ipv4.NewPacketConn(conn.(*net.UDPConn))
-	out := make([]ipv4.Message, 64)
-	for i := range out {
-		out[i].Buffers = [][]byte{make([]byte, 0, 512)}
-	}
-	for {
-		now := time.Since(start)
-		if now >= end {
-			break
-		}
-		due := int64(now.Seconds() * float64(rate))
-		if n := skip(sent, due, maxBacklog); n > 0 {
-			sent += n
-			if now >= warm {
-				skipped += n
-			}
-		}
-		for sent < due {
-			n := int(min(due-sent, int64(len(out))))
-			at := time.Since(start)
-			if at < 1 { // 0 means "not awaited"
-				at = 1
-			}
-			for i := range n {
-				id++
-				b := append(out[i].Buffers[0][:0], qs[(sent+int64(i))%int64(len(qs))]...)
-				binary.BigEndian.PutUint16(b, id)
-				out[i].Buffers[0] = b
-				sentAt[id].Store(int64(at))
-			}
-			if at >= warm {
-				measured += int64(n)
-			}
-			for done := 0; done < n; {
-				k, err := wpc.WriteBatch(out[done:n], 0)
-				if err != nil {
-					fatal(err)
-				}
-				done += k
-			}
-			sent += int64(n)
-		}
-		time.Sleep(250 * time.Microsecond)
-	}
-	<-done
-	conn.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	// A query never answered counts as slower than every answer: a server
-	// that sheds load by dropping queries does not shorten its tail.
-	p := percentiles(lat, int(measured), 0.5, 0.99, 0.999)
-	return fmt.Sprintf("%-16s rate=%d sent=%d skipped=%d %s lost=%d p50_us=%.1f p99_us=%.1f p999_us=%.1f",
-		label, rate, measured, skipped, &got, measured-int64(len(lat)), us(p[0]), us(p[1]), us(p[2]))
 }
 
 // skip is how many of the queries owed (due - sent) a paced generator

@@ -1,9 +1,12 @@
+//go:build linux
+
 package main
 
 import (
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,7 +121,7 @@ func TestFixedRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := fixedRate(conn, qs, 2000, 400*time.Millisecond, "t")
+	line := fixedRate(conn.(*net.UDPConn), qs, 2000, 400*time.Millisecond, "t")
 	f := map[string]float64{}
 	for _, kv := range strings.Fields(line)[1:] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -141,6 +144,60 @@ func TestFixedRate(t *testing.T) {
 	}
 	if f["p50_us"] <= 0 || f["p99_us"] < f["p50_us"] || f["p999_us"] < f["p99_us"] {
 		t.Errorf("percentiles out of order: %s", line)
+	}
+	// Each answer arrived (the kernel's stamp) before it was read.
+	if f["p99_read_us"] < f["p99_us"] {
+		t.Errorf("answers read before they arrived: %s", line)
+	}
+}
+
+// The kernel's receive stamp is found among a datagram's control
+// messages, and it is the time the datagram arrived.
+func TestRxStamp(t *testing.T) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	rc, err := rx.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	_ = rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+	})
+	if serr != nil {
+		t.Skip("no SO_TIMESTAMPNS:", serr)
+	}
+	tx, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	before := time.Now().UnixNano()
+	if _, err := tx.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf, oob := make([]byte, 16), make([]byte, 64)
+	_ = rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, oobn, _, _, err := rx.ReadMsgUDP(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UnixNano()
+	ns, ok := rxStamp(oob[:oobn])
+	if !ok {
+		t.Fatalf("no stamp in % x", oob[:oobn])
+	}
+	if ns < before || ns > after {
+		t.Errorf("stamp %d not between the send (%d) and the read (%d)", ns, before, after)
+	}
+	if _, ok := rxStamp(nil); ok {
+		t.Error("a stamp found in no control message")
+	}
+	if _, ok := rxStamp(oob[:oobn-1]); ok {
+		t.Error("a stamp found in a truncated control message")
 	}
 }
 
