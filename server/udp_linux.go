@@ -94,6 +94,7 @@ type udpReader struct {
 	// exits after its current query. Written before taken is closed.
 	handedOver bool
 	sc         scratch
+	oobOut     oobBuf // a reply's control message when sent on its own
 	w          udpSends
 
 	// recvmmsg's arguments and results, kept here so that the function
@@ -312,7 +313,7 @@ func (r *udpReader) run() {
 		r.w.direct = false
 		r.w.mu.Unlock()
 		r.timer.Reset(slowBatch)
-		r.answer(b, &r.sc, true)
+		r.answer(b, &r.sc, &r.oobOut, true)
 		r.w.mu.Lock()
 		r.flush()
 		r.w.mu.Unlock()
@@ -367,7 +368,8 @@ func (r *udpReader) takeOver() {
 		if s.nworkers.Add(1) > maxUDPWorkers {
 			s.nworkers.Add(-1)
 			var sc scratch
-			r.answer(b, &sc, false) // at the bound: the rest, one after the other, here
+			var oobOut oobBuf
+			r.answer(b, &sc, &oobOut, false) // at the bound: the rest, one after the other, here
 			break
 		}
 		i := int(b.next.Add(1)) - 1
@@ -395,14 +397,15 @@ func (r *udpReader) unref(b *udpBatch, n int32) {
 
 // answer answers the batch's datagrams not yet claimed, queueing the
 // replies for r's next flush when queue is set (only the reader does).
-func (r *udpReader) answer(b *udpBatch, sc *scratch, queue bool) {
-	var oobOut oobBuf
+// sc and oobOut belong to the caller's goroutine: the reader's own are
+// kept in r, so that answering a batch allocates nothing.
+func (r *udpReader) answer(b *udpBatch, sc *scratch, oobOut *oobBuf, queue bool) {
 	for {
 		i := int(b.next.Add(1)) - 1
 		if i >= b.n {
 			return
 		}
-		r.answerOne(b, i, sc, &oobOut, queue)
+		r.answerOne(b, i, sc, oobOut, queue)
 	}
 }
 
