@@ -39,9 +39,10 @@ type parsedQuery struct {
 }
 
 // The table of interned names: nameSets sets of nameWays names.
+// Eight ways for the reason the answer cache has eight (answers.go).
 const (
 	nameSets = 1 << 13
-	nameWays = 4
+	nameWays = 8
 )
 
 // nameTable interns the question names the fast parser decodes, for every
