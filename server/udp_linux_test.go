@@ -86,16 +86,7 @@ func TestUDPReaderAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under the race detector")
 	}
-	s := pipelineServer(t)
-	if err := s.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	ap := s.Addrs()[0].(*net.UDPAddr).AddrPort()
+	ap := pipelineUDPServer(t).AddrPort()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -154,19 +145,10 @@ func TestUDPReaderAllocations(t *testing.T) {
 	}
 }
 
-// A reader that spins before parking (fast traffic) parks once the
-// traffic stops: an idle server burns no CPU.
+// A reader busy with back-to-back queries parks once the traffic stops:
+// an idle server burns no CPU.
 func TestUDPReaderParksWhenIdle(t *testing.T) {
-	s := pipelineServer(t)
-	if err := s.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	c, err := net.Dial("udp", s.Addrs()[0].String())
+	c, err := net.Dial("udp", pipelineUDPServer(t).String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,4 +180,20 @@ func TestUDPReaderParksWhenIdle(t *testing.T) {
 	if used := cpu() - before; used > 100*time.Millisecond {
 		t.Errorf("idle server used %v of CPU in 300 ms", used)
 	}
+}
+
+// pipelineUDPServer serves pipelineServer's zone on a loopback UDP socket
+// until the test ends.
+func pipelineUDPServer(t *testing.T) *net.UDPAddr {
+	t.Helper()
+	s := pipelineServer(t)
+	if err := s.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s.Addrs()[0].(*net.UDPAddr)
 }
