@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -78,11 +77,11 @@ func fixedRate(conn *net.UDPConn, qs [][]byte, rate int, dur time.Duration, labe
 		sentAt: make([]int64, 65536),
 		lat:    make([]time.Duration, 0, n), read: make([]time.Duration, 0, n),
 	}
-	_ = rc.Control(func(fd uintptr) {
-		g.stamps = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1) == nil
-	})
 	var lerr error
-	if err := rc.Control(func(fd uintptr) { lerr = g.loop(fd) }); err != nil {
+	if err := rc.Control(func(fd uintptr) {
+		g.stamps = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) == nil
+		lerr = g.loop(fd)
+	}); err != nil {
 		fatal(err)
 	}
 	if lerr != nil {
@@ -225,26 +224,22 @@ func (g *paced) report(label string) string {
 }
 
 // rxStamp finds the receive time (ns since the Unix epoch) in a
-// datagram's control messages, as SO_TIMESTAMPNS puts it there.
+// datagram's control messages, as SO_TIMESTAMPNS puts it there. The walk
+// is the one the server's parsePktinfo makes.
 func rxStamp(oob []byte) (int64, bool) {
-	for len(oob) >= syscall.SizeofCmsghdr {
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		n := int(h.Len)
-		if n < syscall.SizeofCmsghdr || n > len(oob) {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
 			return 0, false
 		}
-		data := oob[cmsgAlign(syscall.SizeofCmsghdr):n]
-		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SCM_TIMESTAMPNS && len(data) >= 16 {
+		data := oob[unix.CmsgLen(0):l]
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= 16 {
 			sec := int64(binary.NativeEndian.Uint64(data))
 			nsec := int64(binary.NativeEndian.Uint64(data[8:]))
 			return sec*1e9 + nsec, true
 		}
-		oob = oob[min(cmsgAlign(n), len(oob)):]
+		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
 	}
 	return 0, false
-}
-
-func cmsgAlign(n int) int {
-	const a = int(unsafe.Sizeof(uintptr(0)))
-	return (n + a - 1) &^ (a - 1)
 }
