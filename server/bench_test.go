@@ -86,14 +86,7 @@ func benchStreamServer(b *testing.B, tlsOn bool) net.Conn {
 		listen.Proto = "tls"
 		set.TLS, cliTLS = selfSigned(b)
 	}
-	if err := s.Apply(context.Background(), []config.Listen{listen}, set); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	serveForTest(b, s, []config.Listen{listen}, set)
 	var (
 		c   net.Conn
 		err error
@@ -187,14 +180,7 @@ func benchUDPServer(b *testing.B) string {
 		A:   net.IPv4(192, 0, 2, 1).To4(),
 	}}}
 	s := New(Options{Resolver: res, Observer: nopObserver{}})
-	if err := s.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	serveForTest(b, s, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
 	return s.Addrs()[0].String()
 }
 

@@ -123,17 +123,24 @@ func startServer(t *testing.T, res *fakeResolver, listen []config.Listen, set Se
 	}
 	rec := &recorder{}
 	s := New(Options{Resolver: res, Observer: rec})
+	serveForTest(t, s, listen, set)
+	return &testServer{Server: s, res: res, rec: rec}
+}
+
+// serveForTest applies listen and set to s and shuts it down at the end
+// of the test or benchmark.
+func serveForTest(tb testing.TB, s *Server, listen []config.Listen, set Settings) {
+	tb.Helper()
 	if err := s.Apply(context.Background(), listen, set); err != nil {
-		t.Fatalf("Apply: %v", err)
+		tb.Fatalf("Apply: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
+			tb.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &testServer{Server: s, res: res, rec: rec}
 }
 
 func loopbackUDPTCP() []config.Listen { return []config.Listen{{Addr: "127.0.0.1:0"}} }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net"
 	"runtime"
 	"syscall"
@@ -187,13 +186,6 @@ func TestUDPReaderParksWhenIdle(t *testing.T) {
 func pipelineUDPServer(t *testing.T) *net.UDPAddr {
 	t.Helper()
 	s := pipelineServer(t)
-	if err := s.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	serveForTest(t, s, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
 	return s.Addrs()[0].(*net.UDPAddr)
 }
