@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -59,7 +60,7 @@ func rr(t testing.TB, s string) dns.RR {
 	return r
 }
 
-func answerTestServers(t *testing.T, src *changingSource) (kept, plain *Server, res *countingResolver) {
+func answerTestServers(t testing.TB, src *changingSource) (kept, plain *Server, res *countingResolver) {
 	t.Helper()
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, pipeline.Options{})
 	if err != nil {
@@ -513,5 +514,51 @@ func TestWorkingSetKept(t *testing.T) {
 	}
 	if n := m1.Mallocs - m0.Mallocs; !raceEnabled && n > names/1000 {
 		t.Errorf("third round: %d allocations for %d names, want none", n, names)
+	}
+}
+
+// BenchmarkServeUDPWorkingSet answers 10,000 (or 50,000) names asked in a shuffled
+// turn, every answer kept: the cost of finding a name and its kept answer
+// when they are not in the processor's nearest caches, as under a real
+// server's load (BenchmarkServeUDPKept asks one name again and again).
+func BenchmarkServeUDPWorkingSet(b *testing.B) {
+	for _, names := range []int{10000, 50000} {
+		b.Run(fmt.Sprint(names), func(b *testing.B) { benchWorkingSet(b, names) })
+	}
+}
+
+func benchWorkingSet(b *testing.B, names int) {
+	src := &changingSource{}
+	rrs := make(map[string][]dns.RR, names)
+	var ins [][]byte
+	for i := range names {
+		name := fmt.Sprintf("host%d.example.test.", i)
+		rrs[name] = []dns.RR{rr(b, fmt.Sprintf("%s 30 IN A 10.1.%d.%d", name, i>>8, i&0xff))}
+		ins = append(ins, pack(b, query(name, dns.TypeA)))
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ins), func(i, j int) { ins[i], ins[j] = ins[j], ins[i] })
+	src.set(rrs)
+	s, _, _ := answerTestServers(b, src)
+	client := netip.MustParseAddr("127.0.0.1")
+	sc := &scratch{}
+	ctx := context.Background()
+	ask := func(in []byte) {
+		if out := s.serveRaw(ctx, sc, protoUDP, client, true, in); len(out) < 12 || out[3]&0xf != dns.RcodeSuccess {
+			b.Fatalf("no answer to % x", in)
+		}
+		s.release(sc)
+	}
+	for range 2 {
+		for _, in := range ins {
+			ask(in)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ask(ins[i])
+		if i++; i == len(ins) {
+			i = 0
+		}
 	}
 }

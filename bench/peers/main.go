@@ -107,6 +107,8 @@ func (e *env) main(runs int, only, serverList string) error {
 		}
 		defer os.RemoveAll(d)
 		e.dir = d
+	} else if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return err
 	}
 	e.live = map[*exec.Cmd]bool{}
 	defer e.stopAll()
