@@ -163,6 +163,17 @@ type Stamp struct {
 // lowers them by what Fresh says.
 func (st Stamp) Ages() bool { return st.keep != nil }
 
+// Since reports whether st and later stamp the same answer at two
+// moments — the same zone state and, for a forwarded answer, the same
+// cache entry — and by how many seconds its TTLs dropped between them:
+// an answer stamped st, its TTLs lowered by aged, is the one later stamps.
+func (st Stamp) Since(later Stamp) (aged uint32, ok bool) {
+	if st.z != later.z || st.serial != later.serial || st.keep != later.keep || st.token != later.token || later.age < st.age {
+		return 0, false
+	}
+	return later.age - st.age, true
+}
+
 // Fresh reports whether an answer stamped st would still be made the same
 // by p, but for its TTLs: st is of p's generation, its zone's serial has
 // not moved and, for a forwarded answer, the forward source would answer

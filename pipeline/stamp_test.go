@@ -114,6 +114,24 @@ func TestStamp(t *testing.T) {
 	if aged, ok := pk.Fresh(r.Stamp); !ok || aged != 7 || !r.Stamp.Ages() {
 		t.Errorf("7 s later: aged %d %v (ages: %v)", aged, ok, r.Stamp.Ages())
 	}
+	// The answer stamped again 7 s later from the same cache entry (this
+	// fake makes a new message, its token, at each lookup; the forward
+	// source's token is its cache entry): Since says it aged by 7 s, and
+	// only for that.
+	r7 := r.Stamp
+	r7.age += 7
+	if aged, ok := r.Stamp.Since(r7); !ok || aged != 7 {
+		t.Errorf("Since, 7 s later: aged %d %v", aged, ok)
+	}
+	if _, ok := r7.Since(r.Stamp); ok {
+		t.Error("Since backwards in time: ok")
+	}
+	if _, ok := r.Stamp.Since(ask(pk, "www.kept.internal.", dns.TypeA, true).Stamp); ok {
+		t.Error("Since across two cache entries (tokens): ok")
+	}
+	if _, ok := r.Stamp.Since(ask(pk, "local.kept.internal.", dns.TypeA, true).Stamp); ok {
+		t.Error("Since between a forwarded and a local answer: ok")
+	}
 	kf.age -= 7
 	kf.same = false
 	if fresh(t, pk, r.Stamp) {

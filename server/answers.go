@@ -187,7 +187,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	until := now.Add(answerMaxAge/2 + time.Duration(h%uint64(answerMaxAge/2))).UnixNano()
 	for j := range set { // a stale answer to the same question is replaced at once
 		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
-			if x.same(r.Stamp, out, obs) { // rebuilt as it was (it aged out): kept longer
+			if x.same(r.Stamp, out, obs) || x.sameAged(r.Stamp, out, obs) { // rebuilt as it was (it aged out): kept longer
 				x.until.Store(until)
 				return
 			}
@@ -231,6 +231,34 @@ func (e *keptAnswer) same(stamp pipeline.Stamp, out []byte, obs *Observation) bo
 	return e.stamp == stamp && len(out) == len(w) && len(w) >= 12 &&
 		out[2]&^1 == w[2]&^1 && bytes.Equal(out[3:], w[3:]) &&
 		e.zone == obs.Zone && e.src == obs.Source && e.view == obs.View && e.rcode == obs.Rcode
+}
+
+// sameAged reports whether out, packed for a query with another ID and
+// RD bit, stamped stamp, is e's answer with its TTLs lowered by the
+// seconds its cache entry aged since e was kept: a forwarded answer
+// rebuilt from the same cache entry. e then stays as it is (reuse lowers
+// its TTLs as the entry ages), and no new entry is allocated: without
+// this, every kept forwarded answer was copied anew each time it aged out.
+func (e *keptAnswer) sameAged(stamp pipeline.Stamp, out []byte, obs *Observation) bool {
+	aged, ok := e.stamp.Since(stamp)
+	w := e.wire
+	if !ok || !e.stamp.Ages() || len(out) != len(w) || len(w) < 12 || out[2]&^1 != w[2]&^1 ||
+		e.zone != obs.Zone || e.src != obs.Source || e.view != obs.View || e.rcode != obs.Rcode {
+		return false
+	}
+	from := 3
+	for _, off := range e.ttls {
+		at := int(off)
+		if !bytes.Equal(out[from:at], w[from:at]) {
+			return false
+		}
+		ttl := binary.BigEndian.Uint32(w[at:])
+		if binary.BigEndian.Uint32(out[at:]) != ttl-min(ttl, aged) {
+			return false
+		}
+		from = at + 4
+	}
+	return bytes.Equal(out[from:], w[from:])
 }
 
 // responseTTL is the smallest TTL of the records of the response sc holds

@@ -367,6 +367,9 @@ func FuzzKeptAnswers(f *testing.F) {
 // 60 (additional) less the age, never below 0.
 type agingForward struct {
 	age atomic.Uint32
+	// entry numbers the cache entry answering (the token), host the last
+	// octet of its address: a new entry may hold another address.
+	entry, host atomic.Uint32
 }
 
 func (f *agingForward) msg(q *pipeline.Question) *dns.Msg {
@@ -375,7 +378,7 @@ func (f *agingForward) msg(q *pipeline.Question) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetQuestion(q.Name, q.Type)
 	m.Response, m.RecursionAvailable = true, true
-	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl(300)}, A: net.IPv4(192, 0, 2, 5)}}
+	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl(300)}, A: net.IPv4(192, 0, 2, byte(5+f.host.Load()))}}
 	m.Ns = []dns.RR{&dns.NS{Hdr: dns.RR_Header{Name: "example.org.", Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl(120)}, Ns: "ns.example.org."}}
 	m.Extra = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "ns.example.org.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl(60)}, A: net.IPv4(192, 0, 2, 53)}}
 	return m
@@ -388,9 +391,9 @@ func (f *agingForward) Kind() string   { return pipeline.KindForward }
 func (f *agingForward) TTL() uint32    { return 0 }
 func (f *agingForward) Serial() uint32 { return 0 }
 func (f *agingForward) Pin(string, uint16, bool, bool, *dns.Msg) (any, uint32) {
-	return f, f.age.Load()
+	return f.entry.Load(), f.age.Load()
 }
-func (f *agingForward) Same(token any) (uint32, bool) { return f.age.Load(), token == f }
+func (f *agingForward) Same(token any) (uint32, bool) { return f.age.Load(), token == f.entry.Load() }
 
 // TestKeptForwardedAnswerAges: a kept forwarded answer is reused while
 // its cache entry ages, with every TTL (answer, authority, additional; not
@@ -438,6 +441,90 @@ func TestKeptForwardedAnswerAges(t *testing.T) {
 				t.Fatalf("EDNS %v, aged %d: resolved again, want the kept answer", edns, age)
 			}
 		}
+	}
+}
+
+// TestKeptForwardedAnswerAgedOutIsExtended: a kept forwarded answer that
+// reaches its maximum age is resolved again; rebuilt from the same cache
+// entry (only its TTLs lower) the kept entry is extended in place, no new
+// one is allocated, and it goes on answering byte for byte as a fresh
+// resolution would; from a new cache entry with other data it is replaced.
+func TestKeptForwardedAnswerAgedOutIsExtended(t *testing.T) {
+	fwd := &agingForward{}
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: fwd}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := compile(Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPBuffer: 1232}})
+	res := &countingResolver{Pipeline: p}
+	kept := New(Options{Resolver: res, Observer: nopObserver{}})
+	kept.set.Store(set)
+	plain := New(Options{Resolver: p, Observer: nopObserver{}})
+	plain.answers = nil
+	plain.set.Store(set)
+	client := netip.MustParseAddr("127.0.0.1")
+	q := query("www.example.org.", dns.TypeA)
+	q.SetEdns0(1232, false)
+	in := pack(t, q)
+	ask := func(s *Server) []byte {
+		sc := &scratch{}
+		defer s.release(sc)
+		return bytes.Clone(s.serveRaw(context.Background(), sc, protoUDP, client, true, in))
+	}
+	entry := func() *keptAnswer {
+		k := answerKey{name: "www.example.org.", qtype: dns.TypeA, flags: answerEDNS, st: kept.set.Load()}
+		h := kept.answers.hash(&k)
+		for i := range kept.answers.slots[h%answerSets] {
+			if e := kept.answers.slots[h%answerSets][i].Load(); e != nil && e.key == k {
+				return e
+			}
+		}
+		return nil
+	}
+	same := func(when string) {
+		t.Helper()
+		if got, want := ask(kept), ask(plain); !bytes.Equal(got, want) {
+			var g, w dns.Msg
+			_ = g.Unpack(got)
+			_ = w.Unpack(want)
+			t.Fatalf("%s: kept answer differs\n got: %v\nwant: %v", when, &g, &w)
+		}
+	}
+	ask(kept)
+	ask(kept)
+	e := entry()
+	if e == nil {
+		t.Fatal("answer not kept")
+	}
+	fwd.age.Store(7)
+	e.until.Store(1) // aged out
+	n := res.n.Load()
+	same("aged out at 7 s")
+	if res.n.Load() != n+1 {
+		t.Fatalf("an aged-out answer was not resolved again (%d resolutions)", res.n.Load()-n)
+	}
+	if entry() != e || e.until.Load() <= time.Now().UnixNano() {
+		t.Fatalf("the answer rebuilt from the same cache entry was not extended in place (entry %p, was %p)", entry(), e)
+	}
+	fwd.age.Store(65) // the additional record's TTL (60) has run out
+	n = res.n.Load()
+	same("extended, at 65 s")
+	if res.n.Load() != n {
+		t.Fatal("the extended answer was not reused")
+	}
+	e.until.Store(1)
+	fwd.age.Store(70)
+	same("aged out again at 70 s")
+	if entry() != e {
+		t.Fatal("aged out again: not extended in place")
+	}
+	// A new cache entry (refreshed upstream) with another address.
+	fwd.entry.Store(1)
+	fwd.host.Store(1)
+	fwd.age.Store(0)
+	same("a new cache entry")
+	if e2 := entry(); e2 == e || e2 == nil {
+		t.Fatal("the answer from a new cache entry did not replace the kept one")
 	}
 }
 
