@@ -235,14 +235,7 @@ func TestKeptAnswerAgedOutIsExtended(t *testing.T) {
 		return bytes.Clone(s.serveRaw(context.Background(), sc, protoUDP, client, true, pack(t, q)))
 	}
 	entry := func() *keptAnswer {
-		k := answerKey{name: "www.example.test.", qtype: dns.TypeA, st: kept.set.Load()}
-		h := kept.answers.hash(&k)
-		for i := range kept.answers.slots[h%answerSets] {
-			if e := kept.answers.slots[h%answerSets][i].Load(); e != nil && e.key == k {
-				return e
-			}
-		}
-		return nil
+		return keptEntry(kept, answerKey{name: "www.example.test.", qtype: dns.TypeA, st: kept.set.Load()})
 	}
 	for i := range 3 {
 		ask(kept, uint16(i))
@@ -395,23 +388,42 @@ func (f *agingForward) Pin(string, uint16, bool, bool, *dns.Msg) (any, uint32) {
 }
 func (f *agingForward) Same(token any) (uint32, bool) { return f.age.Load(), token == f.entry.Load() }
 
-// TestKeptForwardedAnswerAges: a kept forwarded answer is reused while
-// its cache entry ages, with every TTL (answer, authority, additional; not
-// the OPT's flags) lowered by the age, down to 0 — byte for byte the answer
-// a fresh resolution makes — without resolving again.
-func TestKeptForwardedAnswerAges(t *testing.T) {
-	fwd := &agingForward{}
+// agingServers returns an agingForward for the root zone, a server that
+// keeps its answers (counting resolutions) and one that resolves every query.
+func agingServers(t *testing.T) (fwd *agingForward, kept, plain *Server, res *countingResolver) {
+	t.Helper()
+	fwd = &agingForward{}
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: fwd}}}}, pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := compile(Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPBuffer: 1232}})
-	res := &countingResolver{Pipeline: p}
-	kept := New(Options{Resolver: res, Observer: nopObserver{}})
+	res = &countingResolver{Pipeline: p}
+	kept = New(Options{Resolver: res, Observer: nopObserver{}})
 	kept.set.Store(set)
-	plain := New(Options{Resolver: p, Observer: nopObserver{}})
+	plain = New(Options{Resolver: p, Observer: nopObserver{}})
 	plain.answers = nil
 	plain.set.Store(set)
+	return fwd, kept, plain, res
+}
+
+// keptEntry is the entry s keeps for k, or nil.
+func keptEntry(s *Server, k answerKey) *keptAnswer {
+	h := s.answers.hash(&k)
+	for i := range s.answers.slots[h%answerSets] {
+		if e := s.answers.slots[h%answerSets][i].Load(); e != nil && e.key == k {
+			return e
+		}
+	}
+	return nil
+}
+
+// TestKeptForwardedAnswerAges: a kept forwarded answer is reused while
+// its cache entry ages, with every TTL (answer, authority, additional; not
+// the OPT's flags) lowered by the age, down to 0 — byte for byte the answer
+// a fresh resolution makes — without resolving again.
+func TestKeptForwardedAnswerAges(t *testing.T) {
+	fwd, kept, plain, res := agingServers(t)
 	client := netip.MustParseAddr("127.0.0.1")
 	ask := func(s *Server, in []byte) []byte {
 		sc := &scratch{}
@@ -450,18 +462,7 @@ func TestKeptForwardedAnswerAges(t *testing.T) {
 // one is allocated, and it goes on answering byte for byte as a fresh
 // resolution would; from a new cache entry with other data it is replaced.
 func TestKeptForwardedAnswerAgedOutIsExtended(t *testing.T) {
-	fwd := &agingForward{}
-	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: fwd}}}}, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := compile(Settings{ACL: config.ACL{Default: true}, Limits: config.Limits{UDPBuffer: 1232}})
-	res := &countingResolver{Pipeline: p}
-	kept := New(Options{Resolver: res, Observer: nopObserver{}})
-	kept.set.Store(set)
-	plain := New(Options{Resolver: p, Observer: nopObserver{}})
-	plain.answers = nil
-	plain.set.Store(set)
+	fwd, kept, plain, res := agingServers(t)
 	client := netip.MustParseAddr("127.0.0.1")
 	q := query("www.example.org.", dns.TypeA)
 	q.SetEdns0(1232, false)
@@ -472,14 +473,7 @@ func TestKeptForwardedAnswerAgedOutIsExtended(t *testing.T) {
 		return bytes.Clone(s.serveRaw(context.Background(), sc, protoUDP, client, true, in))
 	}
 	entry := func() *keptAnswer {
-		k := answerKey{name: "www.example.org.", qtype: dns.TypeA, flags: answerEDNS, st: kept.set.Load()}
-		h := kept.answers.hash(&k)
-		for i := range kept.answers.slots[h%answerSets] {
-			if e := kept.answers.slots[h%answerSets][i].Load(); e != nil && e.key == k {
-				return e
-			}
-		}
-		return nil
+		return keptEntry(kept, answerKey{name: "www.example.org.", qtype: dns.TypeA, flags: answerEDNS, st: kept.set.Load()})
 	}
 	same := func(when string) {
 		t.Helper()
