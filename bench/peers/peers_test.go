@@ -65,6 +65,27 @@ func TestParseLoadgen(t *testing.T) {
 	}
 }
 
+// TestStalled: a fixed-rate run is run again when the generator skipped
+// over 1 % of its queries, read from loadgen's own output line.
+func TestStalled(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{"                 rate=80000 sent=400000 skipped=0 answers=400000 lost=0 p50_us=12.1 p99_us=300.5", false},
+		{"                 rate=80000 sent=396000 skipped=3960 answers=396000 lost=0 p50_us=12.1 p99_us=300.5", false},
+		{"                 rate=80000 sent=390000 skipped=10000 answers=390000 lost=0 p50_us=12.1 p99_us=900.5", true},
+	} {
+		kv, err := parseLoadgen(tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := stalled(kv); got != tc.want {
+			t.Errorf("stalled(%q) = %v, want %v", tc.line, got, tc.want)
+		}
+	}
+}
+
 func TestRotate(t *testing.T) {
 	xs := []string{"a", "b", "c"}
 	if got := strings.Join(rotate(xs, 4), ""); got != "bca" {
