@@ -38,7 +38,8 @@ import (
 // flood of names asked once each churns no memory), and for at most
 // answerMaxAge whatever its stamp says (between half of it and all of it,
 // by the question's hash, so that answers kept at one moment do not all
-// expire at the next). Reads are lock-free: a slot holds an immutable
+// expire at the next); a forwarded answer that a rebuild found unchanged
+// but for its TTLs, for at most answerAgedMaxAge. Reads are lock-free: a slot holds an immutable
 // entry behind an atomic pointer.
 //
 // Eight ways, not four: names asked in turn (a working set cycling
@@ -52,6 +53,9 @@ const (
 	answerSets   = 1 << 13
 	answerWays   = 8 // a new answer takes the set's ways in turn
 	answerMaxAge = 5 * time.Second
+	// answerAgedMaxAge bounds a forwarded answer once a rebuild has found
+	// it the same (see keep): between half of it and all of it.
+	answerAgedMaxAge = 4 * answerMaxAge
 )
 
 type answerKey struct {
@@ -187,8 +191,17 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	until := now.Add(answerMaxAge/2 + time.Duration(h%uint64(answerMaxAge/2))).UnixNano()
 	for j := range set { // a stale answer to the same question is replaced at once
 		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
-			if x.same(r.Stamp, out, obs) || x.sameAged(r.Stamp, out, obs) { // rebuilt as it was (it aged out): kept longer
+			if x.same(r.Stamp, out, obs) { // rebuilt as it was (it aged out): kept longer
 				x.until.Store(until)
+				return
+			}
+			if x.sameAged(r.Stamp, out, obs) {
+				// The same cache entry, only older: kept longer too, and
+				// up to answerAgedMaxAge, since each such rebuild has the
+				// forward cache render its records anew (an allocation
+				// per question, a collection every few seconds under a
+				// steady load) only to find the answer unchanged.
+				x.until.Store(now.Add(answerAgedMaxAge/2 + time.Duration(h%uint64(answerAgedMaxAge/2))).UnixNano())
 				return
 			}
 			way = j

@@ -500,6 +500,9 @@ func TestKeptForwardedAnswerAgedOutIsExtended(t *testing.T) {
 	if entry() != e || e.until.Load() <= time.Now().UnixNano() {
 		t.Fatalf("the answer rebuilt from the same cache entry was not extended in place (entry %p, was %p)", entry(), e)
 	}
+	if left := time.Until(time.Unix(0, e.until.Load())); left < answerAgedMaxAge/2-time.Second {
+		t.Fatalf("extended by %v, want at least %v once found the same", left, answerAgedMaxAge/2)
+	}
 	fwd.age.Store(65) // the additional record's TTL (60) has run out
 	n = res.n.Load()
 	same("extended, at 65 s")
