@@ -39,8 +39,8 @@ import (
 // answerMaxAge whatever its stamp says (between half of it and all of it,
 // by the question's hash, so that answers kept at one moment do not all
 // expire at the next); a forwarded answer that a rebuild found unchanged
-// but for its TTLs, for at most answerAgedMaxAge. Reads are lock-free: a slot holds an immutable
-// entry behind an atomic pointer.
+// but for its TTLs, for at most answerAgedMaxAge. Reads are lock-free: a
+// slot holds an immutable entry behind an atomic pointer.
 //
 // Eight ways, not four: names asked in turn (a working set cycling
 // through its members) all miss in a set that more of them hash to than
@@ -188,20 +188,20 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	i := h % answerSets
 	set := &c.slots[i]
 	way := -1
-	until := now.Add(answerMaxAge/2 + time.Duration(h%uint64(answerMaxAge/2))).UnixNano()
+	until := keptUntil(now, h, answerMaxAge)
 	for j := range set { // a stale answer to the same question is replaced at once
 		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
-			if x.same(r.Stamp, out, obs) { // rebuilt as it was (it aged out): kept longer
+			if aged, ok := x.same(r.Stamp, out, obs); ok { // rebuilt as it was (it aged out): kept longer
+				if aged > 0 {
+					// The same cache entry, only older: up to
+					// answerAgedMaxAge, since each such rebuild has the
+					// forward cache render its records anew (an
+					// allocation per question, a collection every few
+					// seconds under a steady load) only to find the
+					// answer unchanged.
+					until = keptUntil(now, h, answerAgedMaxAge)
+				}
 				x.until.Store(until)
-				return
-			}
-			if x.sameAged(r.Stamp, out, obs) {
-				// The same cache entry, only older: kept longer too, and
-				// up to answerAgedMaxAge, since each such rebuild has the
-				// forward cache render its records anew (an allocation
-				// per question, a collection every few seconds under a
-				// steady load) only to find the answer unchanged.
-				x.until.Store(now.Add(answerAgedMaxAge/2 + time.Duration(h%uint64(answerAgedMaxAge/2))).UnixNano())
 				return
 			}
 			way = j
@@ -237,41 +237,38 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	set[way].Store(e)
 }
 
-// same reports whether out, packed for a query with another ID and RD
-// bit, with stamp and obs, is the answer e holds.
-func (e *keptAnswer) same(stamp pipeline.Stamp, out []byte, obs *Observation) bool {
-	w := e.wire
-	return e.stamp == stamp && len(out) == len(w) && len(w) >= 12 &&
-		out[2]&^1 == w[2]&^1 && bytes.Equal(out[3:], w[3:]) &&
-		e.zone == obs.Zone && e.src == obs.Source && e.view == obs.View && e.rcode == obs.Rcode
+// keptUntil is when an answer kept at now is to be resolved again: between
+// half of limit and all of it, by its question's hash h.
+func keptUntil(now time.Time, h uint64, limit time.Duration) int64 {
+	return now.Add(limit/2 + time.Duration(h%uint64(limit/2))).UnixNano()
 }
 
-// sameAged reports whether out, packed for a query with another ID and
-// RD bit, stamped stamp, is e's answer with its TTLs lowered by the
-// seconds its cache entry aged since e was kept: a forwarded answer
-// rebuilt from the same cache entry. e then stays as it is (reuse lowers
-// its TTLs as the entry ages), and no new entry is allocated: without
-// this, every kept forwarded answer was copied anew each time it aged out.
-func (e *keptAnswer) sameAged(stamp pipeline.Stamp, out []byte, obs *Observation) bool {
-	aged, ok := e.stamp.Since(stamp)
+// same reports whether out, packed for a query with another ID and RD
+// bit, with stamp and obs, is the answer e holds, and by how many seconds
+// it aged since e was kept: 0 when it was rebuilt as it was; more for a
+// forwarded answer rebuilt from the same cache entry, every TTL lowered
+// by that. e then stays as it is (reuse lowers its TTLs as the entry
+// ages), and no new entry is allocated.
+func (e *keptAnswer) same(stamp pipeline.Stamp, out []byte, obs *Observation) (aged uint32, ok bool) {
+	aged, ok = e.stamp.Since(stamp)
 	w := e.wire
-	if !ok || !e.stamp.Ages() || len(out) != len(w) || len(w) < 12 || out[2]&^1 != w[2]&^1 ||
+	if !ok || (aged > 0 && !e.stamp.Ages()) || len(out) != len(w) || len(w) < 12 || out[2]&^1 != w[2]&^1 ||
 		e.zone != obs.Zone || e.src != obs.Source || e.view != obs.View || e.rcode != obs.Rcode {
-		return false
+		return 0, false
 	}
 	from := 3
 	for _, off := range e.ttls {
 		at := int(off)
 		if !bytes.Equal(out[from:at], w[from:at]) {
-			return false
+			return 0, false
 		}
 		ttl := binary.BigEndian.Uint32(w[at:])
 		if binary.BigEndian.Uint32(out[at:]) != ttl-min(ttl, aged) {
-			return false
+			return 0, false
 		}
 		from = at + 4
 	}
-	return bytes.Equal(out[from:], w[from:])
+	return aged, bytes.Equal(out[from:], w[from:])
 }
 
 // responseTTL is the smallest TTL of the records of the response sc holds
