@@ -563,27 +563,10 @@ func TestTTLOffsets(t *testing.T) {
 // of them hash to (3 % of them) missed at every round.
 func TestWorkingSetKept(t *testing.T) {
 	const names = 10000
-	src := &changingSource{}
-	rrs := make(map[string][]dns.RR, names)
-	var ins [][]byte
-	for i := range names {
-		name := fmt.Sprintf("host%d.example.test.", i)
-		rrs[name] = []dns.RR{rr(t, fmt.Sprintf("%s 30 IN A 10.1.%d.%d", name, i>>8, i&0xff))}
-		q := query(name, dns.TypeA)
-		q.SetEdns0(1232, false)
-		ins = append(ins, pack(t, q))
-	}
-	src.set(rrs)
-	s, _, res := answerTestServers(t, src)
-	client := netip.MustParseAddr("127.0.0.1")
-	sc := &scratch{}
-	ctx := context.Background()
+	res, ins, ask := workingSet(t, names)
 	round := func() {
 		for _, in := range ins {
-			if out := s.serveRaw(ctx, sc, protoUDP, client, true, in); len(out) < 12 || out[3]&0xf != dns.RcodeSuccess {
-				t.Fatalf("no answer to % x", in)
-			}
-			s.release(sc)
+			ask(in)
 		}
 	}
 	round()
@@ -612,26 +595,8 @@ func BenchmarkServeUDPWorkingSet(b *testing.B) {
 }
 
 func benchWorkingSet(b *testing.B, names int) {
-	src := &changingSource{}
-	rrs := make(map[string][]dns.RR, names)
-	var ins [][]byte
-	for i := range names {
-		name := fmt.Sprintf("host%d.example.test.", i)
-		rrs[name] = []dns.RR{rr(b, fmt.Sprintf("%s 30 IN A 10.1.%d.%d", name, i>>8, i&0xff))}
-		ins = append(ins, pack(b, query(name, dns.TypeA)))
-	}
+	_, ins, ask := workingSet(b, names)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ins), func(i, j int) { ins[i], ins[j] = ins[j], ins[i] })
-	src.set(rrs)
-	s, _, _ := answerTestServers(b, src)
-	client := netip.MustParseAddr("127.0.0.1")
-	sc := &scratch{}
-	ctx := context.Background()
-	ask := func(in []byte) {
-		if out := s.serveRaw(ctx, sc, protoUDP, client, true, in); len(out) < 12 || out[3]&0xf != dns.RcodeSuccess {
-			b.Fatalf("no answer to % x", in)
-		}
-		s.release(sc)
-	}
 	for range 2 {
 		for _, in := range ins {
 			ask(in)
@@ -645,4 +610,33 @@ func benchWorkingSet(b *testing.B, names int) {
 			i = 0
 		}
 	}
+}
+
+// workingSet serves names host<N>.example.test (A, 30 s) from a server that
+// keeps its answers, and returns its counting resolver, one query with
+// EDNS0 for each name, and ask, which answers one of them and fails the
+// test unless it is answered NOERROR.
+func workingSet(tb testing.TB, names int) (res *countingResolver, ins [][]byte, ask func(in []byte)) {
+	tb.Helper()
+	src := &changingSource{}
+	rrs := make(map[string][]dns.RR, names)
+	for i := range names {
+		name := fmt.Sprintf("host%d.example.test.", i)
+		rrs[name] = []dns.RR{rr(tb, fmt.Sprintf("%s 30 IN A 10.1.%d.%d", name, i>>8, i&0xff))}
+		q := query(name, dns.TypeA)
+		q.SetEdns0(1232, false)
+		ins = append(ins, pack(tb, q))
+	}
+	src.set(rrs)
+	s, _, res := answerTestServers(tb, src)
+	client := netip.MustParseAddr("127.0.0.1")
+	sc := &scratch{}
+	ctx := context.Background()
+	ask = func(in []byte) {
+		if out := s.serveRaw(ctx, sc, protoUDP, client, true, in); len(out) < 12 || out[3]&0xf != dns.RcodeSuccess {
+			tb.Fatalf("no answer to % x", in)
+		}
+		s.release(sc)
+	}
+	return res, ins, ask
 }
