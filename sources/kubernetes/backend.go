@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -157,7 +155,6 @@ func anyFile(paths []string) bool {
 type Backend struct {
 	logger  *slog.Logger
 	metrics *Metrics
-	factory informers.SharedInformerFactory
 
 	services cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
@@ -176,6 +173,7 @@ type Backend struct {
 	serial    atomic.Uint32
 	serials   *pipeline.SerialClock
 	cancel    context.CancelFunc
+	running   sync.WaitGroup // the informers
 	closeOnce sync.Once
 }
 
@@ -198,8 +196,8 @@ type BackendOptions struct {
 	Serials *pipeline.SerialClock
 }
 
-// NewBackend starts informers over client. Close stops them.
-func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
+// NewBackend starts informers over api. Close stops them.
+func NewBackend(api API, opts BackendOptions) *Backend {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -215,14 +213,17 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	b.serials = opts.Serials
 	b.serial.Store(b.serials.Next())
 	b.podNames = opts.PodNames
-	b.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(b.strip))
-	b.services = b.factory.Core().V1().Services().Informer()
-	b.slices = b.factory.Discovery().V1().EndpointSlices().Informer()
-	b.ns = b.factory.Core().V1().Namespaces().Informer()
-	if opts.Pods {
-		b.pods = b.factory.Core().V1().Pods().Informer()
+	informer := func(resource string, indexers cache.Indexers) cache.SharedIndexInformer {
+		inf := cache.NewSharedIndexInformer(api.ListWatch(resource), objectOf(resource), 0, indexers)
+		_ = inf.SetTransform(b.strip)
+		return inf
 	}
-	_ = b.slices.AddIndexers(cache.Indexers{byServiceIndex: sliceServiceIndex})
+	b.services = informer(resServices, cache.Indexers{})
+	b.slices = informer(resSlices, cache.Indexers{byServiceIndex: sliceServiceIndex})
+	b.ns = informer(resNamespace, cache.Indexers{})
+	if opts.Pods {
+		b.pods = informer(resPods, cache.Indexers{})
+	}
 	b.count(b.services, "service")
 	b.count(b.slices, "endpointslice")
 	b.count(b.ns, "namespace")
@@ -235,7 +236,9 @@ func NewBackend(client kubernetes.Interface, opts BackendOptions) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
-	b.factory.StartWithContext(ctx)
+	for _, inf := range b.informers() {
+		b.running.Go(func() { inf.RunWithContext(ctx) })
+	}
 	return b
 }
 
@@ -328,7 +331,7 @@ func (b *Backend) Synced() bool {
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.cancel()
-		b.factory.Shutdown()
+		b.running.Wait()
 	})
 	return nil
 }

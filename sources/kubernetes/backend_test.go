@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	k8s "k8s.io/client-go/kubernetes"
 )
 
 type lockedBuffer struct {
@@ -43,12 +41,12 @@ func TestUnreachableAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := k8s.NewForConfig(rc)
+	api, err := NewAPI(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	b := NewBackend(cs, BackendOptions{Logger: logger})
+	b := NewBackend(api, BackendOptions{Logger: logger})
 	defer b.Close()
 	src, err := NewSource(b, Options{Zones: []string{zones}})
 	if err != nil {

@@ -69,7 +69,7 @@ func BenchmarkScale(b *testing.B) {
 		base := heapInUse()
 		b.StartTimer()
 		start := time.Now()
-		be := NewBackend(client, BackendOptions{})
+		be := NewBackend(clientsetAPI{client}, BackendOptions{})
 		src, err := NewSource(be, Options{Zones: []string{"cluster.local.", "10.in-addr.arpa."}, TTL: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)

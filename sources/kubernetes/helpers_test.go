@@ -13,7 +13,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -142,12 +145,42 @@ func pod(ns, name string, phase corev1.PodPhase, ips ...string) *corev1.Pod {
 	return p
 }
 
+// clientsetAPI is the API over a generated clientset (the tests' fake
+// one); dnsd itself talks REST (NewAPI) without linking a clientset.
+type clientsetAPI struct{ cs k8s.Interface }
+
+func (a clientsetAPI) ListWatch(resource string) cache.ListerWatcher {
+	var list func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	var w func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	switch resource {
+	case resServices:
+		c := a.cs.CoreV1().Services("")
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		w = c.Watch
+	case resSlices:
+		c := a.cs.DiscoveryV1().EndpointSlices("")
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		w = c.Watch
+	case resNamespace:
+		c := a.cs.CoreV1().Namespaces()
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		w = c.Watch
+	case resPods:
+		c := a.cs.CoreV1().Pods("")
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+		w = c.Watch
+	default:
+		panic(resource)
+	}
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: w}, a.cs)
+}
+
 // fakeSource runs a Source over a fake clientset holding objs and waits
 // for its sync.
 func fakeSource(t testing.TB, opts Options, objs ...runtime.Object) (*Source, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	b := NewBackend(client, BackendOptions{Pods: opts.Pods == PodsVerified, PodNames: opts.EndpointPodNames})
+	b := NewBackend(clientsetAPI{client}, BackendOptions{Pods: opts.Pods == PodsVerified, PodNames: opts.EndpointPodNames})
 	t.Cleanup(func() { b.Close() })
 	return syncedSource(t, b, opts, 10*time.Second), client
 }

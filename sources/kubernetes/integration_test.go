@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
@@ -30,11 +29,11 @@ func realBackend(t *testing.T, c *kubetest.ControlPlane, pods bool) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := k8s.NewForConfig(rc)
+	api, err := NewAPI(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewBackend(cs, BackendOptions{Pods: pods})
+	b := NewBackend(api, BackendOptions{Pods: pods})
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -101,7 +100,7 @@ func TestIntegrationRecords(t *testing.T) {
 	p1.Status = pod(ns, "p1", corev1.PodRunning, "10.244.1.7", "fd00:244::1:7").Status
 	must[*corev1.Pod](t)(c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p1, metav1.UpdateOptions{}))
 
-	// Two sources over one backend (one clientset, shared informers):
+	// Two sources over one backend (one connection, shared informers):
 	// cluster names with verified pods, and expose: external.
 	b := realBackend(t, c, true)
 	_, p := realSource(t, b, Options{Zones: realZones, TTL: 5 * time.Second, Pods: PodsVerified, Namespaces: []string{ns, "default"}})

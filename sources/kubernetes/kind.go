@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/dnsd/dnsd/config"
@@ -65,7 +64,7 @@ func (*Kind) Schema() *config.Schema {
 
 // Build implements kind.Kind. Sources with equal settings and zones are
 // one registry backend (kept across reloads); sources with the same
-// connection settings share one clientset and its informers.
+// connection settings share one connection and its informers.
 func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
 	c := settings.(*Config)
 	logger := env.Logger.With("source", "kubernetes")
@@ -95,12 +94,12 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			if err != nil {
 				return nil, err
 			}
-			cs, err := k8s.NewForConfig(rc)
+			api, err := NewAPI(rc)
 			if err != nil {
-				return nil, fmt.Errorf("client: %w", err)
+				return nil, err
 			}
 			env.Logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context, "pods", withPods)
-			return NewBackend(cs, BackendOptions{
+			return NewBackend(api, BackendOptions{
 				Pods: withPods, PodNames: podNames, Logger: logger, Metrics: metrics,
 				Health: cc.Health, Endpoint: rc.Host, Serials: env.Serials,
 			}), nil

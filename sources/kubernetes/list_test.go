@@ -68,7 +68,7 @@ func TestList(t *testing.T) {
 func TestSerialFromClock(t *testing.T) {
 	var clock pipeline.SerialClock
 	client := fake.NewClientset(cluster()...)
-	b := NewBackend(client, BackendOptions{Serials: &clock})
+	b := NewBackend(clientsetAPI{client}, BackendOptions{Serials: &clock})
 	t.Cleanup(func() { b.Close() })
 	src := syncedSource(t, b, Options{Zones: allZones}, 10*time.Second)
 	other := clock.Next() + 100 // another source changed a lot meanwhile

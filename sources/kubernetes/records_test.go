@@ -568,7 +568,7 @@ func TestFirstSyncLazy(t *testing.T) {
 	lazyOpts := opts
 	lazyOpts.lazyHook = func() { close(reached); <-release }
 	client := fake.NewClientset(objs...)
-	b := NewBackend(client, BackendOptions{})
+	b := NewBackend(clientsetAPI{client}, BackendOptions{})
 	t.Cleanup(func() { b.Close() })
 	src, err := NewSource(b, lazyOpts)
 	if err != nil {
