@@ -1,7 +1,6 @@
 package file
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -175,10 +174,11 @@ func (z *zone) add(rr dns.RR, zones []string) {
 	if strings.HasPrefix(name, "*.") {
 		z.wildcards = true
 	}
-	if _, seen := z.names[name]; !seen {
+	rrs, seen := z.names[name]
+	if !seen {
 		z.order = append(z.order, name)
 	}
-	z.names[name] = append(z.names[name], rr)
+	z.names[name] = append(rrs, rr)
 	z.records++
 }
 
@@ -193,16 +193,11 @@ func zoneOf(name string, zones []string) string {
 	return best
 }
 
-// firstTTL finds the file's first $TTL directive.
+// firstTTL finds the file's first valid $TTL directive.
 func firstTTL(data []byte) (uint32, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && strings.EqualFold(f[0], "$TTL") {
-			if t, ok := parseTTL(f[1]); ok {
-				return t, true
-			}
+	for _, f := range directives(data, "$TTL") {
+		if t, ok := parseTTL(f[1]); ok {
+			return t, true
 		}
 	}
 	return 0, false
@@ -212,16 +207,36 @@ func firstTTL(data []byte) (uint32, bool) {
 // names against dir), for watching.
 func includes(data []byte, dir string) []string {
 	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && strings.EqualFold(f[0], "$INCLUDE") {
-			p := f[1]
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(dir, p)
-			}
-			out = append(out, p)
+	for _, f := range directives(data, "$INCLUDE") {
+		p := f[1]
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// directives returns the fields of every line of data whose first field
+// is name (a $ directive, any case) and that has a second. Lines that do
+// not start with '$' (after blanks) are skipped without being split: a
+// zone file is almost all records.
+func directives(data []byte, name string) [][]string {
+	var out [][]string
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		line = bytes.TrimLeft(line, " \t")
+		if len(line) == 0 || line[0] != '$' {
+			continue
+		}
+		f := strings.Fields(string(line))
+		if len(f) >= 2 && strings.EqualFold(f[0], name) {
+			out = append(out, f)
 		}
 	}
 	return out
