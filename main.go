@@ -79,6 +79,16 @@ const (
 	steadyGC = 20
 )
 
+// startBallast is an allocation held until the first configuration is
+// loaded and served, never touched (its pages are never mapped in, so it
+// costs no memory): with it, the collector's first target is twice its
+// size instead of 4 MB, and the in-memory sources (a 10,000-record zone
+// file allocates ~5 MB while it loads) load without a collection, which
+// on one core took ~5 ms of the time to the first answer. It is dropped
+// before asynchronous sources (kubernetes, etcd) sync, so their peak is
+// not raised.
+const startBallast = 16 << 20
+
 // run is the whole command line. Exit codes: 0 success, 1 a failure
 // (bad config, cannot serve), 2 a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -131,15 +141,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd == "check" {
 		return check(cfgPath, stdout, stderr)
 	}
-	var started func()
+	var loaded, started func()
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(startGC)
+		ballast := make([]byte, startBallast)
+		loaded = func() { runtime.KeepAlive(ballast); ballast = nil }
 		started = func() { debug.SetGCPercent(steadyGC) }
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 	err = daemon.Run(context.Background(), daemon.Options{
-		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Started: started,
+		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Loaded: loaded, Started: started,
 	}, signals)
 	if err != nil {
 		if !errors.Is(err, daemon.ErrForcedExit) {
