@@ -150,29 +150,33 @@ func pod(ns, name string, phase corev1.PodPhase, ips ...string) *corev1.Pod {
 type clientsetAPI struct{ cs k8s.Interface }
 
 func (a clientsetAPI) ListWatch(resource string) cache.ListerWatcher {
-	var list func(context.Context, metav1.ListOptions) (runtime.Object, error)
-	var w func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	var lw *cache.ListWatch
 	switch resource {
 	case resServices:
-		c := a.cs.CoreV1().Services("")
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		w = c.Watch
+		lw = typedListWatch[*corev1.ServiceList](a.cs.CoreV1().Services(""))
 	case resSlices:
-		c := a.cs.DiscoveryV1().EndpointSlices("")
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		w = c.Watch
+		lw = typedListWatch[*discoveryv1.EndpointSliceList](a.cs.DiscoveryV1().EndpointSlices(""))
 	case resNamespace:
-		c := a.cs.CoreV1().Namespaces()
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		w = c.Watch
+		lw = typedListWatch[*corev1.NamespaceList](a.cs.CoreV1().Namespaces())
 	case resPods:
-		c := a.cs.CoreV1().Pods("")
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
-		w = c.Watch
+		lw = typedListWatch[*corev1.PodList](a.cs.CoreV1().Pods(""))
 	default:
 		panic(resource)
 	}
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: w}, a.cs)
+	return cache.ToListWatcherWithWatchListSemantics(lw, a.cs)
+}
+
+// typedClient is what a generated client of one resource offers.
+type typedClient[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+func typedListWatch[L runtime.Object](c typedClient[L]) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
+		WatchFuncWithContext: c.Watch,
+	}
 }
 
 // fakeSource runs a Source over a fake clientset holding objs and waits
