@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"iter"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/miekg/dns"
 
@@ -195,7 +197,7 @@ func zoneOf(name string, zones []string) string {
 
 // firstTTL finds the file's first valid $TTL directive.
 func firstTTL(data []byte) (uint32, bool) {
-	for _, f := range directives(data, "$TTL") {
+	for f := range directives(data, "$TTL") {
 		if t, ok := parseTTL(f[1]); ok {
 			return t, true
 		}
@@ -207,7 +209,7 @@ func firstTTL(data []byte) (uint32, bool) {
 // names against dir), for watching.
 func includes(data []byte, dir string) []string {
 	var out []string
-	for _, f := range directives(data, "$INCLUDE") {
+	for f := range directives(data, "$INCLUDE") {
 		p := f[1]
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
@@ -217,29 +219,29 @@ func includes(data []byte, dir string) []string {
 	return out
 }
 
-// directives returns the fields of every line of data whose first field
-// is name (a $ directive, any case) and that has a second. Lines that do
-// not start with '$' (after blanks) are skipped without being split: a
-// zone file is almost all records.
-func directives(data []byte, name string) [][]string {
-	var out [][]string
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		line = bytes.TrimLeft(line, " \t")
-		if len(line) == 0 || line[0] != '$' {
-			continue
-		}
-		f := strings.Fields(string(line))
-		if len(f) >= 2 && strings.EqualFold(f[0], name) {
-			out = append(out, f)
+// directives yields the fields of every line of data whose first field
+// is name (a $ directive, any case) and that has a second, in file order.
+// Lines that do not start with '$' (after blanks) are skipped without
+// being split: a zone file is almost all records.
+func directives(data []byte, name string) iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		for len(data) > 0 {
+			line := data
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				line, data = data[:i], data[i+1:]
+			} else {
+				data = nil
+			}
+			line = bytes.TrimLeftFunc(line, unicode.IsSpace)
+			if len(line) == 0 || line[0] != '$' {
+				continue
+			}
+			f := strings.Fields(string(line))
+			if len(f) >= 2 && strings.EqualFold(f[0], name) && !yield(f) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // parseTTL reads a $TTL value: seconds, or BIND units (1h30m, 1d, 2w).
