@@ -59,11 +59,11 @@ func NewAPI(rc *rest.Config) (API, error) {
 		if c.UserAgent == "" {
 			c.UserAgent = rest.DefaultKubernetesUserAgent()
 		}
-		rc, err := rest.RESTClientFor(c)
+		cl, err := rest.RESTClientFor(c)
 		if err != nil {
 			return nil, fmt.Errorf("client %s: %w", gv, err)
 		}
-		return rc, nil
+		return cl, nil
 	}
 	core, err := client("/api", corev1.SchemeGroupVersion)
 	if err != nil {
