@@ -17,9 +17,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 eval "$(scripts/bench-deps.sh)"
 eval "$(scripts/k8s-tools.sh)"
-# dnsd built as releases are (static, stripped), as bench/peers.sh does:
-# what an operator runs.
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/dnsd" .
+. bench/build.sh
+build_release "$tmp/dnsd" .
 go build -o "$tmp/loadgen" ./bench/loadgen
 go build -o "$tmp/kubepeers" ./bench/kubepeers
 # This process holds the API server's etcd: on CPU 1, beside the load.

@@ -39,11 +39,9 @@ if $k8s; then
 	eval "$(scripts/k8s-tools.sh)"
 	args=(-kube-apiserver "$DNSD_KUBE_APISERVER" "${args[@]}")
 fi
-# dnsd and the reference are built as releases are (scripts/release.sh:
-# static, stripped), as CoreDNS is (scripts/bench-deps.sh): what an operator
-# runs, and a dynamically linked binary takes longer to start.
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/dnsd" .
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/reference" ./bench/reference
+. bench/build.sh
+build_release "$tmp/dnsd" .
+build_release "$tmp/reference" ./bench/reference
 go build -o "$tmp/loadgen" ./bench/loadgen
 go build -o "$tmp/peers" ./bench/peers
 

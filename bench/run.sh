@@ -11,9 +11,9 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-# Built as releases are (static, stripped; see bench/peers.sh).
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/dnsd" .
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/reference" ./bench/reference
+. bench/build.sh
+build_release "$tmp/dnsd" .
+build_release "$tmp/reference" ./bench/reference
 go build -o "$tmp/loadgen" ./bench/loadgen
 
 # taskset execs the command, so $! of "$pin 0 cmd &" is the server's pid.
