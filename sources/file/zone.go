@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/crc64"
 	"io/fs"
 	"iter"
 	"path/filepath"
@@ -80,7 +80,7 @@ func toParseError(err error, file string, base config.Pos) *parseError {
 // load reads and parses c's file (with its includes) and inline records.
 func load(c *Config) (*zone, error) {
 	z := &zone{names: make(map[string][]dns.RR), ents: make(map[string]bool)}
-	h := fnv.New64a()
+	h := crc64.New(crc64.MakeTable(crc64.ECMA)) // a byte at a time (FNV) was a tenth of the load
 	defTTL := uint32(DefaultTTL / 1e9)
 	if c.Path != "" {
 		data, _, err := fsutil.ReadFile(c.Path, maxFileSize)
@@ -109,14 +109,21 @@ func load(c *Config) (*zone, error) {
 			}
 			todo = next
 		}
-		zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
-		zp.SetDefaultTTL(defTTL)
-		zp.SetIncludeAllowed(true)
-		for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-			z.add(rr, c.Zones)
-		}
-		if err := zp.Err(); err != nil {
-			return nil, toParseError(err, c.Path, config.Pos{})
+		if rrs, ok := fastRecords(data, c.Origin, c.Path, defTTL); ok {
+			z.names = make(map[string][]dns.RR, len(rrs))
+			for _, rr := range rrs {
+				z.add(rr, c.Zones)
+			}
+		} else {
+			zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
+			zp.SetDefaultTTL(defTTL)
+			zp.SetIncludeAllowed(true)
+			for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+				z.add(rr, c.Zones)
+			}
+			if err := zp.Err(); err != nil {
+				return nil, toParseError(err, c.Path, config.Pos{})
+			}
 		}
 	}
 	for _, r := range c.Records {
