@@ -109,12 +109,11 @@ func load(c *Config) (*zone, error) {
 			}
 			todo = next
 		}
-		if rrs, ok := fastRecords(data, c.Origin, c.Path, defTTL); ok {
-			z.names = make(map[string][]dns.RR, len(rrs))
-			for _, rr := range rrs {
-				z.add(rr, c.Zones)
-			}
-		} else {
+		lines := bytes.Count(data, []byte{'\n'}) + 1
+		z.names, z.order = make(map[string][]dns.RR, lines), make([]string, 0, lines)
+		add := func(rr dns.RR) { z.add(rr, c.Zones) }
+		if !fastRecords(data, c.Origin, c.Path, defTTL, add) {
+			*z = zone{names: make(map[string][]dns.RR, lines), ents: z.ents, files: z.files}
 			zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
 			zp.SetDefaultTTL(defTTL)
 			zp.SetIncludeAllowed(true)
