@@ -15,7 +15,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -119,13 +118,13 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		}
 		seen[abs] = true
 		f := &hostsFile{path: abs, dir: filepath.Dir(abs), base: filepath.Base(abs)}
-		data, info, err := readFile(abs)
+		sc, err := scanHosts(abs, b.seed)
 		if err != nil {
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
-		f.info = info
-		f.sum = maphash.Bytes(b.seed, data)
-		f.data = parseData(abs, data, b.logger)
+		f.info, f.sum = sc.info, sc.sum
+		f.data = sc.parse(abs, b.logger)
+		sc.close()
 		b.files = append(b.files, f)
 		dirs[f.dir] = true
 	}
@@ -422,7 +421,7 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 // that cannot be read keeps its last good data; that is logged once until
 // the file is readable again.
 func (b *Backend) reread(f *hostsFile) bool {
-	data, info, err := readFile(f.path)
+	sc, err := scanHosts(f.path, b.seed)
 	if err != nil {
 		if !f.failing {
 			f.failing = true
@@ -436,13 +435,14 @@ func (b *Backend) reread(f *hostsFile) bool {
 		f.failing = false
 		b.logger.Info("hosts file readable again", "file", f.path)
 	}
-	f.info = info
-	sum := maphash.Bytes(b.seed, data)
+	defer sc.close()
+	f.info = sc.info
+	sum := sc.sum
 	if sum == f.sum {
 		f.emptySince = time.Time{}
 		return false
 	}
-	if len(data) == 0 && f.data.pairs() > 0 {
+	if sc.size == 0 && f.data.pairs() > 0 {
 		now := time.Now()
 		if f.emptySince.IsZero() {
 			f.emptySince = now
@@ -455,7 +455,7 @@ func (b *Backend) reread(f *hostsFile) bool {
 		b.logger.Warn("hosts file stayed empty, serving no records from it", "file", f.path, "for", now.Sub(f.emptySince).Round(time.Millisecond))
 	}
 	f.emptySince = time.Time{}
-	fd := parseData(f.path, data, b.logger)
+	fd := sc.parse(f.path, b.logger)
 	if fd.pairs() == 0 && fd.bad() > 0 && f.data.pairs() > 0 {
 		// Not one line parses (binary junk, the wrong file copied in):
 		// that is never a hosts file someone meant to serve, so keep the
@@ -468,13 +468,6 @@ func (b *Backend) reread(f *hostsFile) bool {
 	f.sum = sum
 	f.data = fd
 	return true
-}
-
-// readFile reads a whole file and returns its info from the same open.
-// Anything but a regular file (a FIFO, a device) is an error found
-// without reading, so the watcher never blocks.
-func readFile(path string) ([]byte, os.FileInfo, error) {
-	return fsutil.ReadFile(path, maxFileSize)
 }
 
 // Outside counts the names with records in the current data that lie in

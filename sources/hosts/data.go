@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -121,8 +122,11 @@ type dataBuilder struct {
 
 func newDataBuilder(pairs, nameBytes int) *dataBuilder {
 	return &dataBuilder{
-		d:      &fileData{entries: make([]fileEntry, 0, pairs)},
-		labels: make([]byte, 0, nameBytes/4+16),
+		d: &fileData{entries: make([]fileEntry, 0, pairs)},
+		// A third of the file: more than the first labels of any usual
+		// hosts file take, so the arena is not copied as it grows (its
+		// pages not written are never touched).
+		labels: make([]byte, 0, nameBytes/3+16),
 	}
 }
 
@@ -170,12 +174,22 @@ func (b *dataBuilder) parentOf(parent []byte) (uint32, uint8) {
 // done returns the fileData, its strings copied to their final size.
 func (b *dataBuilder) done() *fileData {
 	d := b.d
-	d.labels, d.parents = string(b.labels), string(b.parents)
+	d.labels, d.parents = keep(b.labels), string(b.parents)
 	if cap(d.entries)-len(d.entries) > len(d.entries)/8 { // comments, blank lines
 		d.entries = slices.Clone(d.entries)
 	}
 	b.d = nil
 	return d
+}
+
+// keep returns b, which is not written again, as a string: without a
+// copy (a copy is as many pages touched again) unless at most half of
+// its capacity is used.
+func keep(b []byte) string {
+	if len(b) < cap(b)/2 {
+		return string(b)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // entriesData is the fileData of inline entries (addresses without a
@@ -237,60 +251,89 @@ func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) 
 		}()
 		d1, bad1 := parsePart(data[:cut], 1)
 		<-done
-		parts = fileParts{d1, d2}
-		bad = append(bad1, bad2...)
-		bad = bad[:min(len(bad), maxBadLinesLogged)]
+		parts, bad = fileParts{d1, d2}, append(bad1, bad2...)
 	} else {
 		d, bad1 := parsePart(data, 1)
 		parts, bad = fileParts{d}, bad1
 	}
-	for _, b := range bad {
+	logBad(path, parts, bad, logger)
+	return parts
+}
+
+// logBad logs a file's first maxBadLinesLogged bad lines (bad, in file
+// order) and, past them, how many there were.
+func logBad(path string, parts fileParts, bad []badLine, logger *slog.Logger) {
+	for _, b := range bad[:min(len(bad), maxBadLinesLogged)] {
 		logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(b.line),
 			"reason", b.kind.String(), "field", b.field)
 	}
 	if n := parts.bad(); n > maxBadLinesLogged {
 		logger.Warn("hosts: more bad lines skipped", "file", path, "total", n)
 	}
-	return parts
 }
 
 // parsePart parses lines numbered from first on. It returns the first
 // maxBadLinesLogged bad lines (d.bad counts them all).
 func parsePart(data []byte, first int) (*fileData, []badLine) {
-	lines := bytes.Count(data, []byte{'\n'}) + 1
-	b := newDataBuilder(lines, len(data))
-	d := b.d
-	var arena []byte
-	var bad []badLine
-	spans := make([]span, 0, 4)
-	for lineNo := first; len(data) > 0; lineNo++ {
+	p := newPartParser(first, bytes.Count(data, []byte{'\n'})+1, len(data))
+	p.lines(data)
+	return p.done()
+}
+
+// partParser parses a part of a file, its lines given in order in one
+// or more calls to lines.
+type partParser struct {
+	b      *dataBuilder
+	lineNo int // the next line's number
+	arena  []byte
+	spans  []span
+	bad    []badLine // the first maxBadLinesLogged
+}
+
+// newPartParser parses lines numbered from first on, sized for about
+// lines lines of size bytes.
+func newPartParser(first, lines, size int) *partParser {
+	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4)}
+}
+
+// lines parses data: whole lines, the last one ending the part when it
+// has no newline.
+func (p *partParser) lines(data []byte) {
+	d := p.b.d
+	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
 		} else {
 			data = nil
 		}
-		addr, a, s, kind, field := parseLine(line, arena[:0], spans[:0])
-		arena, spans = a, s
+		lineNo := p.lineNo
+		p.lineNo++
+		addr, a, s, kind, field := parseLine(line, p.arena[:0], p.spans[:0])
+		p.arena, p.spans = a, s
 		if kind != lineOK {
 			d.bad++
 			if d.bad <= maxBadLinesLogged {
-				bad = append(bad, badLine{lineNo, kind, string(field)})
+				p.bad = append(p.bad, badLine{lineNo, kind, string(field)})
 			}
 			continue
 		}
-		if len(spans) == 0 {
+		if len(p.spans) == 0 {
 			continue
 		}
 		v6i := len(d.v6)
-		for _, sp := range spans {
-			b.add(addr, v6i, arena[sp.off:sp.off+sp.n])
+		for _, sp := range p.spans {
+			p.b.add(addr, v6i, p.arena[sp.off:sp.off+sp.n])
 		}
 		if !addr.Is4() {
 			d.v6 = append(d.v6, addr.As16())
 		}
 	}
-	return b.done(), bad
+}
+
+// done returns the part's data and its first bad lines.
+func (p *partParser) done() (*fileData, []badLine) {
+	return p.b.done(), p.bad
 }
 
 // fileParts is a file's data: one fileData, or two for a file parsed in

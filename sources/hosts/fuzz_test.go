@@ -202,6 +202,11 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("parsed in halves: %v (%d bad)\nwhole: %v (%d bad)", split, halves.bad(), got, d.bad)
 		}
 		checkIndex(t, buildIndex(halves), got)
+		// Read a few bytes at a time, as a large file is.
+		sd, _ := parseStream(bytes.NewReader(data), 1, 1, int64(len(data)), 5)
+		if streamed := partsPairs(fileParts{sd}); !slices.Equal(streamed, got) || sd.bad != d.bad {
+			t.Fatalf("read 5 bytes at a time: %v (%d bad)\nwhole: %v (%d bad)", streamed, sd.bad, got, d.bad)
+		}
 		// The same pairs split over two files.
 		if len(data) > 1 {
 			half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
