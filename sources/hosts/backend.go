@@ -123,8 +123,11 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
 		f.info, f.sum = sc.info, sc.sum
-		f.data = sc.parse(abs, b.logger)
+		f.data, err = sc.parse(abs, b.logger)
 		sc.close()
+		if err != nil {
+			return nil, fmt.Errorf("hosts file %s: %w", p, err)
+		}
 		b.files = append(b.files, f)
 		dirs[f.dir] = true
 	}
@@ -417,19 +420,24 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 		"serial", snap.serial, "duration", time.Since(start))
 }
 
+// unreadable keeps f's last good data after a failed read (logged once
+// until f is readable again); it returns false, nothing changed.
+func (b *Backend) unreadable(f *hostsFile, err error) bool {
+	if !f.failing {
+		f.failing = true
+		b.logger.Warn("hosts file unreadable, keeping its last good data", "file", f.path, "error", err)
+	}
+	f.info = nil
+	return false
+}
+
 // reread reads f again and reports whether its content changed. A file
 // that cannot be read keeps its last good data; that is logged once until
 // the file is readable again.
 func (b *Backend) reread(f *hostsFile) bool {
 	sc, err := scanHosts(f.path, b.seed)
 	if err != nil {
-		if !f.failing {
-			f.failing = true
-			b.logger.Warn("hosts file unreadable, keeping its last good data",
-				"file", f.path, "error", err)
-		}
-		f.info = nil
-		return false
+		return b.unreadable(f, err)
 	}
 	if f.failing {
 		f.failing = false
@@ -455,7 +463,10 @@ func (b *Backend) reread(f *hostsFile) bool {
 		b.logger.Warn("hosts file stayed empty, serving no records from it", "file", f.path, "for", now.Sub(f.emptySince).Round(time.Millisecond))
 	}
 	f.emptySince = time.Time{}
-	fd := sc.parse(f.path, b.logger)
+	fd, err := sc.parse(f.path, b.logger)
+	if err != nil {
+		return b.unreadable(f, err)
+	}
 	if fd.pairs() == 0 && fd.bad() > 0 && f.data.pairs() > 0 {
 		// Not one line parses (binary junk, the wrong file copied in):
 		// that is never a hosts file someone meant to serve, so keep the

@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"log/slog"
 	"net/netip"
@@ -238,26 +239,55 @@ func parseData(path string, data []byte, logger *slog.Logger) fileParts {
 // parseDataFrom is parseData with halves parsed at once from size
 // parallel on.
 func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) fileParts {
+	part := func(data []byte, first int) partFunc {
+		return func() (*fileData, []badLine, error) {
+			d, bad := parsePart(data, first)
+			return d, bad, nil
+		}
+	}
 	var parts fileParts
-	var bad []badLine
 	if half := len(data) / 2; len(data) >= parallel && bytes.IndexByte(data[half:], '\n') >= 0 {
 		cut := half + bytes.IndexByte(data[half:], '\n') + 1
-		var d2 *fileData
-		var bad2 []badLine
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			d2, bad2 = parsePart(data[cut:], 1+bytes.Count(data[:cut], []byte{'\n'}))
-		}()
-		d1, bad1 := parsePart(data[:cut], 1)
-		<-done
-		parts, bad = fileParts{d1, d2}, append(bad1, bad2...)
+		parts, _ = parseParts(path, logger, part(data[:cut], 1), part(data[cut:], 1+bytes.Count(data[:cut], []byte{'\n'})))
 	} else {
-		d, bad1 := parsePart(data, 1)
-		parts, bad = fileParts{d}, bad1
+		parts, _ = parseParts(path, logger, part(data, 1), nil)
 	}
-	logBad(path, parts, bad, logger)
 	return parts
+}
+
+// partFunc parses one part of a file: its data, its first
+// maxBadLinesLogged bad lines, or the error that stopped it reading.
+type partFunc func() (*fileData, []badLine, error)
+
+// parseParts parses a file in one part, or in two at once when second is
+// not nil, and logs its bad lines.
+func parseParts(path string, logger *slog.Logger, first, second partFunc) (fileParts, error) {
+	if second == nil {
+		d, bad, err := first()
+		if err != nil {
+			return nil, err
+		}
+		logBad(path, fileParts{d}, bad, logger)
+		return fileParts{d}, nil
+	}
+	var (
+		d2   *fileData
+		bad2 []badLine
+		err2 error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d2, bad2, err2 = second()
+	}()
+	d1, bad1, err1 := first()
+	<-done
+	if err := cmp.Or(err1, err2); err != nil {
+		return nil, err
+	}
+	parts := fileParts{d1, d2}
+	logBad(path, parts, append(bad1, bad2...), logger)
+	return parts, nil
 }
 
 // logBad logs a file's first maxBadLinesLogged bad lines (bad, in file

@@ -203,7 +203,10 @@ func FuzzParseFile(f *testing.F) {
 		}
 		checkIndex(t, buildIndex(halves), got)
 		// Read a few bytes at a time, as a large file is.
-		sd, _ := parseStream(bytes.NewReader(data), 1, 1, int64(len(data)), 5)
+		sd, _, err := parseStream(bytes.NewReader(data), 1, 1, int64(len(data)), 5)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if streamed := partsPairs(fileParts{sd}); !slices.Equal(streamed, got) || sd.bad != d.bad {
 			t.Fatalf("read 5 bytes at a time: %v (%d bad)\nwhole: %v (%d bad)", streamed, sd.bad, got, d.bad)
 		}

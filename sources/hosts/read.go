@@ -115,47 +115,42 @@ func (s *scan) read(seed maphash.Seed) error {
 
 // parse parses the file as parseData parses its content: from memory
 // when it fitted in a chunk, else read again a chunk at a time, its two
-// halves at once when it has them.
-func (s *scan) parse(path string, logger *slog.Logger) fileParts {
+// halves at once when it has them. An error is a failed read.
+func (s *scan) parse(path string, logger *slog.Logger) (fileParts, error) {
 	if s.data != nil {
-		return parseDataFrom(path, s.data, logger, int(s.parallel))
+		return parseDataFrom(path, s.data, logger, int(s.parallel)), nil
 	}
-	var parts fileParts
-	var bad []badLine
+	part := func(off, n int64, first, lines int) partFunc {
+		return func() (*fileData, []badLine, error) {
+			return parseStream(io.NewSectionReader(s.f, off, n), first, lines, n, s.chunk)
+		}
+	}
 	if s.cut > 0 {
-		var d2 *fileData
-		var bad2 []badLine
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			d2, bad2 = parseStream(io.NewSectionReader(s.f, s.cut, s.size-s.cut), s.cutLine, s.lines-s.cutLine+1, s.size-s.cut, s.chunk)
-		}()
-		d1, bad1 := parseStream(io.NewSectionReader(s.f, 0, s.cut), 1, s.cutLine-1, s.cut, s.chunk)
-		<-done
-		parts, bad = fileParts{d1, d2}, append(bad1, bad2...)
-	} else {
-		d, bad1 := parseStream(io.NewSectionReader(s.f, 0, s.size), 1, s.lines, s.size, s.chunk)
-		parts, bad = fileParts{d}, bad1
+		return parseParts(path, logger, part(0, s.cut, 1, s.cutLine-1),
+			part(s.cut, s.size-s.cut, s.cutLine, s.lines-s.cutLine+1))
 	}
-	logBad(path, parts, bad, logger)
-	return parts
+	return parseParts(path, logger, part(0, s.size, 1, s.lines), nil)
 }
 
 // close closes the file.
 func (s *scan) close() { s.f.Close() }
 
 // parseStream parses r chunk bytes at a time: lines numbered from first
-// on, about lines of them in size bytes.
-func parseStream(r io.Reader, first, lines int, size int64, chunk int) (*fileData, []badLine) {
+// on, about lines of them in size bytes. The file may have changed since
+// it was scanned: what r has is parsed (the change's event follows).
+func parseStream(r io.Reader, first, lines int, size int64, chunk int) (*fileData, []badLine, error) {
 	p := newPartParser(first, lines, int(size))
 	buf := make([]byte, min(int64(chunk), size+1))
 	carry := 0 // the start of a line that the last chunk cut
 	for {
 		n, err := io.ReadFull(r, buf[carry:])
 		data := buf[:carry+n]
-		if err != nil { // the end, or a read error: what was read is all
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			p.lines(data)
 			break
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 		last := bytes.LastIndexByte(data, '\n')
 		if last < 0 { // a line longer than buf
@@ -166,5 +161,6 @@ func parseStream(r io.Reader, first, lines int, size int64, chunk int) (*fileDat
 		p.lines(data[:last+1])
 		carry = copy(buf, data[last+1:])
 	}
-	return p.done()
+	d, bad := p.done()
+	return d, bad, nil
 }

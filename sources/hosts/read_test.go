@@ -56,7 +56,10 @@ func TestScanMatchesMemory(t *testing.T) {
 		if n := strings.Count(data, "\n") + btoi(len(data) > 0 && !strings.HasSuffix(data, "\n")); sc.lines != n {
 			t.Fatalf("file %d: %d lines, want %d", i, sc.lines, n)
 		}
-		got := sc.parse(path, slog.New(slog.NewTextHandler(&gotLog, noTime)))
+		got, err := sc.parse(path, slog.New(slog.NewTextHandler(&gotLog, noTime)))
+		if err != nil {
+			t.Fatal(err)
+		}
 		sc.close()
 		if !slices.Equal(partsPairs(got), partsPairs(want)) || got.bad() != want.bad() || len(got) != len(want) {
 			t.Fatalf("file %d (chunk %d, halves from %d): %d parts, %v, %d bad\nfrom memory: %d parts, %v, %d bad",
