@@ -20,7 +20,7 @@ import (
 // lines), is handed to ZoneParser on its own, with the owner, TTL and
 // origin in force at its line. $TTL and $ORIGIN are followed.
 //
-// It gives up (ok false) at the first thing it is not sure to read
+// It gives up (false) at the first thing it is not sure to read
 // exactly as ZoneParser would: any error, $INCLUDE, $GENERATE, a class
 // other than IN, anything but plain ASCII before the type. The caller
 // then parses the whole file with ZoneParser, so what is served and what
@@ -37,7 +37,7 @@ func fastRecords(file []byte, origin, path string, defTTL uint32, add func(dns.R
 			return false
 		}
 	}
-	p := fastParser{origin: origin, file: path, ttl: defTTL}
+	p := fastParser{origin: origin, path: path, ttl: defTTL}
 	// The file as a string without a copy: on a start, every page a
 	// copy touches is a page fault more.
 	data := unsafe.String(unsafe.SliceData(file), len(file))
@@ -57,7 +57,7 @@ func fastRecords(file []byte, origin, path string, defTTL uint32, add func(dns.R
 // fastParser is what ZoneParser keeps between records.
 type fastParser struct {
 	origin    string
-	file      string
+	path      string
 	owner     string     // the last owner, for lines that start with a blank
 	ttl       uint32     // the TTL of records that give none
 	directive bool       // ttl was set by $TTL, not by an earlier record
@@ -340,7 +340,7 @@ func (p *fastParser) delegate(h dns.RR_Header, typ, data string, newline bool) (
 	if newline {
 		b.WriteByte('\n')
 	}
-	zp := dns.NewZoneParser(strings.NewReader(b.String()), p.origin, p.file)
+	zp := dns.NewZoneParser(strings.NewReader(b.String()), p.origin, p.path)
 	rr, ok := zp.Next()
 	if !ok || zp.Err() != nil {
 		return nil, false
