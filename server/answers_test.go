@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -572,15 +573,22 @@ func TestWorkingSetKept(t *testing.T) {
 	round()
 	round()
 	before := res.n.Load()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	round()
-	runtime.ReadMemStats(&m1)
-	if n := res.n.Load() - before; n > names/1000 {
-		t.Errorf("third round: %d of %d names resolved again, want none", n, names)
+	// The fewest allocations of three more rounds: the process's other
+	// goroutines (earlier tests' timers and connections winding down)
+	// allocate too, now and then, and MemStats counts theirs.
+	fewest := uint64(math.MaxUint64)
+	for range 3 {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		round()
+		runtime.ReadMemStats(&m1)
+		fewest = min(fewest, m1.Mallocs-m0.Mallocs)
 	}
-	if n := m1.Mallocs - m0.Mallocs; !raceEnabled && n > names/1000 {
-		t.Errorf("third round: %d allocations for %d names, want none", n, names)
+	if n := res.n.Load() - before; n > names/1000 {
+		t.Errorf("later rounds: %d of %d names resolved again, want none", n, names)
+	}
+	if !raceEnabled && fewest > names/1000 {
+		t.Errorf("later rounds: at least %d allocations for %d names, want none", fewest, names)
 	}
 }
 
