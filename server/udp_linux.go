@@ -430,18 +430,15 @@ func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf, q
 			dst, ifindex = d.Unmap(), idx
 		}
 	}
-	if !queue {
-		if out := s.serveUDP(sc, r.u, from, b.bufs[i][:h.Len]); out != nil {
-			r.sendOne(b, i, out, from, dst, ifindex, oobOut)
-		}
-		s.release(sc)
-		s.handlers.Done()
-		return
-	}
-	if out := s.serveUDP(sc, r.u, from, b.bufs[i][:h.Len]); out == nil || !r.queue(b, i, sc, out, from, dst, ifindex, oobOut) {
-		s.handlers.Done()
+	out := s.serveUDP(sc, r.u, from, b.bufs[i][:h.Len])
+	queued := out != nil && queue && r.queue(b, i, sc, out, from, dst, ifindex, oobOut)
+	if out != nil && !queue {
+		r.sendOne(b, i, out, from, dst, ifindex, oobOut)
 	}
 	s.release(sc)
+	if !queued {
+		s.handlers.Done()
+	}
 }
 
 // recv fills b with one recvmmsg, waiting until at least one datagram is
