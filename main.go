@@ -234,10 +234,16 @@ func buildDate() string {
 
 func buildSetting(key string) string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == key {
-				return s.Value
-			}
+		return setting(bi, key)
+	}
+	return ""
+}
+
+// setting is bi's build setting key ("" when it has none).
+func setting(bi *debug.BuildInfo, key string) string {
+	for _, s := range bi.Settings {
+		if s.Key == key {
+			return s.Value
 		}
 	}
 	return ""

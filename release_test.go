@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"compress/gzip"
+	"debug/buildinfo"
 	"debug/elf"
 	"io"
 	"os"
@@ -123,6 +124,11 @@ func checkStaticBinary(t *testing.T, path string) {
 	}
 	if f.Section(".symtab") != nil {
 		t.Errorf("%s has a symbol table: not stripped", path)
+	}
+	if bi, err := buildinfo.ReadFile(path); err != nil {
+		t.Error(err)
+	} else if tags := setting(bi, "-tags"); tags != releaseTags(t) {
+		t.Errorf("%s built with tags %q, want %q (scripts/release-flags.sh)", path, tags, releaseTags(t))
 	}
 	out := runOut(t, ".", nil, path, "version")
 	for _, want := range []string{"dnsd 1.2.3~test\n", "go1."} {
@@ -416,4 +422,46 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// releaseTags are the build tags scripts/release-flags.sh gives releases.
+func releaseTags(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("scripts/release-flags.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^release_tags=(\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("scripts/release-flags.sh sets no release_tags")
+	}
+	return string(m[1])
+}
+
+// TestReleaseTags: with the release's build tags dnsd links neither gRPC's
+// request tracing nor the template packages it brings (which keep every
+// exported method in the binary); without them it does, so the check
+// would see the tags stop working (a gRPC upgrade renaming its tag).
+func TestReleaseTags(t *testing.T) {
+	links := func(args ...string) map[string]bool {
+		out, err := exec.Command("go", append(append([]string{"list"}, args...), "-deps", ".")...).Output()
+		if err != nil {
+			t.Fatalf("go list %v: %v", args, err)
+		}
+		m := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			m[p] = true
+		}
+		return m
+	}
+	heavy := []string{"golang.org/x/net/trace", "html/template", "text/template"}
+	plain, release := links(), links("-tags", releaseTags(t))
+	for _, p := range heavy {
+		if !plain[p] {
+			t.Errorf("a build without the release tags no longer links %s: are the tags still needed?", p)
+		}
+		if release[p] {
+			t.Errorf("a release build links %s", p)
+		}
+	}
 }

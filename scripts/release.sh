@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+. scripts/release-flags.sh
 
 out=${OUT:-dist}
 mkdir -p "$out"
@@ -59,7 +60,7 @@ files=()
 for arch in $arches; do
 	bin="$out/dnsd_${fileversion}_linux_${arch}"
 	echo "release.sh: dnsd $VERSION linux/$arch" >&2
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -tags "$release_tags" -trimpath -buildvcs=false \
 		-ldflags "-s -w -buildid= -X main.version=$VERSION -X main.commit=$commit -X main.date=$date" \
 		-o "$bin" .
 	files+=("$(basename "$bin")")
