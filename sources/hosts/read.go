@@ -73,7 +73,9 @@ func (s *scan) read(seed maphash.Seed) error {
 	if s.info.Size() >= s.parallel {
 		mid = s.info.Size() / 2
 	}
-	buf := make([]byte, s.chunk)
+	// A small file's buffer is its size (and a byte to see its end), not
+	// a whole chunk.
+	buf := make([]byte, min(int64(s.chunk), max(s.info.Size()+1, 64<<10)))
 	var last byte // the file's last byte
 	for {
 		n, err := io.ReadFull(s.f, buf)
