@@ -169,8 +169,13 @@ func FuzzFastRecords(f *testing.F) {
 	} {
 		f.Add(s, "example.internal.")
 	}
-	if b, err := os.ReadFile("testdata/example.internal.zone"); err == nil {
-		f.Add(string(b), "example.internal.")
+	for path, origin := range map[string]string{
+		"testdata/example.internal.zone":   "example.internal.",
+		"../../testdata/lab.internal.zone": "lab.internal.",
+	} {
+		if b, err := os.ReadFile(path); err == nil {
+			f.Add(string(b), origin)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data, origin string) {
 		if len(data) > 4096 {
