@@ -239,12 +239,15 @@ func (e *env) measure(sc *scenario, srv string) sample {
 	if err := checkAnswers(sc, srv, target); err != nil {
 		s.Problems = append(s.Problems, err.Error())
 	}
+	// Warm-up: every query once or more (fills a forward cache).
 	if sc.transport == "udp" {
-		// Warm-up: every query once or more (fills a forward cache).
 		if _, err := e.loadgen(sc, target, 0, "-duration", "0s", "-conns", "4"); err != nil {
 			s.Problems = append(s.Problems, err.Error())
 			return s
 		}
+	} else if err := warmStream(sc, target); err != nil {
+		s.Problems = append(s.Problems, err.Error())
+		return s
 	}
 	// Settled memory: idle a second after the warm-up.
 	time.Sleep(time.Second)
