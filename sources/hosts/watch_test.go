@@ -259,7 +259,11 @@ func TestCloseStopsWatching(t *testing.T) {
 
 // A file rewritten in place in pieces, with pauses shorter than the
 // debounce between them, is served only once complete: no reader ever
-// sees a name of the old content missing.
+// sees a name of the old content missing. A round whose writer was held
+// up for 40 ms or more (a busy machine: a writer that pauses as long as
+// the debounce cannot be told from one that is done, see
+// docs/sources/hosts.md) proves nothing and is written again, up to ten
+// rounds; three rounds must pass.
 func TestInPlaceRewriteNeverHalfServed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	var full strings.Builder
@@ -272,43 +276,67 @@ func TestInPlaceRewriteNeverHalfServed(t *testing.T) {
 	s := NewSource(b, nil, time.Hour, true, nil)
 	expect(t, s, name, "A 10.0.0.1")
 
-	stop := make(chan struct{})
-	bad := make(chan string, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				close(bad)
-				return
-			default:
+	// One round: the file truncated and written in four pieces 10 ms
+	// apart while a reader looks up the name without pause; it reports
+	// what was served wrong, if anything, and the longest pause the
+	// writer really made.
+	round := func() (wrong string, pause time.Duration) {
+		stop := make(chan struct{})
+		bad := make(chan string, 1)
+		go func() {
+			defer close(bad)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if got := records(s, name); len(got) != 1 || got[0] != "A 10.0.0.1" {
+					bad <- fmt.Sprint(got)
+					return
+				}
 			}
-			if got := records(s, name); len(got) != 1 || got[0] != "A 10.0.0.1" {
-				bad <- fmt.Sprint(got)
-				close(bad)
-				return
-			}
-		}
-	}()
-	for round := 0; round < 3; round++ {
+		}()
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		last := time.Now()
 		content := full.String()
 		for len(content) > 0 {
 			n := min(len(content), (full.Len()+3)/4) // in four pieces
 			if _, err := f.WriteString(content[:n]); err != nil {
 				t.Fatal(err)
 			}
+			pause = max(pause, time.Since(last))
+			last = time.Now()
 			content = content[n:]
 			time.Sleep(10 * time.Millisecond) // well inside the quiet window; 30 ms in all, longer than the old 15 ms debounce
 		}
 		f.Close()
+		pause = max(pause, time.Since(last))
 		time.Sleep(2 * debounce)
+		close(stop)
+		return <-bad, pause
 	}
-	close(stop)
-	if got, ok := <-bad; ok {
-		t.Fatalf("during in-place rewrites %s was served as %s", name, got)
+	// A pause this long (the writer means 10 ms) is the machine's, not
+	// the test's: fixed, not derived from debounce, so that a debounce
+	// made too short still fails here.
+	const heldUp = 40 * time.Millisecond
+	passed := 0
+	for tries := 0; passed < 3; tries++ {
+		if tries == 10 {
+			t.Skipf("the writer was held up for %v or more in %d of %d rounds: the machine is too busy to tell", heldUp, tries-passed, tries)
+		}
+		wrong, pause := round()
+		switch {
+		case pause >= heldUp:
+			t.Logf("round %d: the writer paused %v, not counted", tries, pause)
+		case wrong != "":
+			t.Fatalf("during an in-place rewrite (pauses at most %v) %s was served as %s", pause, name, wrong)
+		default:
+			passed++
+		}
 	}
 	expect(t, s, "host199.example.internal.", "A 10.0.0.200")
 }
