@@ -231,13 +231,7 @@ func includes(data []byte, dir string) []string {
 // being split: a zone file is almost all records.
 func directives(data []byte, name string) iter.Seq[[]string] {
 	return func(yield func([]string) bool) {
-		for len(data) > 0 {
-			line := data
-			if i := bytes.IndexByte(data, '\n'); i >= 0 {
-				line, data = data[:i], data[i+1:]
-			} else {
-				data = nil
-			}
+		for line := range bytes.Lines(data) {
 			line = bytes.TrimLeftFunc(line, unicode.IsSpace)
 			if len(line) == 0 || line[0] != '$' {
 				continue
