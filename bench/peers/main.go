@@ -11,7 +11,8 @@
 // the answers per second, once under dnsperf and once under bench/loadgen;
 // then the p50/p99 latency at a fixed rate (bench/loadgen -rate) and the
 // p99 at half the server's own loadgen peak and at one common rate for
-// all (a lost query ranks after every answer); its VmRSS idle after the
+// all — by default half of unbound's peak (a lost query ranks after every
+// answer); its VmRSS idle after the
 // warm-up (settled), the largest sampled under the saturating loads, and
 // VmRSS/VmHWM at the end; and the kernel's receive drops on its UDP port
 // (/proc/net/udp); and the time from its start to its first right answer
@@ -33,6 +34,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +64,7 @@ func main() {
 	flag.DurationVar(&e.dur, "duration", 5*time.Second, "each measurement's length")
 	runs := flag.Int("runs", 3, "runs; the servers' order rotates from one to the next")
 	flag.IntVar(&e.rate, "rate", 20000, "queries per second of the latency measurement")
-	flag.IntVar(&e.common, "common-rate", 80000, "queries per second of the p99 measured at the same rate for every server (about half unbound's peak on a 2-core machine); 0: not measured")
+	flag.IntVar(&e.common, "common-rate", 0, "queries per second of the p99 measured at the same rate for every server; 0 (default): half of unbound's loadgen peak in the same scenario and run (unbound is measured first; scenarios without unbound take the hosts scenario's), or 80,000 when unbound is left out; -1: not measured")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all; kubernetes only with -kube-apiserver): "+strings.Join(scenarioNames(), ","))
 	servers := flag.String("servers", "", "comma-separated servers to run (default: all that are given)")
 	flag.BoolVar(&e.strict, "strict", false, "exit 1 when a server answered wrong or a measurement failed (a smoke test)")
@@ -163,21 +165,48 @@ func (e *env) main(runs int, only, serverList string) error {
 		scs[i].queries = filepath.Join(e.dir, scs[i].queryFile)
 	}
 
+	byUnbound := e.common == 0 && contains(servers, "unbound")
+	if e.common == 0 && !byUnbound {
+		e.common = 80000
+	}
 	res := results{}
 	for run := 0; run < runs; run++ {
+		hostsRate := 0 // half unbound's peak in this run's hosts scenario
 		for si := range scs {
 			sc := &scs[si]
 			stop, err := e.startBackends(sc)
 			if err != nil {
 				return fmt.Errorf("%s: %v", sc.name, err)
 			}
-			order := rotate(servers, run)
+			order := runOrder(sc, servers, run, byUnbound)
+			common := e.common
+			if byUnbound {
+				// Unbound, first, sets the rate the others are measured at
+				// with its peak; with no unbound here, the hosts
+				// scenario's (none measured: no common-rate figure).
+				common = hostsRate
+				switch {
+				case sc.supports("unbound"):
+					common = 0
+				case common == 0:
+					common = -1
+				}
+			}
 			for _, srv := range order {
 				if !sc.supports(srv) {
 					continue
 				}
 				fmt.Fprintf(os.Stderr, "peers: run %d/%d, %s, %s\n", run+1, runs, sc.name, srv)
-				s := e.measure(sc, srv)
+				s := e.measure(sc, srv, common)
+				if byUnbound && srv == "unbound" {
+					common = s.CommonRate
+					if common == 0 { // its peak was not measured
+						common = -1
+					}
+					if sc.name == "hosts" {
+						hostsRate = max(common, 0)
+					}
+				}
 				for _, p := range s.Problems {
 					fmt.Fprintf(os.Stderr, "peers:   problem: %s\n", p)
 				}
@@ -196,6 +225,9 @@ func (e *env) main(runs int, only, serverList string) error {
 		fmt.Printf("unbound ran with so-rcvbuf: %s\n\n", e.unboundRcvbuf)
 	}
 	render(os.Stdout, res, scs, servers, e.rate, e.common)
+	if byUnbound {
+		fmt.Println("\nThe common rate of each row is half of unbound's loadgen peak in the same scenario and run (etcd, kubernetes: in the hosts scenario).")
+	}
 	if e.strict {
 		for _, byServer := range res {
 			for srv, runs := range byServer {
@@ -210,8 +242,22 @@ func (e *env) main(runs int, only, serverList string) error {
 	return nil
 }
 
-// measure starts srv for sc, checks its answers, runs the load and stops it.
-func (e *env) measure(sc *scenario, srv string) sample {
+// runOrder is the order of the servers in sc in one run: rotated from run
+// to run, with unbound first when unboundFirst (its peak sets the common
+// rate).
+func runOrder(sc *scenario, servers []string, run int, unboundFirst bool) []string {
+	order := rotate(servers, run)
+	if unboundFirst && sc.supports("unbound") && contains(order, "unbound") {
+		order = append([]string{"unbound"}, slices.DeleteFunc(order, func(s string) bool { return s == "unbound" })...)
+	}
+	return order
+}
+
+// measure starts srv for sc, checks its answers, runs the load and stops
+// it. common is the rate of the p99 every server is measured at (0: half
+// of this server's own peak, as for unbound when it sets the rate; -1: no
+// such measurement).
+func (e *env) measure(sc *scenario, srv string, common int) sample {
 	s := sample{Drops: -1}
 	port, tlsPort := proc.FreePort(), proc.FreePort()
 	argv, err := e.command(srv, sc, port, tlsPort)
@@ -279,8 +325,11 @@ func (e *env) measure(sc *scenario, srv string) sample {
 			s.HalfRate = int(s.GenQPS / 2)
 			s.HalfP99 = e.p99At(sc, target, s.HalfRate, " (half its peak)", &s)
 		}
-		if e.common > 0 {
-			s.CommonP99 = e.p99At(sc, target, e.common, "", &s)
+		switch {
+		case common == 0: // this server's half peak sets the rate
+			s.CommonP99, s.CommonRate = s.HalfP99, s.HalfRate
+		case common > 0:
+			s.CommonP99, s.CommonRate = e.p99At(sc, target, common, "", &s), common
 		}
 		if kv, err := e.fixedRate(sc, target, e.rate, "", &s); err != nil {
 			s.Problems = append(s.Problems, err.Error())

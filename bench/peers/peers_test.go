@@ -116,6 +116,31 @@ func TestPickScenarios(t *testing.T) {
 	}
 }
 
+// TestRunOrder checks the servers' order: rotated from run to run, unbound
+// first when its peak sets the common rate (and it serves the scenario).
+func TestRunOrder(t *testing.T) {
+	servers := []string{"reference", "dnsd", "unbound", "coredns"}
+	scs, _ := pickScenarios("hosts,etcd", false)
+	hosts, etcd := &scs[0], &scs[1]
+	for _, c := range []struct {
+		sc    *scenario
+		run   int
+		first bool
+		want  string
+	}{
+		{hosts, 0, false, "reference,dnsd,unbound,coredns"},
+		{hosts, 1, false, "dnsd,unbound,coredns,reference"},
+		{hosts, 0, true, "unbound,reference,dnsd,coredns"},
+		{hosts, 1, true, "unbound,dnsd,coredns,reference"},
+		{hosts, 2, true, "unbound,coredns,reference,dnsd"},
+		{etcd, 1, true, "dnsd,unbound,coredns,reference"}, // no unbound in etcd: as rotated
+	} {
+		if got := strings.Join(runOrder(c.sc, servers, c.run, c.first), ","); got != c.want {
+			t.Errorf("%s run %d unbound first %v: %s, want %s", c.sc.name, c.run, c.first, got, c.want)
+		}
+	}
+}
+
 // TestRender checks the ratios: per run against the reference of the same
 // run, medians over runs, "—" where a server cannot serve a scenario.
 func TestRender(t *testing.T) {
@@ -151,6 +176,13 @@ func TestRender(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	// The common rate set by unbound's peak: each row's own rate.
+	r.add("hosts", "dnsd", 0, sample{PerfCPU: 4, CommonP99: 300, CommonRate: 60000})
+	b.Reset()
+	render(&b, r, scs, []string{"reference", "dnsd"}, 20000, 0)
+	if out := b.String(); !strings.Contains(out, "| p99 at ½ unbound's peak |") || !strings.Contains(out, "| 300 µs at 60k/s |") {
+		t.Errorf("common rate by unbound's peak:\n%s", out)
 	}
 	// unbound can serve hosts but was not run: no row.
 	if strings.Contains(out, "| hosts hits | unbound") {

@@ -18,6 +18,7 @@ type sample struct {
 	HalfP99          float64       // µs, bench/loadgen at half the server's own loadgen QPS
 	HalfRate         int           // that rate, queries/s
 	CommonP99        float64       // µs, bench/loadgen at the common rate (the same for every server)
+	CommonRate       int           // that rate, queries/s
 	RSS, HWM         int64         // KiB at the end of the run: VmRSS, VmHWM
 	Settled, Loaded  int64         // KiB: VmRSS idle after the warm-up; the largest VmRSS sampled under the saturating loads
 	Drops            int64         // kernel receive drops on the server's UDP port; -1: not UDP
@@ -51,7 +52,7 @@ var columns = []column{
 	{"p50", func(s sample) float64 { return s.P50 }, micro, false, false, nil},
 	{"p99", func(s sample) float64 { return s.P99 }, micro, false, false, nil},
 	{"p99 at ½ peak", func(s sample) float64 { return s.HalfP99 }, micro, false, true, func(s sample) float64 { return float64(s.HalfRate) }},
-	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false, true, nil},
+	{"p99 common", func(s sample) float64 { return s.CommonP99 }, micro, false, true, func(s sample) float64 { return float64(s.CommonRate) }},
 }
 
 func micro(v float64) string {
@@ -125,6 +126,12 @@ func render(w io.Writer, r results, scenarios []scenario, servers []string, rate
 			t = fmt.Sprintf("%s at %dk/s", c.title, rate/1000)
 		case "p99 common":
 			t = fmt.Sprintf("p99 at %dk/s", common/1000)
+			switch {
+			case common == 0:
+				t = "p99 at ½ unbound's peak"
+			case common < 0:
+				t = "p99 at a common rate"
+			}
 		}
 		fmt.Fprintf(w, " %s |", t)
 	}
