@@ -4,7 +4,7 @@
 // this machine, and prints one Markdown table of ratios to the reference.
 // bench/peers.sh builds everything and runs it; see docs/performance.md.
 //
-// Each server in turn runs pinned to CPU 0 (taskset) while the load
+// Each server in turn runs pinned to CPU 0 while the load
 // generators run on CPU 1; the servers' order rotates from run to run. For
 // every server and scenario it measures, at saturation, the server's CPU
 // time per answered query (utime+stime from /proc/PID/stat ÷ answers) and
@@ -25,6 +25,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -130,10 +131,9 @@ func (e *env) main(runs int, only, serverList string) error {
 		os.Exit(130)
 	}()
 
-	_, err := exec.LookPath("taskset")
-	e.pin = err == nil && numCPU() >= 2
+	e.pin = canPin && numCPU() >= 2
 	if !e.pin {
-		fmt.Fprintln(os.Stderr, "peers: warning: no taskset or fewer than 2 CPUs; servers and load are not pinned")
+		fmt.Fprintln(os.Stderr, "peers: warning: not Linux or fewer than 2 CPUs; servers and load are not pinned")
 	}
 	servers := []string{"reference", "dnsd"}
 	for _, s := range []struct{ name, path string }{{"unbound", e.unbound}, {"coredns", e.coredns}, {"dnsmasq", e.dnsmasq}} {
@@ -454,12 +454,8 @@ func (e *env) loadgen(sc *scenario, port, pid int, extra ...string) (map[string]
 }
 
 // spawn starts argv on cpu (when pinning) with its output in a log file of
-// the working directory. taskset execs the command, so the process's pid is
-// the server's.
+// the working directory; the process's pid is the server's.
 func (e *env) spawn(cpu int, name string, argv ...string) (*exec.Cmd, error) {
-	if e.pin {
-		argv = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
-	}
 	log, err := os.Create(filepath.Join(e.dir, name+".log"))
 	if err != nil {
 		return nil, err
@@ -470,25 +466,35 @@ func (e *env) spawn(cpu int, name string, argv ...string) (*exec.Cmd, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := cmd.Start(); err != nil {
+	if err := e.start(cmd, cpu); err != nil {
 		return nil, err
 	}
 	e.live[cmd] = true
 	return cmd, nil
 }
 
+// start starts cmd, on cpu alone when pinning.
+func (e *env) start(cmd *exec.Cmd, cpu int) error {
+	if e.pin {
+		return startOn(cmd, cpu)
+	}
+	return cmd.Start()
+}
+
 // output runs argv on cpu (when pinning) to its end and returns its
 // standard output (and standard error).
 func (e *env) output(cpu int, argv ...string) (string, error) {
-	if e.pin {
-		argv = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e.dur+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := e.start(cmd, cpu); err != nil {
+		return "", err
+	}
+	err := cmd.Wait()
+	return out.String(), err
 }
 
 // stop ends a process: SIGTERM, then SIGKILL after 5 s.
