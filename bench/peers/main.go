@@ -171,7 +171,7 @@ func (e *env) main(runs int, only, serverList string) error {
 	}
 	res := results{}
 	for run := 0; run < runs; run++ {
-		hostsRate := 0 // half unbound's peak in this run's hosts scenario
+		hostsRate := -1 // half unbound's peak in this run's hosts scenario; -1: none
 		for si := range scs {
 			sc := &scs[si]
 			stop, err := e.startBackends(sc)
@@ -182,14 +182,11 @@ func (e *env) main(runs int, only, serverList string) error {
 			common := e.common
 			if byUnbound {
 				// Unbound, first, sets the rate the others are measured at
-				// with its peak; with no unbound here, the hosts
-				// scenario's (none measured: no common-rate figure).
+				// with its peak (0: its own half peak); with no unbound
+				// here, the hosts scenario's.
 				common = hostsRate
-				switch {
-				case sc.supports("unbound"):
+				if sc.supports("unbound") {
 					common = 0
-				case common == 0:
-					common = -1
 				}
 			}
 			for _, srv := range order {
@@ -199,12 +196,12 @@ func (e *env) main(runs int, only, serverList string) error {
 				fmt.Fprintf(os.Stderr, "peers: run %d/%d, %s, %s\n", run+1, runs, sc.name, srv)
 				s := e.measure(sc, srv, common)
 				if byUnbound && srv == "unbound" {
-					common = s.CommonRate
-					if common == 0 { // its peak was not measured
-						common = -1
+					common = -1 // its peak was not measured
+					if s.CommonRate > 0 {
+						common = s.CommonRate
 					}
 					if sc.name == "hosts" {
-						hostsRate = max(common, 0)
+						hostsRate = common
 					}
 				}
 				for _, p := range s.Problems {

@@ -412,16 +412,18 @@ func warmStream(sc *scenario, port int) error {
 		return fmt.Errorf("warm-up: %v", err)
 	}
 	defer conn.Close()
-	for range 2 {
-		for line := range strings.Lines(string(data)) {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
+	var qs []*dns.Msg
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) >= 2 {
 			m := new(dns.Msg).SetQuestion(dns.Fqdn(f[0]), dns.StringToType[f[1]])
 			m.SetEdns0(dns.DefaultMsgSize, false)
+			qs = append(qs, m)
+		}
+	}
+	for range 2 {
+		for _, m := range qs {
 			if _, _, err := c.ExchangeWithConn(m, conn); err != nil {
-				return fmt.Errorf("warm-up %s: %v", f[0], err)
+				return fmt.Errorf("warm-up %s: %v", m.Question[0].Name, err)
 			}
 		}
 	}
