@@ -48,6 +48,7 @@ func main() {
 	window := flag.Int("window", 16, "queries in flight per socket (saturation mode)")
 	rate := flag.Int("rate", 0, "send this many queries per second and report latency percentiles instead of saturating")
 	dur := flag.Duration("duration", 5*time.Second, "measuring time (after 1s warm-up)")
+	passes := flag.Int("warm-passes", 0, "saturation mode: the warm-up lasts at least 1s and until every query was answered (NOERROR or NXDOMAIN) about this many times")
 	pid := flag.Int("pid", 0, "server pid, to report its CPU time per answer")
 	label := flag.String("label", "", "label for the result line")
 	flag.Parse()
@@ -78,7 +79,7 @@ func main() {
 		fmt.Println(fixedRate(conn.(*net.UDPConn), qs, *rate, *dur, *label))
 		return
 	}
-	fmt.Println(saturate(*addr, qs, *conns, *window, *dur, *pid, *label))
+	fmt.Println(saturate(*addr, qs, *conns, *window, *passes, *dur, *pid, *label))
 }
 
 func fatal(err error) {
@@ -159,24 +160,40 @@ func (c *counts) String() string {
 	return fmt.Sprintf("answers=%d nodata=%d nxdomain=%d bad=%d", c.answered(), c[kindNoData].Load(), c[kindNX].Load(), c[kindBad].Load())
 }
 
-func saturate(addr string, qs [][]byte, conns, window int, dur time.Duration, pid int, label string) string {
+func saturate(addr string, qs [][]byte, conns, window, passes int, dur time.Duration, pid int, label string) string {
 	var got counts
 	var counting atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	answered := make([]atomic.Int64, conns)
 	for c := 0; c < conns; c++ {
 		conn, err := net.Dial("udp", addr)
 		if err != nil {
 			fatal(err)
 		}
 		wg.Add(1)
-		go func(conn net.Conn, first int) {
+		go func(conn net.Conn, first int, answered *atomic.Int64) {
 			defer wg.Done()
 			defer conn.Close()
-			run(ctx, conn, qs, first, window, &got, &counting)
-		}(conn, c*len(qs)/conns)
+			run(ctx, conn, qs, first, window, &got, &counting, answered)
+		}(conn, c*len(qs)/conns, &answered[c])
 	}
+	warm := time.Now()
 	time.Sleep(time.Second) // warm-up
+	// Connection c asks the queries in turn from c*len(qs)/conns on: when
+	// each has had passes times its share answered, each query was
+	// answered about passes times (exactly, but for a lost or failed
+	// answer made up by another query's).
+	share := int64(passes * ((len(qs) + conns - 1) / conns))
+	for c := range answered {
+		for answered[c].Load() < share {
+			if time.Since(warm) > time.Minute {
+				fatal(fmt.Errorf("warm-up: %d passes over the queries not answered in a minute", passes))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	warmed := time.Since(warm)
 	cpu0 := cpuTicks(pid)
 	counting.Store(true)
 	start := time.Now()
@@ -188,7 +205,7 @@ func saturate(addr string, qs [][]byte, conns, window int, dur time.Duration, pi
 	wg.Wait()
 
 	n := got.answered()
-	line := fmt.Sprintf("%-16s qps=%.0f %s", label, float64(n)/elapsed.Seconds(), &got)
+	line := fmt.Sprintf("%-16s qps=%.0f %s warmup=%.2fs", label, float64(n)/elapsed.Seconds(), &got, warmed.Seconds())
 	if pid > 0 && n > 0 {
 		// /proc ticks are 1/100 s (USER_HZ).
 		cpu := float64(cpu1-cpu0) / 100
@@ -201,8 +218,9 @@ func saturate(addr string, qs [][]byte, conns, window int, dur time.Duration, pi
 // batches (sendmmsg/recvmmsg) so that the generator spends far less CPU
 // per query than the server it measures. Each answer releases one query;
 // a 200 ms silence refills the whole window (lost packets). Queries are
-// taken in turn from qs, starting at first.
-func run(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got *counts, counting *atomic.Bool) {
+// taken in turn from qs, starting at first; answered counts the answers
+// that are not kindBad (measuring or not).
+func run(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got *counts, counting *atomic.Bool, answered *atomic.Int64) {
 	pc := ipv4.NewPacketConn(conn.(*net.UDPConn))
 	out := make([]ipv4.Message, window)
 	in := make([]ipv4.Message, window)
@@ -237,11 +255,17 @@ func run(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got
 			send(window) // silence: assume the window was lost
 			continue
 		}
-		if counting.Load() {
-			for _, m := range in[:n] {
-				got[classify(m.Buffers[0][:m.N])].Add(1)
+		good, count := 0, counting.Load()
+		for _, m := range in[:n] {
+			k := classify(m.Buffers[0][:m.N])
+			if count {
+				got[k].Add(1)
+			}
+			if k != kindBad {
+				good++
 			}
 		}
+		answered.Add(int64(good))
 		send(n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -211,5 +212,65 @@ func TestSkip(t *testing.T) {
 		if got := skip(c.sent, c.due, c.max); got != c.want {
 			t.Errorf("skip(%d, %d, %d) = %d, want %d", c.sent, c.due, c.max, got, c.want)
 		}
+	}
+}
+
+// The warm-up goes on past its first second until every query was
+// answered (NOERROR or NXDOMAIN) about -warm-passes times: here from a
+// server slow enough that one second is not enough, and which fails the
+// first ask of each name (a cold forward cache whose upstream lost it).
+func TestWarmPasses(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	good := map[string]int{}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		time.Sleep(time.Millisecond) // at most 1,000 answers a second
+		name := r.Question[0].Name
+		m := new(dns.Msg).SetRcode(r, dns.RcodeNameError)
+		if _, asked := good[name]; !asked {
+			m.Rcode = dns.RcodeServerFailure
+			good[name] = 0
+		} else {
+			good[name]++
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	defer srv.Shutdown()
+
+	var names strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&names, "n%d.example\n", i)
+	}
+	qs, err := parseQueries(strings.NewReader(names.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const passes = 12
+	start := time.Now()
+	line := saturate(pc.LocalAddr().String(), qs, 4, 4, passes, 0, 0, "t")
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(good) != len(qs) {
+		t.Fatalf("%d names asked, want %d: %s", len(good), len(qs), line)
+	}
+	total := 0
+	for name, n := range good {
+		total += n
+		if n < passes-2 {
+			t.Errorf("%s answered %d times in the warm-up, want about %d", name, n, passes)
+		}
+	}
+	if total < passes*len(qs) {
+		t.Errorf("%d answers in the warm-up, want at least %d", total, passes*len(qs))
+	}
+	if !strings.Contains(line, "warmup=") || took < time.Second {
+		t.Errorf("warm-up took %v: %s", took, line)
 	}
 }

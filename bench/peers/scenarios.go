@@ -397,8 +397,8 @@ func (s *scenario) checkRcodes(srv string, r perfResult) error {
 // warmStream asks every query of sc twice (the whole set, then again),
 // one after the other, over one connection of its transport (TCP or DoT),
 // with EDNS as dnsperf asks them: the warm-up the UDP scenarios get from
-// the load generator (a second of saturation, every name asked many
-// times), so that a server's settled memory is taken after it has seen
+// the load generator (a second of saturation and until every name was
+// answered twice), so that a server's settled memory is taken after it has seen
 // the names — and kept the answers it keeps only for a name asked again,
 // as dnsd does.
 func warmStream(sc *scenario, port int) error {
