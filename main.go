@@ -58,37 +58,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// The garbage collector's targets when GOGC is not set in the
-// environment. dnsd's heap is mostly long-lived source data (the indexes
-// of hosts files, a kubernetes cluster, etcd records) and answering a
-// query allocates next to nothing, so Go's default of 100 (the heap may
-// grow to twice the live data before a collection) spent memory, up to
-// the size of the data again, for little CPU: during a first sync (its
-// peak) and under sustained load. Start-up, while the sources load, runs
-// at startGC, Go's default: the first sync is a race against the clock
-// (the first answer), and its garbage is short-lived. Once every source
-// has synced, steadyGC keeps the heap within a fifth above the live data.
-// Measured with bench/kubepeers on 10,000 services / 100,000 endpoints
-// (docs/performance.md, Kubernetes memory): 100 throughout let the RSS
-// rise by half under load; 20 after the sync, 1.1 times. Start-up at 50
-// instead of 100 cost 0.14 s more CPU to the first answer (0.93 against
-// 0.79 s) for a peak of 140 MiB instead of 160 (CoreDNS holds 205 settled
-// on that cluster); a 1,000,000-line hosts file loads as fast either way.
-const (
-	startGC  = 100
-	steadyGC = 20
-)
-
-// startBallast is an allocation held until the first configuration is
-// loaded and served, never touched (its pages are never mapped in, so it
-// costs no memory): with it, the collector's first target is twice its
-// size instead of 4 MB, and the in-memory sources (a 10,000-record zone
-// file allocates ~5 MB while it loads) load without a collection, which
-// on one core took ~5 ms of the time to the first answer. It is dropped
-// before asynchronous sources (kubernetes, etcd) sync, so their peak is
-// not raised.
-const startBallast = 16 << 20
-
 // run is the whole command line. Exit codes: 0 success, 1 a failure
 // (bad config, cannot serve), 2 a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -141,17 +110,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd == "check" {
 		return check(cfgPath, stdout, stderr)
 	}
-	var loaded, started func()
+	var started func()
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(startGC)
-		ballast := make([]byte, startBallast)
-		loaded = func() { runtime.KeepAlive(ballast); ballast = nil }
-		started = func() { debug.SetGCPercent(steadyGC) }
+		gc := startGCPhases()
+		defer gc.stop()
+		started = gc.synced
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 	err = daemon.Run(context.Background(), daemon.Options{
-		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Loaded: loaded, Started: started,
+		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Started: started,
 	}, signals)
 	if err != nil {
 		if !errors.Is(err, daemon.ErrForcedExit) {

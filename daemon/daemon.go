@@ -36,10 +36,6 @@ type Options struct {
 	Version    string
 	Commit     string
 	LogOutput  io.Writer // default os.Stderr
-	// Loaded, when set, is called once the first configuration is loaded
-	// and served (its in-memory sources loaded, its listeners bound),
-	// before the sources that sync asynchronously have synced.
-	Loaded func()
 	// Started, when set, is called once start-up is over: every source
 	// has synced or its sync_timeout has passed (when READY=1 goes to
 	// systemd).
@@ -127,9 +123,6 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			d.reg.Close()
 			return nil, err
 		}
-	}
-	if opts.Loaded != nil {
-		opts.Loaded()
 	}
 	d.notifies = newSecondaries(func() *pipeline.Pipeline { return d.sw.current().p }, d.metrics, d.logger)
 	d.notifies.start()

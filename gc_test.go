@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// percents records the targets a gcPhases sets.
+type percents struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (p *percents) set(v int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.got = append(p.got, v)
+}
+
+func (p *percents) list() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got)
+}
+
+// waitFor collects until the recorded targets are want (or fails).
+func (p *percents) waitFor(t *testing.T, want ...int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(p.list(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("targets %v, want %v", p.list(), want)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The collector's target goes firstGC → startGC at the first collection
+// → steadyGC a while after every source synced.
+func TestGCPhases(t *testing.T) {
+	var p percents
+	g := &gcPhases{set: p.set, after: 10 * time.Millisecond}
+	g.start()
+	if got := p.list(); !slices.Equal(got, []int{firstGC}) {
+		t.Fatalf("at start: targets %v, want [%d]", got, firstGC)
+	}
+	p.waitFor(t, firstGC, startGC)
+	g.synced()
+	if got := p.list(); !slices.Equal(got, []int{firstGC, startGC}) {
+		t.Errorf("steadyGC set at once: %v", got)
+	}
+	p.waitFor(t, firstGC, startGC, steadyGC)
+	g.synced() // a second call changes nothing
+	time.Sleep(30 * time.Millisecond)
+	if got := p.list(); !slices.Equal(got, []int{firstGC, startGC, steadyGC}) {
+		t.Errorf("targets %v after a second synced", got)
+	}
+}
+
+// Synced before any collection (a small configuration): steadyGC stays,
+// the first collection's cleanup does not bring startGC back.
+func TestGCPhasesSyncedFirst(t *testing.T) {
+	var p percents
+	g := &gcPhases{set: p.set, after: 0}
+	g.start()
+	g.synced()
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(p.list(), steadyGC) {
+		if time.Now().After(deadline) {
+			t.Fatalf("targets %v, no steadyGC", p.list())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 3 {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := p.list(); got[len(got)-1] != steadyGC {
+		t.Errorf("targets %v: the last is not steadyGC", got)
+	}
+}
+
+// stop cancels the pending switch to steadyGC.
+func TestGCPhasesStop(t *testing.T) {
+	var p percents
+	g := &gcPhases{set: p.set, after: 20 * time.Millisecond}
+	g.start()
+	g.synced()
+	g.stop()
+	time.Sleep(60 * time.Millisecond)
+	if slices.Contains(p.list(), steadyGC) {
+		t.Errorf("targets %v: steadyGC set after stop", p.list())
+	}
+}
+
+// The built binary ends start-up at steadyGC (the Go collector's
+// go_gc_gogc_percent metric), and leaves a GOGC from the environment be.
+func TestGCTargetOfBinary(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want int
+	}{{nil, steadyGC}, {[]string{"GOGC=70"}, 70}} {
+		dir := t.TempDir()
+		hport := freePort(t)
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+http: "127.0.0.1:%d"
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.1 a"]}
+`, freePort(t), hport))
+		p := startBinary(t, dnsdBin, tc.env, dir, "-config", "dnsd.yaml")
+		p.waitLog("dnsd started", 1)
+		want := fmt.Sprintf("\ngo_gc_gogc_percent %d\n", tc.want)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", hport))
+			if strings.Contains(body, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("env %v: no %q in the metrics: %s", tc.env, strings.TrimSpace(want), grep(body, "go_gc_gogc_percent"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.stop(os.Interrupt)
+	}
+}
