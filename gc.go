@@ -18,8 +18,9 @@ import (
 //   - firstGC, until the first collection: that comes when the heap
 //     reaches 16 MB (Go's first target is 4 MB times GOGC/100) instead of
 //     4 MB, so the in-memory sources (a 10,000-record zone file allocates
-//     ~5 MB while it loads) load without one. On one core a collection is
-//     the loader's lost time.
+//     2.4 MB while it loads, with ~2 MB of the packages' own before it)
+//     load without one. On one core a collection is the loader's lost
+//     time.
 //   - startGC, Go's default, from the first collection until every source
 //     has synced: the first sync is a race against the clock (the first
 //     answer), and its garbage is short-lived.
