@@ -16,7 +16,7 @@
 // saturating loads, and VmRSS/VmHWM at the end; and the kernel's receive
 // drops on its UDP port (/proc/net/udp); and the time from its start to its
 // first right answer (asked every 0.5 ms; for kubernetes and etcd that
-// includes the first sync).
+// includes the first sync), the median of -starts starts.
 // It only ever talks to loopback addresses.
 //
 // "peers etcd ..." is an internal subcommand: an embedded etcd server
@@ -65,6 +65,7 @@ func main() {
 	flag.DurationVar(&e.dur, "duration", 5*time.Second, "each measurement's length")
 	runs := flag.Int("runs", 3, "runs; the servers' order rotates from one to the next")
 	flag.IntVar(&e.rate, "rate", 20000, "queries per second of the latency measurement")
+	flag.IntVar(&e.starts, "starts", 3, "starts of each server in each scenario and run whose start → first answer is measured (the median is kept; all but the last are stopped at once)")
 	flag.IntVar(&e.common, "common-rate", 0, "queries per second of the p99 measured at the same rate for every server; 0 (default): half of unbound's loadgen peak in the same scenario and run (unbound is measured first; scenarios without unbound take the hosts scenario's), or 80,000 when unbound is left out; -1: not measured")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run (default: all; kubernetes only with -kube-apiserver): "+strings.Join(scenarioNames(), ","))
 	servers := flag.String("servers", "", "comma-separated servers to run (default: all that are given)")
@@ -88,6 +89,7 @@ type env struct {
 	bin, coredns, unbound, dnsmasq, dnsperf, kubeAPIServer string
 	dur                                                    time.Duration
 	rate                                                   int
+	starts                                                 int
 	common                                                 int
 	unboundRcvbuf                                          string
 	dir                                                    string
@@ -256,29 +258,29 @@ func runOrder(sc *scenario, servers []string, run int, unboundFirst bool) []stri
 // such measurement).
 func (e *env) measure(sc *scenario, srv string, common int) sample {
 	s := sample{Drops: -1}
-	port, tlsPort := proc.FreePort(), proc.FreePort()
-	argv, err := e.command(srv, sc, port, tlsPort)
-	if err != nil {
-		s.Problems = append(s.Problems, err.Error())
-		return s
-	}
-	started := time.Now()
-	p, err := e.spawn(0, fmt.Sprintf("%s-%s", sc.name, srv), argv...)
-	if err != nil {
-		s.Problems = append(s.Problems, err.Error())
-		return s
+	// The start is measured e.starts times (the server stopped after all
+	// but the last) and the median kept: one start reads the machine's
+	// moment as much as the server.
+	var starts []time.Duration
+	var p *exec.Cmd
+	var port, target int
+	for len(starts) < max(1, e.starts) {
+		var took time.Duration
+		var err error
+		p, port, target, took, err = e.startServer(sc, srv)
+		if err != nil {
+			s.Problems = append(s.Problems, err.Error())
+			return s
+		}
+		starts = append(starts, took)
+		if len(starts) < e.starts {
+			e.stop(p)
+		}
 	}
 	defer e.stop(p)
+	slices.Sort(starts)
+	s.Start = starts[len(starts)/2]
 	pid := p.Process.Pid
-	target := port
-	if sc.transport == "dot" {
-		target = tlsPort
-	}
-	if err := waitReady(sc, srv, target, 60*time.Second); err != nil {
-		s.Problems = append(s.Problems, err.Error())
-		return s
-	}
-	s.Start = time.Since(started)
 	if err := checkAnswers(sc, srv, target); err != nil {
 		s.Problems = append(s.Problems, err.Error())
 	}
@@ -346,6 +348,31 @@ func (e *env) measure(sc *scenario, srv string, common int) sample {
 		s.Problems = append(s.Problems, err.Error())
 	}
 	return s
+}
+
+// startServer starts srv for sc on new ports and waits for its first
+// right answer: the process, its UDP/TCP port, the port the scenario
+// queries (the TLS one for DoT) and the time from the start to that
+// answer. On an error the process is stopped.
+func (e *env) startServer(sc *scenario, srv string) (p *exec.Cmd, port, target int, took time.Duration, err error) {
+	port, tlsPort := proc.FreePort(), proc.FreePort()
+	argv, err := e.command(srv, sc, port, tlsPort)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	started := time.Now()
+	if p, err = e.spawn(0, fmt.Sprintf("%s-%s", sc.name, srv), argv...); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	target = port
+	if sc.transport == "dot" {
+		target = tlsPort
+	}
+	if err := waitReady(sc, srv, target, 60*time.Second); err != nil {
+		e.stop(p)
+		return nil, 0, 0, 0, err
+	}
+	return p, port, target, time.Since(started), nil
 }
 
 // p99At runs bench/loadgen at rate against target and returns the p99 in
