@@ -94,7 +94,10 @@ type keptAnswer struct {
 type answerCache struct {
 	fresh pipeline.Freshness
 	seed  maphash.Seed
-	slots [answerSets][answerWays]atomic.Pointer[keptAnswer]
+	// maxAge is answerMaxAge (a test's working set may outlast it on a
+	// slow machine: it raises it).
+	maxAge time.Duration
+	slots  [answerSets][answerWays]atomic.Pointer[keptAnswer]
 	// missed are, per set, the hashes of the last questions that missed
 	// there: a question is kept when it misses again while still here.
 	missed [answerSets][answerWays]atomic.Uint64
@@ -109,7 +112,7 @@ func newAnswerCache(r pipeline.Resolver) *answerCache {
 	if !ok {
 		return nil
 	}
-	return &answerCache{fresh: f, seed: maphash.MakeSeed()}
+	return &answerCache{fresh: f, seed: maphash.MakeSeed(), maxAge: answerMaxAge}
 }
 
 func (c *answerCache) hash(k *answerKey) uint64 {
@@ -188,7 +191,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 	i := h % answerSets
 	set := &c.slots[i]
 	way := -1
-	until := keptUntil(now, h, answerMaxAge)
+	until := keptUntil(now, h, c.maxAge)
 	for j := range set { // a stale answer to the same question is replaced at once
 		if x := set[j].Load(); x != nil && x.hash == h && x.key == *k {
 			if aged, ok := x.same(r.Stamp, out, obs); ok { // rebuilt as it was (it aged out): kept longer
@@ -199,7 +202,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 					// allocation per question, a collection every few
 					// seconds under a steady load) only to find the
 					// answer unchanged.
-					until = keptUntil(now, h, answerAgedMaxAge)
+					until = keptUntil(now, h, c.maxAge*(answerAgedMaxAge/answerMaxAge))
 				}
 				x.until.Store(until)
 				return
