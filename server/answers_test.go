@@ -561,7 +561,11 @@ func TestTTLOffsets(t *testing.T) {
 // name has been asked twice, a third round reaches the resolver for next
 // to none of them and allocates next to nothing (interned names, kept
 // answers). With four ways a set, the names of the sets that five or more
-// of them hash to (3 % of them) missed at every round.
+// of them hash to (3 % of them) missed at every round. With eight, a set
+// that nine of them hash to happens for ~5 % of hash seeds (200 seeds
+// tried): its names miss at every round, 9 × 3 rounds. The bound, half a
+// percent of the names a round, lets one or two such sets be and still
+// catches four ways (~340 a round).
 func TestWorkingSetKept(t *testing.T) {
 	const names = 10000
 	res, ins, ask := workingSet(t, names)
@@ -584,11 +588,11 @@ func TestWorkingSetKept(t *testing.T) {
 		runtime.ReadMemStats(&m1)
 		fewest = min(fewest, m1.Mallocs-m0.Mallocs)
 	}
-	if n := res.n.Load() - before; n > names/1000 {
-		t.Errorf("later rounds: %d of %d names resolved again, want none", n, names)
+	if n := res.n.Load() - before; n > 3*names/200 {
+		t.Errorf("later rounds: %d resolutions for %d names asked 3 times, want next to none", n, names)
 	}
-	if !raceEnabled && fewest > names/1000 {
-		t.Errorf("later rounds: at least %d allocations for %d names, want none", fewest, names)
+	if !raceEnabled && fewest > names/200 {
+		t.Errorf("later rounds: at least %d allocations for %d names, want next to none", fewest, names)
 	}
 }
 
