@@ -94,6 +94,10 @@ func TestIntegrationRecords(t *testing.T) {
 	lb.Spec.Type = corev1.ServiceTypeLoadBalancer
 	lb.Spec.ExternalIPs = []string{"192.0.2.7"}
 	lb = must[*corev1.Service](t)(svcs.Create(ctx, lb, metav1.CreateOptions{}))
+	// The external names are read from every namespace: with -count=N
+	// on one control plane, a load balancer left by an earlier run would
+	// answer for the same addresses.
+	t.Cleanup(func() { _ = svcs.Delete(context.Background(), "lb", metav1.DeleteOptions{}) })
 	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.1"}}
 	lb = must[*corev1.Service](t)(svcs.UpdateStatus(ctx, lb, metav1.UpdateOptions{}))
 	p1 := must[*corev1.Pod](t)(c.Client.CoreV1().Pods(ns).Create(ctx, pod(ns, "p1", ""), metav1.CreateOptions{}))
