@@ -72,12 +72,16 @@ func (g *gcPhases) start() {
 }
 
 // collected: the first collection has run.
-func (g *gcPhases) collected() {
+func (g *gcPhases) collected() { g.advance(1, startGC) }
+
+// advance moves to phase (and its target percent) unless a later phase
+// has come already: the first collection may come after the sync.
+func (g *gcPhases) advance(phase, percent int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.phase == 0 {
-		g.phase = 1
-		g.set(startGC)
+	if g.phase < phase {
+		g.phase = phase
+		g.set(percent)
 	}
 }
 
@@ -89,14 +93,7 @@ func (g *gcPhases) synced() {
 	if g.timer != nil {
 		return
 	}
-	g.timer = time.AfterFunc(g.after, func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.phase != 2 {
-			g.phase = 2
-			g.set(steadyGC)
-		}
-	})
+	g.timer = time.AfterFunc(g.after, func() { g.advance(2, steadyGC) })
 }
 
 // stop cancels a pending switch to steadyGC.
