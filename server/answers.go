@@ -42,6 +42,14 @@ import (
 // but for its TTLs, for at most answerAgedMaxAge. Reads are lock-free: a
 // slot holds an immutable entry behind an atomic pointer.
 //
+// The interned question name (parse.go) points at the answer last kept
+// for it (one per parity of the type), and reuse looks there first: the
+// name's entry has just been read to decode the question, while the set
+// is a memory line of its own that a working set larger than the
+// processor's caches misses at every query (10,000 names asked in turn:
+// 830 → 665 ns a query). An answer replaced in its set is unhooked from
+// its name, so the pointers keep nothing the cache has let go of.
+//
 // Eight ways, not four: names asked in turn (a working set cycling
 // through its members) all miss in a set that more of them hash to than
 // it has ways, every time they come. With 8,192 sets of four ways, 3.4 %
@@ -72,8 +80,12 @@ const (
 )
 
 type keptAnswer struct {
-	hash  uint64
-	key   answerKey
+	hash uint64
+	key  answerKey
+	// name is the interned name whose kept pointer may point here; a
+	// replaced entry is unhooked from it, so an interned name holds no
+	// answer the cache has let go of.
+	name  *internedName
 	stamp pipeline.Stamp
 	// until: kept no longer than this (Unix nanoseconds). The one field
 	// written after the entry is published: a rebuilt answer identical to
@@ -140,14 +152,22 @@ func (s *Server) answerKey(sc *scratch, q *dns.Msg, qopt *dns.OPT, st *settings)
 // reuse writes the kept answer to k into sc's pack buffer with q's ID and
 // RD bit and fills obs as the resolution would have; nil when none is
 // kept or it is no longer fresh.
-func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Observation, now time.Time) []byte {
+func (s *Server) reuse(sc *scratch, k *answerKey, q *dns.Msg, obs *Observation, now time.Time) []byte {
 	c := s.answers
-	set := &c.slots[h%answerSets]
 	var e *keptAnswer
-	for i := range set {
-		if x := set[i].Load(); x != nil && x.hash == h && x.key == *k {
+	if n := sc.q.entry; n != nil {
+		if x := n.kept[k.qtype&1].Load(); x != nil && x.key == *k {
 			e = x
-			break
+		}
+	}
+	if e == nil {
+		h := c.hash(k)
+		set := &c.slots[h%answerSets]
+		for i := range set {
+			if x := set[i].Load(); x != nil && x.hash == h && x.key == *k {
+				e = x
+				break
+			}
 		}
 	}
 	if e == nil || now.UnixNano() > e.until.Load() {
@@ -182,12 +202,13 @@ func (s *Server) reuse(sc *scratch, k *answerKey, h uint64, q *dns.Msg, obs *Obs
 
 // keep stores out, the response just packed for k, when the resolver
 // stamped it and it qualifies (see above).
-func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response, out []byte, obs *Observation, now time.Time) {
+func (s *Server) keep(sc *scratch, k *answerKey, r *pipeline.Response, out []byte, obs *Observation, now time.Time) {
 	if r.Stamp == (pipeline.Stamp{}) || len(out) > dns.MinMsgSize || len(out) < 12 || obs.Truncated || sc.sign != nil ||
 		(obs.Rcode != dns.RcodeSuccess && obs.Rcode != dns.RcodeNameError) {
 		return
 	}
 	c := s.answers
+	h := c.hash(k)
 	i := h % answerSets
 	set := &c.slots[i]
 	way := -1
@@ -205,6 +226,9 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 					until = keptUntil(now, h, c.maxAge*(answerAgedMaxAge/answerMaxAge))
 				}
 				x.until.Store(until)
+				if n := x.name; n != nil && n == sc.q.entry {
+					n.kept[k.qtype&1].Store(x)
+				}
 				return
 			}
 			way = j
@@ -226,7 +250,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 		way = int(c.next[i].Add(1) % answerWays)
 	}
 	e := &keptAnswer{
-		hash: h, key: *k, stamp: r.Stamp, wire: append([]byte(nil), out...),
+		hash: h, key: *k, name: sc.q.entry, stamp: r.Stamp, wire: append([]byte(nil), out...),
 		zone: obs.Zone, src: obs.Source, view: obs.View, rcode: obs.Rcode,
 	}
 	e.until.Store(until)
@@ -237,7 +261,12 @@ func (s *Server) keep(sc *scratch, k *answerKey, h uint64, r *pipeline.Response,
 			return
 		}
 	}
-	set[way].Store(e)
+	if old := set[way].Swap(e); old != nil && old.name != nil {
+		old.name.kept[old.key.qtype&1].CompareAndSwap(old, nil)
+	}
+	if e.name != nil {
+		e.name.kept[k.qtype&1].Store(e)
+	}
 }
 
 // keptUntil is when an answer kept at now is to be resolved again: between

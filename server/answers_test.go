@@ -567,7 +567,7 @@ func TestTTLOffsets(t *testing.T) {
 // at every round by design; the test picks seeds without one.)
 func TestWorkingSetKept(t *testing.T) {
 	const names = 10000
-	res, ins, ask := workingSet(t, names, true)
+	_, res, ins, ask := workingSet(t, names, true)
 	round := func() {
 		for _, in := range ins {
 			ask(in)
@@ -595,6 +595,63 @@ func TestWorkingSetKept(t *testing.T) {
 	}
 }
 
+// An interned name points at the answers kept for it, so that a question
+// asked again finds its answer without the answer cache's own table; the
+// pointer never outlives the answer's place in the cache. 100,000 names,
+// each asked twice in a row (kept at its second miss), overflow the
+// cache's sets, so answers are kept and replaced all the time: afterwards
+// every interned name's pointer is to an answer the cache holds, and the
+// names asked last are found through it.
+func TestInternedNamesHoldOnlyKeptAnswers(t *testing.T) {
+	const names = 100000
+	s, res, ins, ask := workingSet(t, names, false)
+	for _, in := range ins {
+		ask(in)
+		ask(in)
+	}
+	kept := make(map[*keptAnswer]bool)
+	for i := range s.answers.slots {
+		for j := range s.answers.slots[i] {
+			if e := s.answers.slots[i][j].Load(); e != nil {
+				kept[e] = true
+			}
+		}
+	}
+	hooked := 0
+	for i := range s.names.sets {
+		for j := range s.names.sets[i].names {
+			n := s.names.sets[i].names[j].Load()
+			if n == nil {
+				continue
+			}
+			for k := range n.kept {
+				e := n.kept[k].Load()
+				if e == nil {
+					continue
+				}
+				hooked++
+				if !kept[e] {
+					t.Fatalf("%s points at an answer the cache no longer holds", n.name)
+				}
+				if e.key.name != n.lower || e.name != n {
+					t.Fatalf("%s points at the answer to %s", n.name, e.key.name)
+				}
+			}
+		}
+	}
+	if hooked < len(kept)/2 {
+		t.Errorf("%d interned names point at their answers, %d answers kept", hooked, len(kept))
+	}
+	// The last 1,000 names asked: answered from their kept answers.
+	before := res.n.Load()
+	for _, in := range ins[names-1000:] {
+		ask(in)
+	}
+	if n := res.n.Load() - before; n > 100 {
+		t.Errorf("%d of the last 1,000 names asked were resolved again", n)
+	}
+}
+
 // BenchmarkServeUDPWorkingSet answers 10,000 (or 50,000) names asked in a shuffled
 // turn, every answer kept: the cost of finding a name and its kept answer
 // when they are not in the processor's nearest caches, as under a real
@@ -606,7 +663,7 @@ func BenchmarkServeUDPWorkingSet(b *testing.B) {
 }
 
 func benchWorkingSet(b *testing.B, names int) {
-	_, ins, ask := workingSet(b, names, false)
+	_, _, ins, ask := workingSet(b, names, false)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ins), func(i, j int) { ins[i], ins[j] = ins[j], ins[i] })
 	for range 2 {
 		for _, in := range ins {
@@ -629,19 +686,19 @@ func benchWorkingSet(b *testing.B, names int) {
 // test unless it is answered NOERROR. spread: with hash seeds that put no
 // more of the names in a set than it has ways (spreadSeeds; only possible
 // for a working set well below the tables' size).
-func workingSet(tb testing.TB, names int, spread bool) (res *countingResolver, ins [][]byte, ask func(in []byte)) {
+func workingSet(tb testing.TB, names int, spread bool) (s *Server, res *countingResolver, ins [][]byte, ask func(in []byte)) {
 	tb.Helper()
 	src := &changingSource{}
 	rrs := make(map[string][]dns.RR, names)
 	for i := range names {
 		name := fmt.Sprintf("host%d.example.test.", i)
-		rrs[name] = []dns.RR{rr(tb, fmt.Sprintf("%s 30 IN A 10.1.%d.%d", name, i>>8, i&0xff))}
+		rrs[name] = []dns.RR{rr(tb, fmt.Sprintf("%s 30 IN A 10.%d.%d.%d", name, 1+i>>16, i>>8&0xff, i&0xff))}
 		q := query(name, dns.TypeA)
 		q.SetEdns0(1232, false)
 		ins = append(ins, pack(tb, q))
 	}
 	src.set(rrs)
-	s, _, res := answerTestServers(tb, src)
+	s, _, res = answerTestServers(tb, src)
 	// Every round is asked well within the answers' age limit, however
 	// slow the machine (the race detector on a busy one took 2.6 s for
 	// five rounds, past the 2.5 s some answers may live).
@@ -658,7 +715,7 @@ func workingSet(tb testing.TB, names int, spread bool) (res *countingResolver, i
 		}
 		s.release(sc)
 	}
-	return res, ins, ask
+	return s, res, ins, ask
 }
 
 // spreadSeeds gives s's answer cache and name table hash seeds under which

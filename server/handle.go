@@ -220,10 +220,8 @@ func (s *Server) reply(sc *scratch, q *dns.Msg, rcode int) *dns.Msg {
 func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int, now time.Time) []byte {
 	s.faults.beforeResolve(obs.Name)
 	key, keep := s.answerKey(sc, q, qopt, st)
-	var h uint64
 	if keep {
-		h = s.answers.hash(&key)
-		if b := s.reuse(sc, &key, h, q, obs, now); b != nil {
+		if b := s.reuse(sc, &key, q, obs, now); b != nil {
 			return b
 		}
 	}
@@ -256,7 +254,7 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 	}
 	b := s.finish(sc, obs, out, qopt, st, maxSize)
 	if keep && b != nil {
-		s.keep(sc, &key, h, &r, b, obs, now)
+		s.keep(sc, &key, &r, b, obs, now)
 	}
 	return b
 }

@@ -31,6 +31,9 @@ type parsedQuery struct {
 	wire  []byte
 	name  string
 	lower string
+	// entry is name's entry in the names table (nil when not interned):
+	// where the answers kept for it are found first.
+	entry *internedName
 	// plain: the last query had the fast parser's shape (no EDNS options,
 	// no TSIG, plain labels).
 	plain bool
@@ -64,7 +67,14 @@ type nameSet struct {
 	next  atomic.Uint32
 }
 
-type internedName struct{ name, lower string }
+type internedName struct {
+	name, lower string
+	// kept points at answers kept for this name (answers.go), one per
+	// parity of the question type (A and AAAA both find theirs): a
+	// question asked again finds its answer here, without the answer
+	// cache's set, whose line is a cache miss of its own at every query.
+	kept [2]atomic.Pointer[keptAnswer]
+}
 
 func newNameTable() *nameTable { return &nameTable{seed: maphash.MakeSeed()} }
 
@@ -187,7 +197,7 @@ func (p *parsedQuery) fast(in []byte) (*dns.Msg, string, bool) {
 func (p *parsedQuery) setName(wire []byte) {
 	p.wire = append(p.wire[:0], wire...)
 	if len(wire) == 1 {
-		p.name, p.lower = ".", "."
+		p.name, p.lower, p.entry = ".", ".", nil
 		return
 	}
 	var buf [256]byte
@@ -214,7 +224,7 @@ func (p *parsedQuery) setName(wire []byte) {
 				continue
 			}
 			if e := set.names[i].Load(); e != nil && e.name == string(buf[:n]) {
-				p.name, p.lower = e.name, e.lower
+				p.name, p.lower, p.entry = e.name, e.lower, e
 				return
 			}
 		}
@@ -224,10 +234,12 @@ func (p *parsedQuery) setName(wire []byte) {
 	if upper {
 		p.lower = strings.ToLower(p.name)
 	}
+	p.entry = nil
 	if set != nil {
+		p.entry = &internedName{name: p.name, lower: p.lower}
 		i := set.next.Add(1) % nameWays
 		set.tags[i].Store(0) // no reader takes the old tag for the new name
-		set.names[i].Store(&internedName{name: p.name, lower: p.lower})
+		set.names[i].Store(p.entry)
 		set.tags[i].Store(tag)
 	}
 }
