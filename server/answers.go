@@ -113,8 +113,12 @@ type answerCache struct {
 	// missed are, per set, the hashes of the last questions that missed
 	// there: a question is kept when it misses again while still here.
 	missed [answerSets][answerWays]atomic.Uint64
-	// next is, per set, the way the next kept answer takes.
-	next [answerSets]atomic.Uint32
+	// next is, per set, the way the next kept answer takes; nextMiss the
+	// place in missed of the next miss. Two counters: with one, a question
+	// kept at its second miss in a row (miss, then keep: two steps) would
+	// only ever take every other way, and its misses every other place.
+	next     [answerSets]atomic.Uint32
+	nextMiss [answerSets]atomic.Uint32
 }
 
 // newAnswerCache returns nil when the resolver cannot tell whether a
@@ -244,7 +248,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, r *pipeline.Response, out []byt
 			}
 		}
 		if !seen { // first miss: kept if it comes again
-			c.missed[i][c.next[i].Add(1)%answerWays].Store(h)
+			c.missed[i][c.nextMiss[i].Add(1)%answerWays].Store(h)
 			return
 		}
 		way = int(c.next[i].Add(1) % answerWays)
