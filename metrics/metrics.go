@@ -9,7 +9,9 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,19 +34,40 @@ type Metrics struct {
 	notifies  *prometheus.CounterVec
 
 	// queries caches the children of requests, responses and duration per
-	// label tuple (queryKey → *queryChildren): one map read per query
+	// tuple of Query's arguments (queryKey → *queryChildren): one map read
 	// instead of three label hashes and vector lookups. Bounded like the
-	// labels themselves; series are never deleted, so a cached child is
+	// labels themselves (distinct arguments with the same labels share
+	// their children); series are never deleted, so a cached child is
 	// always the one /metrics reports.
 	queries sync.Map
+	// recent holds some of the same entries, by where the argument
+	// strings are stored and the numbers: the strings a query is recorded
+	// with are the configuration's (zone, source and view names) and
+	// constants, the same at every query, so finding the entry takes a
+	// few comparisons instead of hashing six strings through an interface.
+	recent [recentSlots]atomic.Pointer[queryChildren]
 }
 
-// queryKey is the label tuple of one query's series.
+const recentSlots = 256
+
+// queryKey is the tuple of Query's arguments but the duration, with
+// types and response codes that have no name folded into one each (other:
+// otherType, otherRcode), so that clients and upstreams cannot grow the
+// map.
 type queryKey struct {
-	view, zone, proto, qtype, rcode, source string
+	view, zone, proto, source string
+	qtype                     uint16
+	rcode                     int
+	other                     uint8
 }
+
+const (
+	otherType = 1 << iota
+	otherRcode
+)
 
 type queryChildren struct {
+	key                 queryKey
 	requests, responses prometheus.Counter
 	duration            prometheus.Observer
 }
@@ -135,24 +158,62 @@ func New(version, commit string) *Metrics {
 // (none: "default"), zone a configured zone or "" (none matched); proto
 // and source come from dnsd's own fixed sets.
 func (m *Metrics) Query(view, zone, proto string, qtype uint16, rcode int, source string, d time.Duration) {
-	if zone == "" {
-		zone = NoZone
-	}
-	k := queryKey{view: ViewLabel(view), zone: zone, proto: proto, qtype: TypeLabel(qtype), rcode: RcodeLabel(rcode), source: source}
-	var c *queryChildren
-	if v, ok := m.queries.Load(k); ok {
-		c = v.(*queryChildren)
-	} else {
-		c = &queryChildren{
-			requests:  m.requests.WithLabelValues(k.view, k.zone, k.proto, k.qtype),
-			responses: m.responses.WithLabelValues(k.view, k.zone, k.rcode, k.source),
-			duration:  m.duration.WithLabelValues(k.zone),
+	slot := &m.recent[recentSlot(view, zone, proto, source, qtype, rcode)]
+	c := slot.Load()
+	if c == nil || c.key.zone != zone || c.key.source != source || c.key.qtype != qtype || c.key.rcode != rcode ||
+		c.key.proto != proto || c.key.view != view {
+		k := queryKey{view: view, zone: zone, proto: proto, source: source, qtype: qtype, rcode: rcode}
+		if c = m.children(k); c.key == k {
+			slot.Store(c) // not an entry folded for other types or codes
 		}
-		m.queries.Store(k, c)
 	}
 	c.requests.Inc()
 	c.responses.Inc()
 	c.duration.Observe(d.Seconds())
+}
+
+// children returns the series of k's labels, made the first time.
+func (m *Metrics) children(k queryKey) *queryChildren {
+	if _, ok := dns.TypeToString[k.qtype]; !ok {
+		k.qtype, k.other = 0, k.other|otherType
+	}
+	if _, ok := dns.RcodeToString[k.rcode]; !ok {
+		k.rcode, k.other = 0, k.other|otherRcode
+	}
+	if v, ok := m.queries.Load(k); ok {
+		return v.(*queryChildren)
+	}
+	zone := k.zone
+	if zone == "" {
+		zone = NoZone
+	}
+	view, qtype, rcode := ViewLabel(k.view), TypeLabel(k.qtype), RcodeLabel(k.rcode)
+	if k.other&otherType != 0 {
+		qtype = Other
+	}
+	if k.other&otherRcode != 0 {
+		rcode = Other
+	}
+	c := &queryChildren{
+		key:       k,
+		requests:  m.requests.WithLabelValues(view, zone, k.proto, qtype),
+		responses: m.responses.WithLabelValues(view, zone, rcode, k.source),
+		duration:  m.duration.WithLabelValues(zone),
+	}
+	v, _ := m.queries.LoadOrStore(k, c)
+	return v.(*queryChildren)
+}
+
+// recentSlot places a tuple of Query's arguments in recent: by the
+// addresses of the strings' bytes (compared, not read: equal strings
+// stored apart only take different slots) and the numbers.
+func recentSlot(view, zone, proto, source string, qtype uint16, rcode int) uint {
+	h := uint64(uintptr(unsafe.Pointer(unsafe.StringData(zone))))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(unsafe.StringData(source))))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(unsafe.StringData(proto))))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(unsafe.StringData(view))))
+	h = h*31 + uint64(qtype)<<8 + uint64(rcode)
+	return uint((h * 0x9e3779b97f4a7c15) >> 56) // the top 8 bits: recentSlots
 }
 
 // Dropped records a query that got no response on purpose; reason is one

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,45 @@ func TestQueryCounts(t *testing.T) {
 	}
 	if !strings.Contains(DefaultView, "default") {
 		t.Fatal("default view label")
+	}
+}
+
+// Series are found by the strings' contents: the same zone name stored
+// twice counts in one series; more tuples than the recent-entry slots
+// (colliding there all the time) are each counted exactly; and types or
+// codes without a name, however many, add one entry, not one each.
+func TestQuerySeriesByContent(t *testing.T) {
+	m := New("test", "none")
+	zones := make([]string, 600)
+	for i := range zones {
+		zones[i] = fmt.Sprintf("z%d.internal.", i)
+	}
+	for round := range 3 {
+		for i, z := range zones {
+			if round == 1 {
+				z = strings.Clone(z)
+			}
+			m.Query("", z, "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
+			if i%100 == 0 {
+				m.Query("", z, "udp", uint16(60000+i+round), 3000+i+round, "hosts", time.Millisecond)
+			}
+		}
+	}
+	for _, i := range []int{0, 1, 299, 599} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("default", zones[i], "udp", "A")); got != 3 {
+			t.Errorf("requests{%s,A} = %v, want 3", zones[i], got)
+		}
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("default", "z100.internal.", "udp", Other)); got != 3 {
+		t.Errorf("requests{z100,other} = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(m.responses.WithLabelValues("default", "z100.internal.", Other, "hosts")); got != 3 {
+		t.Errorf("responses{z100,other} = %v, want 3", got)
+	}
+	n := 0
+	m.queries.Range(func(any, any) bool { n++; return true })
+	if n != len(zones)+len(zones)/100 {
+		t.Errorf("%d entries for %d zones, %d of them with unnamed types and codes", n, len(zones), len(zones)/100)
 	}
 }
 
