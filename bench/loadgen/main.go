@@ -1,16 +1,20 @@
 //go:build linux
 
-// Command loadgen sends UDP DNS queries to one server and reports what it
+// Command loadgen sends DNS queries to one server and reports what it
 // measured on one line. It is the load side of bench/run.sh and
 // bench/peers.sh; it only ever targets the address it is given (loopback).
 //
 // Two modes:
 //   - saturation (default): several sockets each keep a window of queries in
 //     flight for a fixed time; it reports answers per second and, given the
-//     server's pid, the server's CPU time per answer (from /proc/PID/stat);
-//   - fixed rate (-rate N): N queries per second from one socket, whatever
-//     the answers do (an open loop), and the latency percentiles of the
-//     answers; queries unanswered after a second count as lost.
+//     server's pid, the server's CPU time per answer (from /proc/PID/stat).
+//     Over UDP (the default) or, with -proto tcp or tls, over TCP or DNS
+//     over TLS connections with pipelined queries: the answers of each read
+//     release as many new queries, written together (one TLS record), as
+//     a forwarder sends the queries its clients asked meanwhile;
+//   - fixed rate (-rate N, UDP): N queries per second from one socket,
+//     whatever the answers do (an open loop), and the latency percentiles
+//     of the answers; queries unanswered after a second count as lost.
 //
 // The queries are one name (-name, -type) or a file of "name type" lines
 // (-queries, the format of dnsperf's data files), sent in turn.
@@ -19,6 +23,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -40,7 +45,8 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:5353", "server address (UDP)")
+	addr := flag.String("addr", "127.0.0.1:5353", "server address")
+	proto := flag.String("proto", "udp", "udp, tcp or tls (DNS over TLS; the certificate is not checked) in saturation mode")
 	name := flag.String("name", "db.example.internal.", "query name (without -queries)")
 	qtype := flag.String("type", "A", "query type (without -queries)")
 	queries := flag.String("queries", "", `file of "name type" lines to send in turn (dnsperf's format); overrides -name and -type`)
@@ -68,7 +74,13 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	if *proto != "udp" && *proto != "tcp" && *proto != "tls" {
+		fatal(fmt.Errorf("-proto %q: want udp, tcp or tls", *proto))
+	}
 	if *rate > 0 {
+		if *proto != "udp" {
+			fatal(errors.New("-rate: UDP only"))
+		}
 		conn, err := net.Dial("udp", *addr)
 		if err != nil {
 			fatal(err)
@@ -79,7 +91,7 @@ func main() {
 		fmt.Println(fixedRate(conn.(*net.UDPConn), qs, *rate, *dur, *label))
 		return
 	}
-	fmt.Println(saturate(*addr, qs, *conns, *window, *passes, *dur, *pid, *label))
+	fmt.Println(saturate(*addr, *proto, qs, *conns, *window, *passes, *dur, *pid, *label))
 }
 
 func fatal(err error) {
@@ -160,14 +172,14 @@ func (c *counts) String() string {
 	return fmt.Sprintf("answers=%d nodata=%d nxdomain=%d bad=%d", c.answered(), c[kindNoData].Load(), c[kindNX].Load(), c[kindBad].Load())
 }
 
-func saturate(addr string, qs [][]byte, conns, window, passes int, dur time.Duration, pid int, label string) string {
+func saturate(addr, proto string, qs [][]byte, conns, window, passes int, dur time.Duration, pid int, label string) string {
 	var got counts
 	var counting atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	answered := make([]atomic.Int64, conns)
 	for c := 0; c < conns; c++ {
-		conn, err := net.Dial("udp", addr)
+		conn, err := dial(proto, addr)
 		if err != nil {
 			fatal(err)
 		}
@@ -175,7 +187,26 @@ func saturate(addr string, qs [][]byte, conns, window, passes int, dur time.Dura
 		go func(conn net.Conn, first int, answered *atomic.Int64) {
 			defer wg.Done()
 			defer conn.Close()
-			run(ctx, conn, qs, first, window, &got, &counting, answered)
+			if proto == "udp" {
+				run(ctx, conn, qs, first, window, &got, &counting, answered)
+				return
+			}
+			// A server may close a connection after so many queries
+			// (a miekg/dns server does after 128 unless told otherwise): the
+			// generator connects again, as dnsperf does.
+			next := first
+			for ctx.Err() == nil {
+				next = runStream(ctx, conn, qs, next, window, &got, &counting, answered)
+				conn.Close()
+				if ctx.Err() != nil {
+					return
+				}
+				c, err := dial(proto, addr)
+				if err != nil {
+					fatal(err)
+				}
+				conn = c
+			}
 		}(conn, c*len(qs)/conns, &answered[c])
 	}
 	warm := time.Now()
@@ -268,6 +299,91 @@ func run(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got
 		answered.Add(int64(good))
 		send(n)
 	}
+}
+
+// dial connects to addr over proto: udp, tcp, or tls (DNS over TLS). The
+// server's certificate is not checked: the generator only ever talks to a
+// server of the benchmark on loopback, with a certificate made for the run.
+func dial(proto, addr string) (net.Conn, error) {
+	switch proto {
+	case "tcp":
+		return net.Dial("tcp", addr)
+	case "tls":
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	return net.Dial("udp", addr)
+}
+
+// runStream keeps window queries in flight on a TCP or TLS connection
+// until ctx is done or the connection fails or closes: every complete
+// answer a read brings releases one query, and the released queries go
+// out together in one write (over TLS, one record). A server that stops
+// answering leaves the window short: the generator measures answers, not
+// retries. Queries are taken in turn from qs, starting at first; it
+// returns where the next connection is to go on. answered counts the
+// answers that are not kindBad.
+func runStream(ctx context.Context, conn net.Conn, qs [][]byte, first, window int, got *counts, counting *atomic.Bool, answered *atomic.Int64) (next int) {
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
+	defer stop()
+	var id uint16
+	next = first
+	var out []byte
+	send := func(n int) error {
+		out = out[:0]
+		for range n {
+			id++
+			q := qs[next%len(qs)]
+			next++
+			out = binary.BigEndian.AppendUint16(out, uint16(len(q)))
+			at := len(out)
+			out = append(out, q...)
+			binary.BigEndian.PutUint16(out[at:], id)
+		}
+		_, err := conn.Write(out)
+		return err
+	}
+	if send(window) != nil {
+		return next
+	}
+	buf := make([]byte, 64<<10)
+	have := 0
+	for ctx.Err() == nil {
+		n, err := conn.Read(buf[have:])
+		if err != nil {
+			return next
+		}
+		have += n
+		off, done, good := 0, 0, int64(0)
+		count := counting.Load()
+		for have-off >= 2 {
+			l := int(binary.BigEndian.Uint16(buf[off:]))
+			if have-off < 2+l {
+				if 2+l > len(buf) { // a larger answer than the buffer
+					buf = append(buf, make([]byte, 2+l-len(buf))...)
+				}
+				break
+			}
+			k := classify(buf[off+2 : off+2+l])
+			if count {
+				got[k].Add(1)
+			}
+			if k != kindBad {
+				good++
+			}
+			off += 2 + l
+			done++
+		}
+		have = copy(buf, buf[off:have])
+		answered.Add(good)
+		if done > 0 && send(done) != nil {
+			return next
+		}
+	}
+	return next
 }
 
 // skip is how many of the queries owed (due - sent) a paced generator

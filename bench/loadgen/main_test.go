@@ -3,8 +3,11 @@
 package main
 
 import (
+	"crypto/tls"
+	"encoding/binary"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/testpki"
 )
 
 func TestParseQueries(t *testing.T) {
@@ -253,7 +258,7 @@ func TestWarmPasses(t *testing.T) {
 	}
 	const passes = 12
 	start := time.Now()
-	line := saturate(pc.LocalAddr().String(), qs, 4, 4, passes, 0, 0, "t")
+	line := saturate(pc.LocalAddr().String(), "udp", qs, 4, 4, passes, 0, 0, "t")
 	took := time.Since(start)
 	mu.Lock()
 	defer mu.Unlock()
@@ -273,4 +278,131 @@ func TestWarmPasses(t *testing.T) {
 	if !strings.Contains(line, "warmup=") || took < time.Second {
 		t.Errorf("warm-up took %v: %s", took, line)
 	}
+}
+
+// Over TCP, the queries an answer read releases go out together, and no
+// more than the window is ever in flight: a server that reads the stream
+// sees several queries per read, never more than the window, and every
+// answer it gives is counted.
+func TestStreamPipelined(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	most, answers := 0, 0
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				have := 0
+				for {
+					n, err := c.Read(buf[have:])
+					if err != nil {
+						return
+					}
+					have += n
+					var out []byte
+					off, msgs := 0, 0
+					for have-off >= 2 {
+						l := int(binary.BigEndian.Uint16(buf[off:]))
+						if have-off < 2+l {
+							break
+						}
+						q := new(dns.Msg)
+						if err := q.Unpack(buf[off+2 : off+2+l]); err != nil {
+							return
+						}
+						b, _ := new(dns.Msg).SetRcode(q, dns.RcodeNameError).Pack()
+						out = binary.BigEndian.AppendUint16(out, uint16(len(b)))
+						out = append(out, b...)
+						off += 2 + l
+						msgs++
+					}
+					have = copy(buf, buf[off:have])
+					mu.Lock()
+					most, answers = max(most, msgs), answers+msgs
+					mu.Unlock()
+					time.Sleep(100 * time.Microsecond) // let the client's next queries queue up
+					if _, err := c.Write(out); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	qs, err := parseQueries(strings.NewReader("a.example\nb.example\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 8
+	line := saturate(l.Addr().String(), "tcp", qs, 2, window, 0, 300*time.Millisecond, 0, "t")
+	kv := fields(t, line)
+	mu.Lock()
+	defer mu.Unlock()
+	if kv["answers"] == 0 || kv["bad"] != 0 || kv["nxdomain"] != kv["answers"] {
+		t.Errorf("want NXDOMAIN answers only: %s", line)
+	}
+	if kv["answers"] > float64(answers) {
+		t.Errorf("%v answers counted, the server gave %d", kv["answers"], answers)
+	}
+	if most < 2 || most > window {
+		t.Errorf("at most %d queries in one read, want 2..%d", most, window)
+	}
+}
+
+// Over DNS over TLS the same generator answers are counted, and a server
+// failing every query is counted as failing.
+func TestStreamTLS(t *testing.T) {
+	_, leaf := testpki.Server(t, "127.0.0.1")
+	for _, rcode := range []int{dns.RcodeSuccess, dns.RcodeServerFailure} {
+		l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &dns.Server{Listener: l, Net: "tcp-tls", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg).SetRcode(r, rcode)
+			if rcode == dns.RcodeSuccess {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(10, 0, 0, 1)})
+			}
+			_ = w.WriteMsg(m)
+		})}
+		go func() { _ = srv.ActivateAndServe() }()
+		qs, err := parseQueries(strings.NewReader("a.example\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := fields(t, saturate(l.Addr().String(), "tls", qs, 2, 4, 0, 200*time.Millisecond, 0, "t"))
+		_ = srv.Shutdown()
+		if rcode == dns.RcodeSuccess && (kv["answers"] == 0 || kv["bad"] != 0) {
+			t.Errorf("NOERROR server: %v", kv)
+		}
+		if rcode == dns.RcodeServerFailure && (kv["answers"] != 0 || kv["bad"] == 0) {
+			t.Errorf("SERVFAIL server: %v", kv)
+		}
+	}
+}
+
+// fields reads the key=value numbers of a result line.
+func fields(t *testing.T, line string) map[string]float64 {
+	t.Helper()
+	kv := map[string]float64{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "s"), 64)
+		if err != nil {
+			t.Fatalf("%s in %q", f, line)
+		}
+		kv[k] = x
+	}
+	return kv
 }

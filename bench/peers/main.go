@@ -8,7 +8,9 @@
 // CPU 1; the servers' order rotates from run to run. For every server and
 // scenario it measures, at saturation, the server's CPU time per answered
 // query (utime+stime from /proc/PID/stat ÷ answers) and the answers per
-// second, once under dnsperf and once under bench/loadgen; then the p50/p99
+// second, once under dnsperf and once under bench/loadgen (over TCP and
+// DoT it writes the queries each read of answers releases together, where
+// dnsperf writes each on its own); then, over UDP, the p50/p99
 // latency at a fixed rate (bench/loadgen -rate) and the p99 at half the
 // server's own loadgen peak and at one common rate for all — by default
 // half of unbound's peak (a lost query ranks after every answer); its VmRSS
@@ -308,14 +310,22 @@ func (e *env) measure(sc *scenario, srv string, common int) sample {
 			s.Problems = append(s.Problems, err.Error())
 		}
 	}
-	if sc.transport == "udp" {
-		if kv, err := e.loadgen(sc, target, pid); err != nil {
-			s.Problems = append(s.Problems, err.Error())
-		} else {
-			s.GenQPS, s.GenCPU = kv["qps"], kv["cpu_per_answer_us"]
-			if bad := kv["bad"]; bad > 0.001*kv["answers"] {
-				s.Problems = append(s.Problems, fmt.Sprintf("loadgen: %.0f failed answers (SERVFAIL, REFUSED, ...) of %.0f", bad, kv["answers"]+bad))
-			}
+	// bench/loadgen at saturation: over TCP and DoT with dnsperf's four
+	// connections of 25 queries in flight, but writing the queries an
+	// answer read releases together (dnsperf writes each on its own).
+	var gen []string
+	switch sc.transport {
+	case "tcp":
+		gen = []string{"-proto", "tcp", "-conns", "4", "-window", "25"}
+	case "dot":
+		gen = []string{"-proto", "tls", "-conns", "4", "-window", "25"}
+	}
+	if kv, err := e.loadgen(sc, target, pid, gen...); err != nil {
+		s.Problems = append(s.Problems, err.Error())
+	} else {
+		s.GenQPS, s.GenCPU = kv["qps"], kv["cpu_per_answer_us"]
+		if bad := kv["bad"]; bad > 0.001*kv["answers"] {
+			s.Problems = append(s.Problems, fmt.Sprintf("loadgen: %.0f failed answers (SERVFAIL, REFUSED, ...) of %.0f", bad, kv["answers"]+bad))
 		}
 	}
 	s.Loaded = stopWatch()
