@@ -62,6 +62,9 @@ type Backend struct {
 	views map[uint32]*view // by TTL, never empty
 	files []*hostsFile
 	seed  maphash.Seed
+	// pacing: how a reload gives way to the server on one processor (see
+	// pacer); tests count its sleeps (under mu).
+	pacing *pacing
 
 	watcher   *fsnotify.Watcher
 	stop      chan struct{}
@@ -103,6 +106,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		ttl:     pipeline.TTLSeconds(ttl),
 		serials: serials,
 		seed:    maphash.MakeSeed(),
+		pacing:  &pacing{sleep: time.Sleep},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -132,7 +136,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		dirs[f.dir] = true
 	}
 	b.views = map[uint32]*view{b.ttl: {ttl: b.ttl}}
-	b.publish(0)
+	b.publish(0, nil)
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -205,15 +209,16 @@ func (b *Backend) defaultView() *view {
 // publish indexes the files' data once, gives every view its records
 // with its TTL and stores each with one new serial from the serial clock:
 // at least max(prev+1, now), and larger than any serial another source or
-// Source took before from the same clock. Caller holds mu (or owns b,
-// before OpenBackend returns).
-func (b *Backend) publish(prev uint32) *snapshot {
+// Source took before from the same clock. pace: a reload's, which gives
+// way to the server on one processor (see pacer). Caller holds mu (or
+// owns b, before OpenBackend returns).
+func (b *Backend) publish(prev uint32, pace *pacing) *snapshot {
 	serial := max(b.serials.Next(), prev+1)
 	segs := make([]*fileData, 0, len(b.files))
 	for _, f := range b.files {
 		segs = append(segs, f.data...)
 	}
-	ix := buildIndex(segs)
+	ix := buildIndexPaced(segs, pace)
 	var last *snapshot
 	for _, v := range b.views {
 		last = b.store(v, ix, serial)
@@ -415,7 +420,7 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 		return
 	}
 	start := time.Now()
-	snap := b.publish(b.defaultView().cur.Load().serial)
+	snap := b.publish(b.defaultView().cur.Load().serial, b.pacing) // a reload: paced
 	b.logger.Info("hosts data reloaded", "records", snap.ix.records, "files", len(b.files),
 		"serial", snap.serial, "duration", time.Since(start))
 }
@@ -435,7 +440,7 @@ func (b *Backend) unreadable(f *hostsFile, err error) bool {
 // that cannot be read keeps its last good data; that is logged once until
 // the file is readable again.
 func (b *Backend) reread(f *hostsFile) bool {
-	sc, err := scanHosts(f.path, b.seed)
+	sc, err := rescanHosts(f.path, b.seed, b.pacing) // a reload: paced
 	if err != nil {
 		return b.unreadable(f, err)
 	}

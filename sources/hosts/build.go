@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"net/netip"
+	"runtime"
 	"sync"
 )
 
@@ -18,8 +19,11 @@ const dedupScan = 8
 
 // buildIndex indexes the pairs of segs, in order. The index refers to
 // segs' data, which must not change afterwards.
-func buildIndex(segs []*fileData) *index {
-	ix := &index{seed: maphash.MakeSeed()}
+func buildIndex(segs []*fileData) *index { return buildIndexPaced(segs, nil) }
+
+// buildIndexPaced is buildIndex for a reload when pace is set (see pacer).
+func buildIndexPaced(segs []*fileData, pace *pacing) *index {
+	ix := &index{seed: maphash.MakeSeed(), pace: pace}
 	ix.rseed = maphash.String(ix.seed, "reverse")
 	for _, d := range segs {
 		if len(d.entries) == 0 {
@@ -36,7 +40,10 @@ func buildIndex(segs []*fileData) *index {
 		return ix
 	}
 	var fwd, rev int
-	if ix.n < parallelMin {
+	// One processor: one after the other (at once they would only take
+	// turns, and a reload's pacing sleep in one would hand the processor
+	// to the other instead of to the network poller).
+	if ix.n < parallelMin || runtime.GOMAXPROCS(0) == 1 {
 		fwd, rev = ix.buildFwd(), ix.buildRev()
 	} else {
 		var wg sync.WaitGroup
@@ -208,7 +215,9 @@ func (ix *index) buildFwd() int {
 		}
 		return 0
 	}
+	pc := newPacer(ix.pace)
 	ix.warmFwd = ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
+		pc.pace()
 		grow()
 		i := findPair(d, e, h)
 		v := ix.fwd[i]
@@ -331,7 +340,9 @@ func (ix *index) buildRev() int {
 		}
 		return 0
 	}
+	pc := newPacer(ix.pace)
 	ix.warmRev = ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
+		pc.pace()
 		if d.label(e) == "*" { // a wildcard
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -239,9 +240,15 @@ func parseData(path string, data []byte, logger *slog.Logger) fileParts {
 // parseDataFrom is parseData with halves parsed at once from size
 // parallel on.
 func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) fileParts {
+	return parseDataPaced(path, data, logger, parallel, nil)
+}
+
+// parseDataPaced is parseDataFrom for a reload when pace is set (see
+// pacer).
+func parseDataPaced(path string, data []byte, logger *slog.Logger, parallel int, pace *pacing) fileParts {
 	part := func(data []byte, first int) partFunc {
 		return func() (*fileData, []badLine, error) {
-			d, bad := parsePart(data, first)
+			d, bad := parsePart(data, first, pace)
 			return d, bad, nil
 		}
 	}
@@ -269,6 +276,19 @@ func parseParts(path string, logger *slog.Logger, first, second partFunc) (fileP
 		}
 		logBad(path, fileParts{d}, bad, logger)
 		return fileParts{d}, nil
+	}
+	if runtime.GOMAXPROCS(0) == 1 { // one after the other: see buildIndexPaced
+		d1, bad1, err := first()
+		if err != nil {
+			return nil, err
+		}
+		d2, bad2, err := second()
+		if err != nil {
+			return nil, err
+		}
+		parts := fileParts{d1, d2}
+		logBad(path, parts, append(bad1, bad2...), logger)
+		return parts, nil
 	}
 	var (
 		d2   *fileData
@@ -304,8 +324,8 @@ func logBad(path string, parts fileParts, bad []badLine, logger *slog.Logger) {
 
 // parsePart parses lines numbered from first on. It returns the first
 // maxBadLinesLogged bad lines (d.bad counts them all).
-func parsePart(data []byte, first int) (*fileData, []badLine) {
-	p := newPartParser(first, bytes.Count(data, []byte{'\n'})+1, len(data))
+func parsePart(data []byte, first int, pace *pacing) (*fileData, []badLine) {
+	p := newPartParser(first, bytes.Count(data, []byte{'\n'})+1, len(data), pace)
 	p.lines(data)
 	return p.done()
 }
@@ -318,12 +338,13 @@ type partParser struct {
 	arena  []byte
 	spans  []span
 	bad    []badLine // the first maxBadLinesLogged
+	pc     pacer
 }
 
 // newPartParser parses lines numbered from first on, sized for about
-// lines lines of size bytes.
-func newPartParser(first, lines, size int) *partParser {
-	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4)}
+// lines lines of size bytes, pacing itself when pace is set (a reload's).
+func newPartParser(first, lines, size int, pace *pacing) *partParser {
+	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4), pc: newPacer(pace)}
 }
 
 // lines parses data: whole lines, the last one ending the part when it
@@ -337,6 +358,7 @@ func (p *partParser) lines(data []byte) {
 		} else {
 			data = nil
 		}
+		p.pc.pace()
 		lineNo := p.lineNo
 		p.lineNo++
 		addr, a, s, kind, field := parseLine(line, p.arena[:0], p.spans[:0])

@@ -203,7 +203,7 @@ func FuzzParseFile(f *testing.F) {
 		}
 		checkIndex(t, buildIndex(halves), got)
 		// Read a few bytes at a time, as a large file is.
-		sd, _, err := parseStream(bytes.NewReader(data), 1, 1, int64(len(data)), 5)
+		sd, _, err := parseStream(bytes.NewReader(data), 1, 1, int64(len(data)), 5, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

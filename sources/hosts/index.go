@@ -69,6 +69,9 @@ type index struct {
 	// wild: some name's first label is "*" (a wildcard, matched by the
 	// pipeline). Wildcard names have no PTR record.
 	wild bool
+	// pace: the build is a reload's, which gives way to the server on one
+	// processor (see pacer).
+	pace *pacing
 }
 
 // entFlag marks a slot value that is an empty non-terminal.
@@ -338,7 +341,7 @@ func (ix *index) prebuild(ttl uint32, abort func() bool) *prebuilt {
 		if i%1024 != 0 || abort == nil {
 			return false
 		}
-		time.Sleep(100 * time.Microsecond) // in the background: the server goes first
+		time.Sleep(paceSleep) // in the background: the server goes first (see pacer)
 		return abort()
 	}
 	for i, v := range ix.fwd {

@@ -24,9 +24,10 @@ const readChunk = 1 << 20
 type scan struct {
 	f        *os.File
 	info     os.FileInfo
-	chunk    int    // bytes read at a time
-	parallel int64  // the size from which a file is parsed in halves
-	sum      uint64 // the content's maphash, as maphash.Bytes over all of it
+	chunk    int     // bytes read at a time
+	parallel int64   // the size from which a file is parsed in halves
+	pace     *pacing // a reload's: see pacer
+	sum      uint64  // the content's maphash, as maphash.Bytes over all of it
 	size     int64
 	// data is the whole content when it fits in one chunk, else nil.
 	data []byte
@@ -45,17 +46,27 @@ var errTooLarge = fmt.Errorf("larger than %d bytes", maxFileSize)
 // scanHosts opens path (a regular file: see fsutil.Open) and reads it
 // once. The caller must close the scan.
 func scanHosts(path string, seed maphash.Seed) (*scan, error) {
-	return scanFile(path, seed, readChunk, parallelParseMin)
+	return scanFilePaced(path, seed, readChunk, parallelParseMin, nil)
+}
+
+// rescanHosts is scanHosts for a reload, which gives way to the server on
+// one processor as it reads and parses (see pacer).
+func rescanHosts(path string, seed maphash.Seed, pg *pacing) (*scan, error) {
+	return scanFilePaced(path, seed, readChunk, parallelParseMin, pg)
 }
 
 // scanFile is scanHosts reading chunk bytes at a time, cutting files of
 // parallel bytes or more in halves.
 func scanFile(path string, seed maphash.Seed, chunk int, parallel int64) (*scan, error) {
+	return scanFilePaced(path, seed, chunk, parallel, nil)
+}
+
+func scanFilePaced(path string, seed maphash.Seed, chunk int, parallel int64, pace *pacing) (*scan, error) {
 	f, info, err := fsutil.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &scan{f: f, info: info, chunk: chunk, parallel: parallel}
+	s := &scan{f: f, info: info, chunk: chunk, parallel: parallel, pace: pace}
 	if err := s.read(seed); err != nil {
 		f.Close()
 		return nil, err
@@ -77,7 +88,9 @@ func (s *scan) read(seed maphash.Seed) error {
 	// a whole chunk.
 	buf := make([]byte, min(int64(s.chunk), max(s.info.Size()+1, 64<<10)))
 	var last byte // the file's last byte
+	pc := newPacer(s.pace)
 	for {
+		pc.check()
 		n, err := io.ReadFull(s.f, buf)
 		chunk := buf[:n]
 		end := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
@@ -120,11 +133,11 @@ func (s *scan) read(seed maphash.Seed) error {
 // halves at once when it has them. An error is a failed read.
 func (s *scan) parse(path string, logger *slog.Logger) (fileParts, error) {
 	if s.data != nil {
-		return parseDataFrom(path, s.data, logger, int(s.parallel)), nil
+		return parseDataPaced(path, s.data, logger, int(s.parallel), s.pace), nil
 	}
 	part := func(off, n int64, first, lines int) partFunc {
 		return func() (*fileData, []badLine, error) {
-			return parseStream(io.NewSectionReader(s.f, off, n), first, lines, n, s.chunk)
+			return parseStream(io.NewSectionReader(s.f, off, n), first, lines, n, s.chunk, s.pace)
 		}
 	}
 	if s.cut > 0 {
@@ -140,8 +153,8 @@ func (s *scan) close() { s.f.Close() }
 // parseStream parses r chunk bytes at a time: lines numbered from first
 // on, about lines of them in size bytes. The file may have changed since
 // it was scanned: what r has is parsed (the change's event follows).
-func parseStream(r io.Reader, first, lines int, size int64, chunk int) (*fileData, []badLine, error) {
-	p := newPartParser(first, lines, int(size))
+func parseStream(r io.Reader, first, lines int, size int64, chunk int, pace *pacing) (*fileData, []badLine, error) {
+	p := newPartParser(first, lines, int(size), pace)
 	buf := make([]byte, min(int64(chunk), size+1))
 	carry := 0 // the start of a line that the last chunk cut
 	for {
