@@ -266,8 +266,8 @@ func parseDataPaced(path string, data []byte, logger *slog.Logger, parallel int,
 // maxBadLinesLogged bad lines, or the error that stopped it reading.
 type partFunc func() (*fileData, []badLine, error)
 
-// parseParts parses a file in one part, or in two at once when second is
-// not nil, and logs its bad lines.
+// parseParts parses a file in one part, or in two when second is not nil
+// (at once with two processors or more), and logs its bad lines.
 func parseParts(path string, logger *slog.Logger, first, second partFunc) (fileParts, error) {
 	if second == nil {
 		d, bad, err := first()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -23,7 +24,12 @@ func TestBadLinesLogged(t *testing.T) {
 			fmt.Fprintf(&sb, "10.0.0.%d host%d.example.\n", i, i)
 		}
 	}
-	for _, parallel := range []int{1 << 30, 0} {
+	// Halves (parallel from 0) are parsed at once, or one after the
+	// other with one processor.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, run := range []struct{ parallel, procs int }{{1 << 30, 2}, {0, 2}, {0, 1}} {
+		parallel := run.parallel
+		runtime.GOMAXPROCS(run.procs)
 		var logs bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
 		parts := parseDataFrom("f.hosts", []byte(sb.String()), logger, parallel)
