@@ -161,7 +161,7 @@ func (s *Server) reuse(sc *scratch, k *answerKey, q *dns.Msg, obs *Observation, 
 	c := s.answers
 	var e *keptAnswer
 	if n := sc.q.entry; n != nil {
-		if x := n.kept[k.qtype&1].Load(); x != nil && x.key == *k {
+		if x := n.keptFor(k.qtype).Load(); x != nil && x.key == *k {
 			e = x
 		}
 	}
@@ -232,7 +232,7 @@ func (s *Server) keep(sc *scratch, k *answerKey, r *pipeline.Response, out []byt
 				}
 				x.until.Store(until)
 				if n := x.name; n != nil && n == sc.q.entry {
-					n.kept[k.qtype&1].Store(x)
+					n.keptFor(k.qtype).Store(x)
 				}
 				return
 			}
@@ -267,10 +267,10 @@ func (s *Server) keep(sc *scratch, k *answerKey, r *pipeline.Response, out []byt
 		}
 	}
 	if old := set[way].Swap(e); old != nil && old.name != nil {
-		old.name.kept[old.key.qtype&1].CompareAndSwap(old, nil)
+		old.name.keptFor(old.key.qtype).CompareAndSwap(old, nil)
 	}
 	if e.name != nil {
-		e.name.kept[k.qtype&1].Store(e)
+		e.name.keptFor(k.qtype).Store(e)
 	}
 }
 

@@ -76,6 +76,9 @@ type internedName struct {
 	kept [2]atomic.Pointer[keptAnswer]
 }
 
+// keptFor is where the answer kept for this name and qtype is pointed at.
+func (n *internedName) keptFor(qtype uint16) *atomic.Pointer[keptAnswer] { return &n.kept[qtype&1] }
+
 func newNameTable() *nameTable { return &nameTable{seed: maphash.MakeSeed()} }
 
 // parseQuery fills sc.q.msg from in. It reports false when miekg/dns
