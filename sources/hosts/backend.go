@@ -122,7 +122,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		}
 		seen[abs] = true
 		f := &hostsFile{path: abs, dir: filepath.Dir(abs), base: filepath.Base(abs)}
-		sc, err := scanHosts(abs, b.seed)
+		sc, err := scanHosts(abs, b.seed, nil) // the start: not paced
 		if err != nil {
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
@@ -218,7 +218,7 @@ func (b *Backend) publish(prev uint32, pace *pacing) *snapshot {
 	for _, f := range b.files {
 		segs = append(segs, f.data...)
 	}
-	ix := buildIndexPaced(segs, pace)
+	ix := buildIndex(segs, pace)
 	var last *snapshot
 	for _, v := range b.views {
 		last = b.store(v, ix, serial)
@@ -440,7 +440,7 @@ func (b *Backend) unreadable(f *hostsFile, err error) bool {
 // that cannot be read keeps its last good data; that is logged once until
 // the file is readable again.
 func (b *Backend) reread(f *hostsFile) bool {
-	sc, err := rescanHosts(f.path, b.seed, b.pacing) // a reload: paced
+	sc, err := scanHosts(f.path, b.seed, b.pacing) // a reload: paced
 	if err != nil {
 		return b.unreadable(f, err)
 	}

@@ -17,12 +17,10 @@ const parallelMin = 20000
 // set.
 const dedupScan = 8
 
-// buildIndex indexes the pairs of segs, in order. The index refers to
-// segs' data, which must not change afterwards.
-func buildIndex(segs []*fileData) *index { return buildIndexPaced(segs, nil) }
-
-// buildIndexPaced is buildIndex for a reload when pace is set (see pacer).
-func buildIndexPaced(segs []*fileData, pace *pacing) *index {
+// buildIndex indexes the pairs of segs, in order, pacing itself when pace
+// is set (a reload's: see pacer). The index refers to segs' data, which
+// must not change afterwards.
+func buildIndex(segs []*fileData, pace *pacing) *index {
 	ix := &index{seed: maphash.MakeSeed(), pace: pace}
 	ix.rseed = maphash.String(ix.seed, "reverse")
 	for _, d := range segs {

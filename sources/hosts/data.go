@@ -234,18 +234,12 @@ type badLine struct {
 // FILE:LINE (the first maxBadLinesLogged of them, then a count). A large
 // file is parsed in two halves at once.
 func parseData(path string, data []byte, logger *slog.Logger) fileParts {
-	return parseDataFrom(path, data, logger, parallelParseMin)
+	return parseDataFrom(path, data, logger, parallelParseMin, nil)
 }
 
 // parseDataFrom is parseData with halves parsed at once from size
-// parallel on.
-func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int) fileParts {
-	return parseDataPaced(path, data, logger, parallel, nil)
-}
-
-// parseDataPaced is parseDataFrom for a reload when pace is set (see
-// pacer).
-func parseDataPaced(path string, data []byte, logger *slog.Logger, parallel int, pace *pacing) fileParts {
+// parallel on, pacing itself when pace is set (a reload's: see pacer).
+func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int, pace *pacing) fileParts {
 	part := func(data []byte, first int) partFunc {
 		return func() (*fileData, []badLine, error) {
 			d, bad := parsePart(data, first, pace)
@@ -277,29 +271,21 @@ func parseParts(path string, logger *slog.Logger, first, second partFunc) (fileP
 		logBad(path, fileParts{d}, bad, logger)
 		return fileParts{d}, nil
 	}
-	if runtime.GOMAXPROCS(0) == 1 { // one after the other: see buildIndexPaced
-		d1, bad1, err := first()
-		if err != nil {
-			return nil, err
-		}
-		d2, bad2, err := second()
-		if err != nil {
-			return nil, err
-		}
-		parts := fileParts{d1, d2}
-		logBad(path, parts, append(bad1, bad2...), logger)
-		return parts, nil
-	}
 	var (
 		d2   *fileData
 		bad2 []badLine
 		err2 error
 	)
 	done := make(chan struct{})
-	go func() {
+	parseSecond := func() {
 		defer close(done)
 		d2, bad2, err2 = second()
-	}()
+	}
+	if runtime.GOMAXPROCS(0) == 1 {
+		parseSecond() // one after the other: see buildIndex
+	} else {
+		go parseSecond()
+	}
 	d1, bad1, err1 := first()
 	<-done
 	if err := cmp.Or(err1, err2); err != nil {

@@ -195,13 +195,13 @@ func FuzzParseFile(f *testing.F) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("parseData: %v\nline by line: %v", got, want)
 		}
-		checkIndex(t, buildIndex(parts), got)
+		checkIndex(t, buildIndex(parts, nil), got)
 		// Parsed in two halves at once: the same pairs, the same index.
-		halves := parseDataFrom("fuzz.hosts", data, logger, 0)
+		halves := parseDataFrom("fuzz.hosts", data, logger, 0, nil)
 		if split := partsPairs(halves); !slices.Equal(split, got) || halves.bad() != d.bad {
 			t.Fatalf("parsed in halves: %v (%d bad)\nwhole: %v (%d bad)", split, halves.bad(), got, d.bad)
 		}
-		checkIndex(t, buildIndex(halves), got)
+		checkIndex(t, buildIndex(halves, nil), got)
 		// Read a few bytes at a time, as a large file is.
 		sd, _, err := parseStream(bytes.NewReader(data), 1, 1, int64(len(data)), 5, nil)
 		if err != nil {
@@ -215,7 +215,7 @@ func FuzzParseFile(f *testing.F) {
 			half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
 			d1 := parseData("1.hosts", data[:half], logger)
 			d2 := parseData("2.hosts", data[half:], logger)
-			checkIndex(t, buildIndex(slices.Concat(d1, fileParts{{}}, d2)), got)
+			checkIndex(t, buildIndex(slices.Concat(d1, fileParts{{}}, d2), nil), got)
 		}
 	})
 }

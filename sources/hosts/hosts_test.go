@@ -444,7 +444,7 @@ func TestRecordsBuiltInTheBackground(t *testing.T) {
 	for i := range 60000 {
 		fmt.Fprintf(&sb, "10.%d.%d.%d h%d.example.internal\n", i>>16, i>>8&255, i&255, i)
 	}
-	big := buildIndex(parseData("big", []byte(sb.String()), slog.New(slog.DiscardHandler)))
+	big := buildIndex(parseData("big", []byte(sb.String()), slog.New(slog.DiscardHandler)), nil)
 	builds := b.built.Load()
 	b.mu.Lock()
 	for i := range 20 {

@@ -32,7 +32,7 @@ func TestBadLinesLogged(t *testing.T) {
 		runtime.GOMAXPROCS(run.procs)
 		var logs bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
-		parts := parseDataFrom("f.hosts", []byte(sb.String()), logger, parallel)
+		parts := parseDataFrom("f.hosts", []byte(sb.String()), logger, parallel, nil)
 		if parts.pairs() != 30 || parts.bad() != 30 {
 			t.Fatalf("parallel from %d: %d pairs, %d bad; want 30, 30", parallel, parts.pairs(), parts.bad())
 		}

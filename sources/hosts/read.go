@@ -44,24 +44,15 @@ type scan struct {
 var errTooLarge = fmt.Errorf("larger than %d bytes", maxFileSize)
 
 // scanHosts opens path (a regular file: see fsutil.Open) and reads it
-// once. The caller must close the scan.
-func scanHosts(path string, seed maphash.Seed) (*scan, error) {
-	return scanFilePaced(path, seed, readChunk, parallelParseMin, nil)
-}
-
-// rescanHosts is scanHosts for a reload, which gives way to the server on
-// one processor as it reads and parses (see pacer).
-func rescanHosts(path string, seed maphash.Seed, pg *pacing) (*scan, error) {
-	return scanFilePaced(path, seed, readChunk, parallelParseMin, pg)
+// once, pacing itself when pace is set (a reload's: see pacer). The caller
+// must close the scan.
+func scanHosts(path string, seed maphash.Seed, pace *pacing) (*scan, error) {
+	return scanFile(path, seed, readChunk, parallelParseMin, pace)
 }
 
 // scanFile is scanHosts reading chunk bytes at a time, cutting files of
 // parallel bytes or more in halves.
-func scanFile(path string, seed maphash.Seed, chunk int, parallel int64) (*scan, error) {
-	return scanFilePaced(path, seed, chunk, parallel, nil)
-}
-
-func scanFilePaced(path string, seed maphash.Seed, chunk int, parallel int64, pace *pacing) (*scan, error) {
+func scanFile(path string, seed maphash.Seed, chunk int, parallel int64, pace *pacing) (*scan, error) {
 	f, info, err := fsutil.Open(path)
 	if err != nil {
 		return nil, err
@@ -133,7 +124,7 @@ func (s *scan) read(seed maphash.Seed) error {
 // halves at once when it has them. An error is a failed read.
 func (s *scan) parse(path string, logger *slog.Logger) (fileParts, error) {
 	if s.data != nil {
-		return parseDataPaced(path, s.data, logger, int(s.parallel), s.pace), nil
+		return parseDataFrom(path, s.data, logger, int(s.parallel), s.pace), nil
 	}
 	part := func(off, n int64, first, lines int) partFunc {
 		return func() (*fileData, []badLine, error) {

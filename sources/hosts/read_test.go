@@ -44,9 +44,9 @@ func TestScanMatchesMemory(t *testing.T) {
 		chunk := []int{7, 64, 1000, readChunk}[rng.IntN(4)]
 		parallel := []int{0, 300, 1 << 30}[rng.IntN(3)]
 		var wantLog, gotLog bytes.Buffer
-		want := parseDataFrom(path, []byte(data), slog.New(slog.NewTextHandler(&wantLog, noTime)), parallel)
+		want := parseDataFrom(path, []byte(data), slog.New(slog.NewTextHandler(&wantLog, noTime)), parallel, nil)
 
-		sc, err := scanFile(path, seed, chunk, int64(parallel))
+		sc, err := scanFile(path, seed, chunk, int64(parallel), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

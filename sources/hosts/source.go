@@ -55,7 +55,7 @@ func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeli
 		serial:  serials.Next(),
 	}
 	if len(entries) > 0 {
-		s.inline = newTTLIndex(buildIndex([]*fileData{entriesData(entries)}), s.ttl)
+		s.inline = newTTLIndex(buildIndex([]*fileData{entriesData(entries)}, nil), s.ttl)
 	}
 	return s
 }
