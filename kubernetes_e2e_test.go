@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -392,7 +391,7 @@ func BenchmarkKubernetesScale(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", dnsd, ".").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	port, hport := freePortB(b), freePortB(b)
+	port, hport := freePort(b), freePort(b)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cfg := filepath.Join(dir, "dnsd.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`listen: ["%s"]
@@ -462,15 +461,6 @@ zones:
 		b.ReportMetric(float64(hwm)/(1<<10), "peak-rss-MiB")
 		b.ReportMetric(float64(latency.Microseconds())/1000, "change-ms")
 	}
-}
-
-func freePortB(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // procRSS reads VmRSS and VmHWM (KiB) of pid.

@@ -46,23 +46,32 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a port that is free for both UDP and TCP on 127.0.0.1.
-func freePort(t *testing.T) int {
-	t.Helper()
+// handedOut records the ports freePort has returned in this test binary:
+// the kernel may hand the same ephemeral port to two listen-and-close probes
+// in a row, and a test asking for a DNS and an HTTP port must get two.
+var handedOut sync.Map
+
+// freePort returns a port that is free for both UDP and TCP on 127.0.0.1
+// and that no earlier call returned.
+func freePort(tb testing.TB) int {
+	tb.Helper()
 	for i := 0; i < 50; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
-		if err == nil {
-			u.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		if _, dup := handedOut.LoadOrStore(port, true); !dup {
 			return port
 		}
 	}
-	t.Fatal("no free port")
+	tb.Fatal("no free port")
 	return 0
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,7 +49,12 @@ func listenNotify(t *testing.T) <-chan notifyMsg {
 	return msgs
 }
 
-// freeAddr returns 127.0.0.1:port with the port free for UDP and TCP.
+// handedOut records the ports freeAddr has returned in this test binary:
+// two listen-and-close probes in a row may get the same ephemeral port.
+var handedOut sync.Map
+
+// freeAddr returns 127.0.0.1:port with the port free for UDP and TCP and
+// not returned before.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	for range 50 {
@@ -59,8 +65,11 @@ func freeAddr(t *testing.T) string {
 		addr := l.Addr().String()
 		u, err := net.ListenPacket("udp", addr)
 		l.Close()
-		if err == nil {
-			u.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
 			return addr
 		}
 	}
