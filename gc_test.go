@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -139,4 +140,72 @@ zones:
 		}
 		p.stop(os.Interrupt)
 	}
+}
+
+// Bursts of background work (kind.Bulk) raise the steady target to
+// bulkGC while any is under way; before steady they change nothing.
+func TestGCPhasesBulk(t *testing.T) {
+	var p percents
+	g := &gcPhases{set: p.set, after: 0}
+	g.start()
+	early := g.begin() // start-up: no bulkGC
+	p.waitFor(t, firstGC, startGC)
+	g.synced() // steady comes while the burst is under way: bulkGC
+	p.waitFor(t, firstGC, startGC, bulkGC)
+	early()
+	p.waitFor(t, firstGC, startGC, bulkGC, steadyGC)
+
+	a, b := g.begin(), g.begin()
+	a()
+	a() // a second call of one end counts once
+	if got := p.list(); !slices.Equal(got, []int{firstGC, startGC, bulkGC, steadyGC, bulkGC}) {
+		t.Fatalf("two overlapping bursts, one ended: targets %v", got)
+	}
+	b()
+	if got := p.list(); !slices.Equal(got, []int{firstGC, startGC, bulkGC, steadyGC, bulkGC, steadyGC}) {
+		t.Fatalf("both bursts ended: targets %v", got)
+	}
+}
+
+// A reload is a burst: while the built binary reloads (here it waits for
+// a new etcd source that cannot sync, up to its sync_timeout) the
+// collector's target is bulkGC; afterwards steadyGC again.
+func TestGCTargetDuringReload(t *testing.T) {
+	dir := t.TempDir()
+	hport := freePort(t)
+	conf := fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+http: "127.0.0.1:%d"
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.1 a"]}
+`, freePort(t), hport)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), conf)
+	p := startBinary(t, dnsdBin, nil, dir, "-config", "dnsd.yaml")
+	p.waitLog("dnsd started", 1)
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", hport)
+	waitTarget := func(want int, within time.Duration) {
+		t.Helper()
+		line := fmt.Sprintf("\ngo_gc_gogc_percent %d\n", want)
+		deadline := time.Now().Add(within)
+		for {
+			_, body := httpGet(t, metricsURL)
+			if strings.Contains(body, line) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q within %s: %s", strings.TrimSpace(line), within, grep(body, "go_gc_gogc_percent"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitTarget(steadyGC, 10*time.Second)
+
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), conf+fmt.Sprintf(`  etcd.internal:
+    - etcd: {endpoints: ["http://127.0.0.1:%d"], sync_timeout: 4s}
+`, freePort(t)))
+	p.signal(syscall.SIGHUP)
+	waitTarget(bulkGC, 3*time.Second)
+	p.waitLog("reloaded", 1)
+	waitTarget(steadyGC, 2*time.Second)
+	p.stop(os.Interrupt)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/dnsd/dnsd/daemon"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // Stamped by the release build (scripts/release.sh) with
@@ -110,16 +111,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd == "check" {
 		return check(cfgPath, stdout, stderr)
 	}
-	var started func()
+	var (
+		started func()
+		bulk    kind.Bulk
+	)
 	if os.Getenv("GOGC") == "" {
 		gc := startGCPhases()
 		defer gc.stop()
-		started = gc.synced
+		started, bulk = gc.synced, gc.begin
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 	err = daemon.Run(context.Background(), daemon.Options{
-		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Started: started,
+		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Started: started, Bulk: bulk,
 	}, signals)
 	if err != nil {
 		if !errors.Is(err, daemon.ErrForcedExit) {

@@ -28,6 +28,7 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/server"
 	"github.com/dnsd/dnsd/sources"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // Options are what the command line gives the daemon.
@@ -40,6 +41,9 @@ type Options struct {
 	// has synced or its sync_timeout has passed (when READY=1 goes to
 	// systemd).
 	Started func()
+	// Bulk, when set, is told of every reload and of the sources' bursts
+	// of background work (kind.Bulk).
+	Bulk kind.Bulk
 }
 
 // drainTimeout bounds how long a reload waits for queries still running on
@@ -98,7 +102,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	// The first line says which process this is and which file it serves.
 	d.logger.Info("dnsd starting", "pid", os.Getpid(), "config", cfg.File, "version", opts.Version, "commit", opts.Commit)
 	d.queryLog.Store(cfg.Log.Queries)
-	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry})
+	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry, Bulk: opts.Bulk})
 	d.metrics.WatchSynced(d.reg.Synced)
 
 	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger, d.journal))
@@ -157,6 +161,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// A burst: new backends load, and the reload waits for their sync.
+	defer d.opts.Bulk.Begin()()
 	if err := d.notify.send(reloading()); err != nil {
 		d.logger.Warn("sd_notify", "err", err)
 	}

@@ -33,6 +33,7 @@ type Registry struct {
 	logger     *slog.Logger
 	registerer prometheus.Registerer
 	dryRun     bool
+	bulk       kind.Bulk
 
 	mu       sync.Mutex
 	backends map[string]*backend
@@ -63,6 +64,9 @@ type Options struct {
 	// (`dnsd check`): kinds that connect validate their settings and local
 	// files, then return a source that is never asked.
 	DryRun bool
+	// Bulk is told of the backends' bursts of background work (reloads of
+	// their data); nil: nobody is.
+	Bulk kind.Bulk
 	// Kinds are the source kinds, owned by the registry from now on.
 	// nil: Kinds().
 	Kinds []kind.Kind
@@ -110,7 +114,7 @@ func NewRegistry(opts Options) *Registry {
 		opts.Kinds = Kinds()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, kinds: opts.Kinds, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
+	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, bulk: opts.Bulk, kinds: opts.Kinds, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
 }
 
 // Set is the backends one compiled pipeline holds. Release it once the
@@ -262,6 +266,7 @@ func (r *Registry) env(cfg *config.Config, set *Set, kindName string) *kind.Env 
 		Registerer: r.registerer,
 		DryRun:     r.dryRun,
 		Serials:    &r.serials,
+		Bulk:       r.bulk,
 		AcquireFunc: func(key string, open func() (any, io.Closer, error)) (any, bool, error) {
 			return r.acquire(set, kindName, key, open)
 		},

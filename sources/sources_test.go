@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,4 +245,89 @@ func TestCacheMetricsWithoutForward(t *testing.T) {
 			t.Errorf("%s not registered by a build without forward sources", name)
 		}
 	}
+}
+
+// The backends the registry builds tell Options.Bulk of their reloads:
+// a hosts file and a zone file changed on disk each make a burst, and
+// every burst ends.
+func TestReloadsToldToBulk(t *testing.T) {
+	// Each file in a directory of its own: a backend also looks at the
+	// files of its directory that changed.
+	dir := t.TempDir()
+	for _, sub := range []string{"h", "z"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostsPath, zonePath := filepath.Join(dir, "h", "a.hosts"), filepath.Join(dir, "z", "b.zone")
+	zone := "$TTL 60\n@ IN SOA ns admin 1 7200 600 86400 60\n@ IN NS ns\nns IN A 10.0.1.1\n"
+	for path, data := range map[string]string{hostsPath: "10.0.0.1 x.one.test\n", zonePath: zone} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := load(t, dir, `zones:
+  one.test:
+    - hosts: {files: [h/a.hosts]}
+  two.test:
+    - file: {path: z/b.zone}
+`)
+	var mu sync.Mutex
+	begun, ended := 0, 0
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return begun, ended
+	}
+	reg := NewRegistry(Options{Bulk: func() func() {
+		mu.Lock()
+		defer mu.Unlock()
+		begun++
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			ended++
+		}
+	}})
+	defer reg.Close()
+	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	settled := func(what string, more bool, before int) int {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			b, e := counts()
+			if b == e && (!more || b > before) {
+				return b
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d bursts begun, %d ended", what, b, e)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	start := settled("start", false, 0)
+
+	if err := os.WriteFile(hostsPath, []byte("10.0.0.9 x.one.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); resolveA(t, p, "x.one.test.") != "10.0.0.9"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("hosts change not served")
+		}
+	}
+	afterHosts := settled("hosts file changed", true, start)
+
+	if err := os.WriteFile(zonePath, []byte(zone+"www IN A 10.0.1.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); resolveA(t, p, "www.two.test.") != "10.0.1.2"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("zone file change not served")
+		}
+	}
+	settled("zone file changed", true, afterHosts)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // debounce is how long the watched directories must be quiet before the
@@ -32,6 +33,7 @@ type Backend struct {
 	cfg     *Config
 	logger  *slog.Logger
 	serials *pipeline.SerialClock
+	bulk    kind.Bulk // told of every reload
 	cur     atomic.Pointer[snapshot]
 
 	watcher *fsnotify.Watcher // nil: not watching (inline records only, dry run)
@@ -42,8 +44,9 @@ type Backend struct {
 }
 
 // Open parses the zone of c (or takes over the parse ParseSettings made)
-// and, when watch is set and c has a file, starts watching it.
-func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialClock) (*Backend, error) {
+// and, when watch is set and c has a file, starts watching it. bulk (may
+// be nil) is told of every reload.
+func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialClock, bulk kind.Bulk) (*Backend, error) {
 	z := c.takeParsed()
 	if z == nil {
 		var err error
@@ -52,7 +55,7 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 		}
 	}
 	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		bulk: bulk, stop: make(chan struct{}), done: make(chan struct{})}
 	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
 	if z.outside > 0 {
 		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
@@ -137,6 +140,7 @@ func (b *Backend) run() {
 // reload parses the zone again and publishes it when it changed and is
 // good.
 func (b *Backend) reload() {
+	defer b.bulk.Begin()()
 	prev := b.snapshot()
 	z, err := load(b.cfg)
 	switch {

@@ -32,7 +32,7 @@ func types(rrs []dns.RR) string {
 
 func open(t *testing.T, c *Config, watch bool) *Backend {
 	t.Helper()
-	b, err := Open(c, watch, slog.New(slog.DiscardHandler), nil)
+	b, err := Open(c, watch, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestOpenTakesTheConfigParse(t *testing.T) {
 	if err := os.Remove(path); err != nil { // a second read would fail
 		t.Fatal(err)
 	}
-	b, err := Open(c, false, slog.New(slog.DiscardHandler), nil)
+	b, err := Open(c, false, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		t.Fatalf("Open read the file again: %v", err)
 	}

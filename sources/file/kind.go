@@ -53,7 +53,7 @@ func (*Kind) Schema() *config.Schema {
 func (*Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any) (pipeline.Source, error) {
 	c := settings.(*Config)
 	if env.DryRun {
-		b, err := Open(c, false, env.Logger, env.Serials)
+		b, err := Open(c, false, env.Logger, env.Serials, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +66,7 @@ func (*Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any
 	}
 	key := fmt.Sprintf("path=%q zones=%q records=%d/%x", c.Path, strings.Join(c.Zones, " "), len(c.Records), h.Sum64())
 	v, _, err := env.Acquire(key, func() (any, io.Closer, error) {
-		b, err := Open(c, true, env.Logger, env.Serials)
+		b, err := Open(c, true, env.Logger, env.Serials, env.Bulk)
 		if err != nil {
 			return nil, nil, err
 		}

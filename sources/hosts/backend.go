@@ -16,6 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // debounce is how long a watched directory must be quiet (no event for a
@@ -65,6 +66,9 @@ type Backend struct {
 	// pacing: how a reload gives way to the server on one processor (see
 	// pacer); tests count its sleeps (under mu).
 	pacing *pacing
+	// bulk is told of every reload and background record build, from its
+	// first read to its last record (see kind.Bulk).
+	bulk kind.Bulk
 
 	watcher   *fsnotify.Watcher
 	stop      chan struct{}
@@ -96,8 +100,10 @@ type hostsFile struct {
 // changes. ttl is the TTL of the records. A file that cannot be read is an
 // error; bad lines are skipped and logged. The caller must Close the
 // Backend. Serials come from serials (shared by every source of the
-// process; nil: the Unix time, kept increasing per Backend).
-func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials *pipeline.SerialClock) (*Backend, error) {
+// process; nil: the Unix time, kept increasing per Backend). bulk (may be
+// nil) is told of the background work: the records built ahead, and
+// every reload.
+func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials *pipeline.SerialClock, bulk kind.Bulk) (*Backend, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,6 +113,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		serials: serials,
 		seed:    maphash.MakeSeed(),
 		pacing:  &pacing{sleep: time.Sleep},
+		bulk:    bulk,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -250,8 +257,10 @@ func (b *Backend) store(v *view, ix *index, serial uint32) *snapshot {
 	default:
 		v.cur.Store(s) // before the builder may swap it
 		b.prebuilds.Add(1)
+		end := b.bulk.Begin() // before a reload's own ends
 		go func() {
 			defer b.prebuilds.Done()
+			defer end()
 			defer close(s.built)
 			// Given up when the backend closes or newer data replaces
 			// this: a file rewritten faster than its records are built
@@ -408,8 +417,12 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 			dirty[f] = true
 		}
 	}
+	if len(dirty) == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.bulk.Begin()() // the records built ahead begin their own
 	changed := false
 	for _, f := range b.files {
 		if dirty[f] && b.reread(f) {

@@ -59,7 +59,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	files := filesKey(h.Files)
 	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
 		b, release, err := k.files.Acquire(files, func() (*Backend, error) {
-			return OpenBackend(h.Files, h.TTL, env.Logger, env.Serials)
+			return OpenBackend(h.Files, h.TTL, env.Logger, env.Serials, env.Bulk)
 		})
 		if err != nil {
 			return nil, nil, err

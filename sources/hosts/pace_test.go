@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,5 +55,105 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 				t.Errorf("a reload with %d processors slept %d times", procs, n)
 			}
 		})
+	}
+}
+
+// A reload is one burst of background work (kind.Bulk) from its first
+// read to the last of its records built ahead, so the process can make
+// room for it (dnsd raises the collector's target meanwhile).
+func TestReloadIsOneBurst(t *testing.T) {
+	var sb strings.Builder
+	for i := range 50000 {
+		fmt.Fprintf(&sb, "10.%d.%d.%d host%d.example.internal\n", i>>16, i>>8&0xff, i&0xff, i)
+	}
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, sb.String())
+	var (
+		mu      sync.Mutex
+		b       *Backend
+		open    int   // bursts under way
+		bursts  int   // times open went from 0 to 1
+		builtAt int64 // b.built when open last went to 0
+	)
+	bulk := func() func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if open++; open == 1 {
+			bursts++
+		}
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if open--; open == 0 && b != nil {
+				builtAt = b.built.Load()
+			}
+		}
+	}
+	state := func() (int, int, int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		return open, bursts, builtAt
+	}
+	bk, err := OpenBackend([]string{path}, time.Hour, nil, nil, bulk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	mu.Lock()
+	b = bk
+	mu.Unlock()
+	waitBursts := func(built int64) (int, int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			o, n, at := state()
+			if o == 0 && b.built.Load() == built {
+				return n, at
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("bursts under way %d, records built %d times, want 0 and %d", o, b.built.Load(), built)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n, _ := waitBursts(1); n != 1 {
+		t.Fatalf("the start's record build: %d bursts, want 1", n)
+	}
+
+	// On one processor the reload's read, parse and index sleep now and
+	// then (see pacer): each sleep must fall within a burst.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var sleeps, outside atomic.Int64
+	b.mu.Lock()
+	b.pacing = &pacing{sleep: func(d time.Duration) {
+		sleeps.Add(1)
+		if o, _, _ := state(); o == 0 {
+			outside.Add(1)
+		}
+		time.Sleep(d)
+	}}
+	b.mu.Unlock()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("10.9.9.9 added.example.internal\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s := NewSource(b, nil, time.Hour, true, nil)
+	eventually(t, s, "added.example.internal.", "A 10.9.9.9")
+	n, at := waitBursts(2)
+	if sleeps.Load() == 0 {
+		t.Error("the reload never paced itself on one processor")
+	}
+	if k := outside.Load(); k > 0 {
+		t.Errorf("%d of the reload's %d pacing sleeps came outside a burst", k, sleeps.Load())
+	}
+	if n != 2 {
+		t.Errorf("the start and one reload made %d bursts, want 2 (the reload's read, index and record build in one)", n)
+	}
+	if at != 2 {
+		t.Errorf("the reload's burst ended before its records were built (built %d times then)", at)
 	}
 }

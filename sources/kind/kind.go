@@ -69,8 +69,28 @@ type Env struct {
 	// its sources.
 	Serials *pipeline.SerialClock
 
+	// Bulk is told of a backend's bursts of background work (see Bulk).
+	Bulk Bulk
 	// AcquireFunc is the registry's backend table (see Acquire).
 	AcquireFunc func(key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error)
+}
+
+// Bulk is told when a backend begins a burst of background work that
+// allocates much — a file read and indexed again, records built ahead —
+// and returns the func that ends it (call it once). The process makes
+// room for such work meanwhile: dnsd lets the heap grow further before
+// the garbage collector runs, so a reload is not made to collect over and
+// over as its new data grows (on one processor each collection, and each
+// allocation that must help it, holds up the queries). Bursts may overlap.
+// A nil Bulk does nothing.
+type Bulk func() (end func())
+
+// Begin begins a burst; call end once it is over.
+func (b Bulk) Begin() (end func()) {
+	if b == nil {
+		return func() {}
+	}
+	return b()
 }
 
 // Acquire returns the running backend registered under key for this kind,
