@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +250,32 @@ func TestEtcdViewsPerTTL(t *testing.T) {
 	}
 	if got := ttlOf("z.two.test."); got != 60 {
 		t.Fatalf("new record in the 60s view has ttl %d", got)
+	}
+}
+
+// The etcd backends the registry builds tell Options.Bulk of their lists
+// of the prefix.
+func TestEtcdListToldToBulk(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
+	var begun, ended atomic.Int32
+	reg := NewRegistry(Options{Bulk: func() func() {
+		begun.Add(1)
+		return func() { ended.Add(1) }
+	}})
+	defer reg.Close()
+	cfg := load(t, t.TempDir(), fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%q]}\n", srv.Endpoint()))
+	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	waitSources(t, p)
+	// synced comes just before the list returns, and ends its burst
+	for deadline := time.Now().Add(5 * time.Second); ended.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if b, e := begun.Load(), ended.Load(); b != 1 || e != 1 {
+		t.Errorf("after the first list: %d bursts begun, %d ended; want 1, 1", b, e)
 	}
 }

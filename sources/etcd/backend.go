@@ -36,6 +36,7 @@ import (
 
 	"github.com/dnsd/dnsd/internal/health"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // Options configure a Backend.
@@ -55,6 +56,9 @@ type Options struct {
 	// Serials hands out SOA serials, shared by every source of the process
 	// (nil: the Unix time, kept increasing per Backend).
 	Serials *pipeline.SerialClock
+	// Bulk is told of every list of the prefix, the first and a re-list,
+	// as a burst of background work (nil: nobody is; see kind.Bulk).
+	Bulk kind.Bulk
 
 	// Tuning, mostly for tests; zero values mean the defaults.
 	DialTimeout time.Duration // per connection attempt (default 5s)
@@ -316,6 +320,7 @@ func (b *Backend) failed(op string, err error, retry *backoff) {
 // list reads the whole prefix at one revision, page by page, and brings
 // the index to exactly that state. It returns the revision.
 func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
+	defer b.opts.Bulk.Begin()()
 	start := time.Now()
 	end := clientv3.GetPrefixRangeEnd(b.rangeK)
 	// A re-list marks the keys it reads, to delete those held but gone.

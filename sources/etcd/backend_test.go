@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,11 +275,27 @@ func TestCompactionRelists(t *testing.T) {
 	srv.Put("/skydns/internal/example/gone", `{"host":"10.0.0.3"}`)
 	hold := make(chan struct{})
 	var first sync.Once
+	var begun, ended atomic.Int32 // lists told to Options.Bulk
 	f := openFixture(t, srv, func(o *Options) {
 		o.beforeWatch = func() { first.Do(func() { <-hold }) }
+		o.Bulk = func() func() {
+			begun.Add(1)
+			return func() { ended.Add(1) }
+		}
 	})
 	f.waitSynced()
 	f.eventually("gone.example.internal", dns.TypeA, "NOERROR:A 10.0.0.3")
+	settled := func(n int32) {
+		t.Helper()
+		// synced comes just before a list returns, and ends its burst
+		for deadline := time.Now().Add(5 * time.Second); ended.Load() < n && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	settled(1)
+	if b, e := begun.Load(), ended.Load(); b != 1 || e != 1 {
+		t.Errorf("the first list: %d bursts begun, %d ended; want 1, 1", b, e)
+	}
 
 	// While the watch is held back: changes, then a compaction past them.
 	srv.Put("/skydns/internal/example/change", `{"host":"10.0.0.22"}`)
@@ -293,6 +310,10 @@ func TestCompactionRelists(t *testing.T) {
 	f.eventually("keep.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1")
 	if got := metricValue(f.m.relists.WithLabelValues(f.b.opts.Name, "compacted")); got != 1 {
 		t.Errorf("compaction re-lists = %v, want 1", got)
+	}
+	settled(2)
+	if b, e := begun.Load(), ended.Load(); b != 2 || e != 2 {
+		t.Errorf("the first list and a re-list: %d bursts begun, %d ended; want 2, 2", b, e)
 	}
 	// The watch goes on after the re-list.
 	srv.Put("/skydns/internal/example/after", `{"host":"10.0.0.5"}`)

@@ -113,6 +113,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		b, release, err := k.conns.Acquire(connKey, func() (*Backend, error) {
 			return Open(Options{
 				Serials:   env.Serials,
+				Bulk:      env.Bulk,
 				Name:      name,
 				Endpoints: c.Endpoints,
 				Prefix:    c.Prefix,

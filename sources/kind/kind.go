@@ -76,7 +76,8 @@ type Env struct {
 }
 
 // Bulk is told when a backend begins a burst of background work that
-// allocates much — a file read and indexed again, records built ahead —
+// allocates much — a file read and indexed again, records built ahead, an
+// etcd prefix read —
 // and returns the func that ends it (call it once). The process makes
 // room for such work meanwhile: dnsd lets the heap grow further before
 // the garbage collector runs, so a reload is not made to collect over and
