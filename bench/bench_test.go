@@ -30,7 +30,7 @@ func hostsPipeline(b *testing.B, n int) *pipeline.Pipeline {
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
-	be, err := hosts.OpenBackend([]string{path}, time.Hour, slog.New(slog.DiscardHandler), nil, nil)
+	be, err := hosts.OpenBackend([]string{path}, time.Hour, hosts.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -128,6 +128,7 @@ type Set struct {
 	slots     map[slot]slotSource
 	handovers handovers
 	once      sync.Once
+	serving   bool // built while another pipeline serves (see kind.Env)
 }
 
 // Release drops the Set's references and stops backends left unused,
@@ -168,7 +169,10 @@ func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 // Build compiles cfg into a pipeline, opening or reusing backends. On
 // error nothing stays acquired. Errors name the source's FILE:LINE:COL.
 func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.Pipeline, *Set, error) {
-	set := &Set{reg: r, slots: make(map[slot]slotSource)}
+	r.mu.Lock()
+	serving := r.serving != nil
+	r.mu.Unlock()
+	set := &Set{reg: r, slots: make(map[slot]slotSource), serving: serving}
 	if !r.dryRun {
 		for _, k := range r.kinds {
 			if p, ok := k.(kind.Preparer); ok {
@@ -265,6 +269,7 @@ func (r *Registry) env(cfg *config.Config, set *Set, kindName string) *kind.Env 
 		Logger:     r.logger,
 		Registerer: r.registerer,
 		DryRun:     r.dryRun,
+		Serving:    set.serving,
 		Serials:    &r.serials,
 		Bulk:       r.bulk,
 		AcquireFunc: func(key string, open func() (any, io.Closer, error)) (any, bool, error) {

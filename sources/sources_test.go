@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,4 +331,43 @@ func TestReloadsToldToBulk(t *testing.T) {
 		}
 	}
 	settled("zone file changed", true, afterHosts)
+}
+
+// servingKind is the hosts kind, noting each build's env.Serving.
+type servingKind struct {
+	*hosts.Kind
+	seen []bool
+}
+
+func (k *servingKind) Build(ctx context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
+	k.seen = append(k.seen, env.Serving)
+	return k.Kind.Build(ctx, env, z, settings)
+}
+
+// A build is told whether another pipeline serves meanwhile: not at the
+// start, yes once one was swapped in (a reload), so backends it opens
+// load giving way to queries.
+func TestBuildToldWhetherServing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.hosts"), []byte("10.0.0.1 x.one.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, dir, "zones:\n  one.test:\n    - hosts: {files: [a.hosts]}\n")
+	k := &servingKind{Kind: hosts.NewKind()}
+	reg := NewRegistry(Options{Kinds: []kind.Kind{k}})
+	defer reg.Close()
+	p1, set1, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set1.Release()
+	reg.Swapped(cfg, p1, set1)
+	_, set2, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set2.Release()
+	if want := []bool{false, true}; !slices.Equal(k.seen, want) {
+		t.Errorf("env.Serving of a start's build and a reload's: %v, want %v", k.seen, want)
+	}
 }

@@ -96,26 +96,49 @@ type hostsFile struct {
 	emptySince time.Time
 }
 
+// Options are what a Backend is opened with besides its files and TTL;
+// the zero value is valid.
+type Options struct {
+	Logger *slog.Logger // nil: discarded
+	// Serials hands out the SOA serials (shared by every source of the
+	// process; nil: the Unix time, kept increasing per Backend).
+	Serials *pipeline.SerialClock
+	// Bulk (may be nil) is told of the background work: the records built
+	// ahead, and every reload.
+	Bulk kind.Bulk
+	// Paced: the backend is opened while queries are being answered (by
+	// a reload of the configuration). Its first load then gives way to
+	// them on one processor, as its reloads always do (see pacer).
+	Paced bool
+
+	sleep func(time.Duration) // tests: the pacing's sleep (nil: time.Sleep)
+}
+
 // OpenBackend reads files, indexes them and starts watching them for
 // changes. ttl is the TTL of the records. A file that cannot be read is an
 // error; bad lines are skipped and logged. The caller must Close the
-// Backend. Serials come from serials (shared by every source of the
-// process; nil: the Unix time, kept increasing per Backend). bulk (may be
-// nil) is told of the background work: the records built ahead, and
-// every reload.
-func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials *pipeline.SerialClock, bulk kind.Bulk) (*Backend, error) {
+// Backend.
+func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, error) {
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{
 		logger:  logger.With("source", "hosts"),
 		ttl:     pipeline.TTLSeconds(ttl),
-		serials: serials,
+		serials: opts.Serials,
 		seed:    maphash.MakeSeed(),
-		pacing:  &pacing{sleep: time.Sleep},
-		bulk:    bulk,
+		pacing:  &pacing{sleep: opts.sleep},
+		bulk:    opts.Bulk,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+	}
+	if b.pacing.sleep == nil {
+		b.pacing.sleep = time.Sleep
+	}
+	var load *pacing // the first load's
+	if opts.Paced {
+		load = b.pacing
 	}
 	seen := make(map[string]bool, len(files))
 	dirs := make(map[string]bool)
@@ -129,7 +152,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		}
 		seen[abs] = true
 		f := &hostsFile{path: abs, dir: filepath.Dir(abs), base: filepath.Base(abs)}
-		sc, err := scanHosts(abs, b.seed, nil) // the start: not paced
+		sc, err := scanHosts(abs, b.seed, load) // a start: not paced
 		if err != nil {
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
@@ -143,7 +166,7 @@ func OpenBackend(files []string, ttl time.Duration, logger *slog.Logger, serials
 		dirs[f.dir] = true
 	}
 	b.views = map[uint32]*view{b.ttl: {ttl: b.ttl}}
-	b.publish(0, nil)
+	b.publish(0, load)
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -506,12 +529,19 @@ func (b *Backend) reread(f *hostsFile) bool {
 // The pairs are read in file order (not through the hash table, whose
 // order is random in memory), and the zones are checked once per run of
 // pairs with the same parent: a name is in a zone when its parent is, or
-// when it is the zone itself.
-func (b *Backend) Outside(zones []string) (n int, example string) {
-	return b.snapshot().ix.outside(zones)
+// when it is the zone itself. paced: queries are being answered (a
+// reload), and the count gives way to them on one processor.
+func (b *Backend) Outside(zones []string, paced bool) (n int, example string) {
+	var pace *pacing
+	if paced {
+		pace = b.pacing
+	}
+	return b.snapshot().ix.outside(zones, pace)
 }
 
-func (ix *index) outside(zones []string) (n int, example string) {
+// outside is Outside, pacing itself when pace is set.
+func (ix *index) outside(zones []string, pace *pacing) (n int, example string) {
+	pc := newPacer(pace)
 	var buf [256]byte
 	var last struct {
 		d      *fileData
@@ -521,6 +551,7 @@ func (ix *index) outside(zones []string) (n int, example string) {
 	}
 	for s, d := range ix.segs {
 		for k, e := range d.entries {
+			pc.pace()
 			if last.d != d || last.parent != e.parent || last.n != e.parentN {
 				last.d, last.parent, last.n = d, e.parent, e.parentN
 				last.in = slices.ContainsFunc(zones, func(z string) bool { return d.parentInZone(e, z) })

@@ -24,7 +24,7 @@ func benchSource(b *testing.B) *Source {
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	bk, err := OpenBackend([]string{path}, time.Hour, nil, nil, nil)
+	bk, err := OpenBackend([]string{path}, time.Hour, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func BenchmarkLoad1M(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		bk, err := OpenBackend([]string{path}, time.Hour, nil, nil, nil)
+		bk, err := OpenBackend([]string{path}, time.Hour, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func writeFile(t *testing.T, path, content string) {
 func openBackend(t *testing.T, files ...string) *Backend {
 	t.Helper()
 	logger, _ := testLogger(t)
-	b, err := OpenBackend(files, time.Hour, logger, nil, nil)
+	b, err := OpenBackend(files, time.Hour, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestLoadFile(t *testing.T) {
 2001:db8::1 web.example.internal
 10.0.0.4`+"\r\n"+`10.0.0.5 crlf.example.internal`+"\r\n")
 	logger, logs := testLogger(t)
-	b, err := OpenBackend([]string{path}, 30*time.Second, logger, nil, nil)
+	b, err := OpenBackend([]string{path}, 30*time.Second, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestLoadFile(t *testing.T) {
 
 func TestOpenUnreadableFile(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
-	_, err := OpenBackend([]string{missing}, time.Hour, nil, nil, nil)
+	_, err := OpenBackend([]string{missing}, time.Hour, Options{})
 	if err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v, want not-exist error naming %s", err, missing)
 	}
@@ -392,7 +392,7 @@ func TestSerialNewSource(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.11 db.example.internal\n")
-	be, err := OpenBackend([]string{path}, time.Hour, nil, &clock, nil)
+	be, err := OpenBackend([]string{path}, time.Hour, Options{Serials: &clock})
 	if err != nil {
 		t.Fatal(err)
 	}

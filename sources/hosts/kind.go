@@ -59,7 +59,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	files := filesKey(h.Files)
 	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
 		b, release, err := k.files.Acquire(files, func() (*Backend, error) {
-			return OpenBackend(h.Files, h.TTL, env.Logger, env.Serials, env.Bulk)
+			return OpenBackend(h.Files, h.TTL, Options{Logger: env.Logger, Serials: env.Serials, Bulk: env.Bulk, Paced: env.Serving})
 		})
 		if err != nil {
 			return nil, nil, err
@@ -72,7 +72,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	}
 	view := v.(*View)
 	if fresh {
-		if n, example := view.Backend().Outside(z.Names); n > 0 {
+		if n, example := view.Backend().Outside(z.Names, env.Serving); n > 0 {
 			env.Logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
 		}
 	}

@@ -35,7 +35,7 @@ func TestMemory1M(t *testing.T) {
 	rss0, heap0 := rss(t), heapInuse()
 
 	start := time.Now()
-	b, err := OpenBackend([]string{path}, time.Hour, nil, nil, nil)
+	b, err := OpenBackend([]string{path}, time.Hour, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

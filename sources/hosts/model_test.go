@@ -163,7 +163,7 @@ func checkIndex(t testing.TB, ix *index, pairs []pair) {
 				}
 			}
 		}
-		if gotN, gotEx := ix.outside(zones); gotN != n || gotEx != example {
+		if gotN, gotEx := ix.outside(zones, nil); gotN != n || gotEx != example {
 			t.Fatalf("outside %v: %d, %q; want %d, %q", zones, gotN, gotEx, n, example)
 		}
 	}
@@ -280,7 +280,7 @@ func TestMixedFileAnswers(t *testing.T) {
 				}
 			}
 			checkIndex(t, s.data.Load().ix, pairs)
-			if n, ex := b.Outside([]string{"example.internal."}); n != 1 || ex != "1.0.0.10.in-addr.arpa." {
+			if n, ex := b.Outside([]string{"example.internal."}, false); n != 1 || ex != "1.0.0.10.in-addr.arpa." {
 				t.Errorf("Outside = %d, %q", n, ex)
 			}
 			for _, zone := range []string{"apps.example.internal.", "in-addr.arpa."} {

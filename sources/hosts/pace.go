@@ -19,7 +19,8 @@ import (
 // lasts up to a millisecond (the timer's resolution), so an idle reload
 // takes up to twice as long; with two or more processors the queries have
 // one of their own and nothing paces. The start is never paced: nothing is
-// served yet.
+// served yet. A backend opened by a reload of the configuration loads
+// paced (Options.Paced): the old configuration is serving meanwhile.
 const (
 	paceEvery = time.Millisecond       // work between two sleeps
 	paceSleep = 100 * time.Microsecond // long enough for the processor to go idle

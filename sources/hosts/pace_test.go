@@ -58,6 +58,37 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 	}
 }
 
+// A backend opened while queries are answered (Options.Paced: by a
+// reload of the configuration) gives way on one processor from its first
+// load on; one opened at a start does not.
+func TestOpenPacedOnOneProcessor(t *testing.T) {
+	var sb strings.Builder
+	for i := range 50000 {
+		fmt.Fprintf(&sb, "10.%d.%d.%d host%d.example.internal\n", i>>16, i>>8&0xff, i&0xff, i)
+	}
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, sb.String())
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, paced := range []bool{false, true} {
+		var slept atomic.Int64
+		b, err := OpenBackend([]string{path}, time.Hour, Options{Paced: paced, sleep: func(d time.Duration) {
+			slept.Add(1)
+			time.Sleep(d)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := slept.Load() // the load is over: only it has paced yet
+		b.Close()
+		switch {
+		case paced && n == 0:
+			t.Error("a paced open of 50,000 lines on one processor never gave way")
+		case !paced && n != 0:
+			t.Errorf("an open at a start slept %d times", n)
+		}
+	}
+}
+
 // A reload is one burst of background work (kind.Bulk) from its first
 // read to the last of its records built ahead, so the process can make
 // room for it (dnsd raises the collector's target meanwhile).
@@ -94,7 +125,7 @@ func TestReloadIsOneBurst(t *testing.T) {
 		defer mu.Unlock()
 		return open, bursts, builtAt
 	}
-	bk, err := OpenBackend([]string{path}, time.Hour, nil, nil, bulk)
+	bk, err := OpenBackend([]string{path}, time.Hour, Options{Bulk: bulk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func TestDeletedFileKeepsData(t *testing.T) {
 	path := filepath.Join(dir, "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	logger, logs := testLogger(t)
-	b, err := OpenBackend([]string{path}, time.Hour, logger, nil, nil)
+	b, err := OpenBackend([]string{path}, time.Hour, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestSerialNeverGoesBackwards(t *testing.T) {
 func TestCloseStopsWatching(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
-	b, err := OpenBackend([]string{path}, time.Hour, nil, nil, nil)
+	b, err := OpenBackend([]string{path}, time.Hour, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestEmptyFileGrace(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	logger, logs := testLogger(t)
-	b, err := OpenBackend([]string{path}, time.Hour, logger, nil, nil)
+	b, err := OpenBackend([]string{path}, time.Hour, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestFIFONeverBlocksWatcher(t *testing.T) {
 	path := filepath.Join(dir, "hosts")
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	logger, logs := testLogger(t)
-	b, err := OpenBackend([]string{path}, time.Hour, logger, nil, nil)
+	b, err := OpenBackend([]string{path}, time.Hour, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestOpenFIFOIsAnError(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		b, err := OpenBackend([]string{path}, time.Hour, nil, nil, nil)
+		b, err := OpenBackend([]string{path}, time.Hour, Options{})
 		if err == nil {
 			b.Close()
 		}

@@ -64,6 +64,10 @@ type Env struct {
 	// Kind value, not per build.
 	Registerer prometheus.Registerer
 	DryRun     bool
+	// Serving: queries are being answered while this build runs (a
+	// reload). A backend it opens loads giving way to them where the kind
+	// can (see pacing in the hosts kind).
+	Serving bool
 	// Serials hands out SOA serials for data changes: one clock for the
 	// whole process, so a zone's serial rises with any change of any of
 	// its sources.
