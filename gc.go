@@ -28,8 +28,8 @@ import (
 //     within a fifth above the live data. Not at once: the collection that
 //     a lower target starts would run beside the first queries.
 //   - bulkGC instead of steadyGC while a burst of background work is under
-//     way (kind.Bulk: a reload, a hosts file indexed again and its records
-//     built): new data growing past a fifth of the heap started a
+//     way (kind.Bulk: a SIGHUP reload; a hosts file indexed again and its
+//     records built; a zone file parsed again; an etcd prefix read): new data growing past a fifth of the heap started a
 //     collection every few megabytes, six or more per reload of a
 //     100,000-line file, and every allocation during one, the reload's and
 //     the queries' alike, had to help it. On one core those collections

@@ -152,7 +152,7 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 		}
 		seen[abs] = true
 		f := &hostsFile{path: abs, dir: filepath.Dir(abs), base: filepath.Base(abs)}
-		sc, err := scanHosts(abs, b.seed, load) // a start: not paced
+		sc, err := scanHosts(abs, b.seed, load) // paced when opened by a reload
 		if err != nil {
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
@@ -532,11 +532,13 @@ func (b *Backend) reread(f *hostsFile) bool {
 // when it is the zone itself. paced: queries are being answered (a
 // reload), and the count gives way to them on one processor.
 func (b *Backend) Outside(zones []string, paced bool) (n int, example string) {
-	var pace *pacing
-	if paced {
-		pace = b.pacing
+	b.mu.Lock()
+	ix, pace := b.defaultView().cur.Load().ix, b.pacing
+	b.mu.Unlock()
+	if !paced {
+		pace = nil
 	}
-	return b.snapshot().ix.outside(zones, pace)
+	return ix.outside(zones, pace)
 }
 
 // outside is Outside, pacing itself when pace is set.

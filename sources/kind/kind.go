@@ -80,14 +80,13 @@ type Env struct {
 }
 
 // Bulk is told when a backend begins a burst of background work that
-// allocates much — a file read and indexed again, records built ahead, an
-// etcd prefix read —
-// and returns the func that ends it (call it once). The process makes
-// room for such work meanwhile: dnsd lets the heap grow further before
-// the garbage collector runs, so a reload is not made to collect over and
-// over as its new data grows (on one processor each collection, and each
-// allocation that must help it, holds up the queries). Bursts may overlap.
-// A nil Bulk does nothing.
+// allocates much — a file read and indexed again, records built ahead,
+// an etcd prefix read — and returns the func that ends it (call it once).
+// The process makes room for such work meanwhile: dnsd lets the heap grow
+// further before the garbage collector runs, so a reload is not made to
+// collect over and over as its new data grows (on one processor each
+// collection, and each allocation that must help it, holds up the
+// queries). Bursts may overlap. A nil Bulk does nothing.
 type Bulk func() (end func())
 
 // Begin begins a burst; call end once it is over.
