@@ -19,15 +19,12 @@ import (
 // within ~1 ms instead of up to ~30) is measured by hand, see
 // docs/performance.md.
 func TestReloadPacedOnOneProcessor(t *testing.T) {
-	var sb strings.Builder
-	for i := range 50000 {
-		fmt.Fprintf(&sb, "10.%d.%d.%d host%d.example.internal\n", i>>16, i>>8&0xff, i&0xff, i)
-	}
+	lines := numberedHosts(50000)
 	for _, procs := range []int{1, 2} {
 		t.Run(fmt.Sprint(procs), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			path := filepath.Join(t.TempDir(), "hosts")
-			writeFile(t, path, sb.String())
+			writeFile(t, path, lines)
 			b := openBackend(t, path)
 			var slept atomic.Int64
 			b.mu.Lock() // a reload reads it under mu
@@ -39,14 +36,7 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 			s := NewSource(b, nil, time.Hour, true, nil)
 			expect(t, s, "host49999.example.internal.", "A 10.0.195.79")
 
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.WriteString("10.9.9.9 added.example.internal\n"); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
+			appendLine(t, path, "10.9.9.9 added.example.internal")
 			eventually(t, s, "added.example.internal.", "A 10.9.9.9")
 			switch n := slept.Load(); {
 			case procs == 1 && n == 0:
@@ -62,12 +52,9 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 // reload of the configuration) gives way on one processor from its first
 // load on; one opened at a start does not.
 func TestOpenPacedOnOneProcessor(t *testing.T) {
-	var sb strings.Builder
-	for i := range 50000 {
-		fmt.Fprintf(&sb, "10.%d.%d.%d host%d.example.internal\n", i>>16, i>>8&0xff, i&0xff, i)
-	}
+	lines := numberedHosts(50000)
 	path := filepath.Join(t.TempDir(), "hosts")
-	writeFile(t, path, sb.String())
+	writeFile(t, path, lines)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for _, paced := range []bool{false, true} {
 		var slept atomic.Int64
@@ -93,12 +80,9 @@ func TestOpenPacedOnOneProcessor(t *testing.T) {
 // read to the last of its records built ahead, so the process can make
 // room for it (dnsd raises the collector's target meanwhile).
 func TestReloadIsOneBurst(t *testing.T) {
-	var sb strings.Builder
-	for i := range 50000 {
-		fmt.Fprintf(&sb, "10.%d.%d.%d host%d.example.internal\n", i>>16, i>>8&0xff, i&0xff, i)
-	}
+	lines := numberedHosts(50000)
 	path := filepath.Join(t.TempDir(), "hosts")
-	writeFile(t, path, sb.String())
+	writeFile(t, path, lines)
 	var (
 		mu      sync.Mutex
 		b       *Backend
@@ -164,14 +148,7 @@ func TestReloadIsOneBurst(t *testing.T) {
 		time.Sleep(d)
 	}}
 	b.mu.Unlock()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("10.9.9.9 added.example.internal\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	appendLine(t, path, "10.9.9.9 added.example.internal")
 	s := NewSource(b, nil, time.Hour, true, nil)
 	eventually(t, s, "added.example.internal.", "A 10.9.9.9")
 	n, at := waitBursts(2)
@@ -186,5 +163,28 @@ func TestReloadIsOneBurst(t *testing.T) {
 	}
 	if at != 2 {
 		t.Errorf("the reload's burst ended before its records were built (built %d times then)", at)
+	}
+}
+
+// numberedHosts is a hosts file of n lines, host0.example.internal at
+// 10.0.0.0 on.
+func numberedHosts(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "10.%d.%d.%d host%d.example.internal\n", i>>16, i>>8&0xff, i&0xff, i)
+	}
+	return sb.String()
+}
+
+// appendLine appends line to the file at path.
+func appendLine(t *testing.T, path, line string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		t.Fatal(err)
 	}
 }

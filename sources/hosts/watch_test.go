@@ -29,14 +29,7 @@ func TestReloadOnEdit(t *testing.T) {
 			}
 		}, []string{"A 10.0.0.2"}},
 		{"append", func(t *testing.T, path string) {
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := f.WriteString("10.0.0.3 web.example.internal\n"); err != nil {
-				t.Fatal(err)
-			}
+			appendLine(t, path, "10.0.0.3 web.example.internal")
 		}, []string{"A 10.0.0.1", "A 10.0.0.3"}},
 		{"atomic rename", func(t *testing.T, path string) {
 			tmp := filepath.Join(filepath.Dir(path), ".hosts.tmp")
