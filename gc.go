@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -27,15 +28,19 @@ import (
 //   - steadyGC, steadyAfter once every source has synced: the heap stays
 //     within a fifth above the live data. Not at once: the collection that
 //     a lower target starts would run beside the first queries.
-//   - bulkGC instead of steadyGC while a burst of background work is under
-//     way (kind.Bulk: a SIGHUP reload; a hosts file indexed again and its
-//     records built; a zone file parsed again; an etcd prefix read): new data growing past a fifth of the heap started a
-//     collection every few megabytes, six or more per reload of a
-//     100,000-line file, and every allocation during one, the reload's and
-//     the queries' alike, had to help it. On one core those collections
-//     and helps held up queries for up to 30 ms. The heap may grow to twice
-//     the live data until the burst ends; then the steady target comes
-//     back and one collection returns it.
+//   - bulkPercent instead of steadyGC while a burst of background work is
+//     under way (kind.Bulk: a SIGHUP reload; a hosts file indexed again and
+//     its records built; a zone file parsed again; an etcd prefix read):
+//     new data growing past a fifth of the heap started a collection every
+//     few megabytes, six or more per reload of a 100,000-line file, and
+//     every allocation during one, the reload's and the queries' alike,
+//     had to help it. On one core those collections and helps held up
+//     queries for up to 30 ms. The target gives the burst bulkRoom above
+//     the live heap (at most bulkGC, at least steadyGC): a small heap may
+//     double, a large one (an etcd prefix of a million keys) grows no more
+//     than that room, when its re-list would otherwise pile up its pages'
+//     garbage up to the size of the data again. When the burst ends the
+//     steady target comes back and one collection returns the room.
 //
 // Measured with bench/kubepeers on 10,000 services / 100,000 endpoints
 // (docs/performance.md, Kubernetes memory): 100 throughout let the RSS
@@ -48,18 +53,40 @@ const (
 	startGC     = 100
 	steadyGC    = 20
 	bulkGC      = 100
+	bulkRoom    = 64 << 20
 	steadyAfter = time.Second
 )
+
+// bulkPercent is the target that leaves bulkRoom above live bytes of heap,
+// within [steadyGC, bulkGC].
+func bulkPercent(live uint64) int {
+	if live == 0 {
+		return bulkGC
+	}
+	return int(min(max(bulkRoom*100/live, steadyGC), bulkGC))
+}
+
+// liveHeap is the heap the last collection found live.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
 
 // gcPhases moves the collector's target through start-up (see firstGC).
 type gcPhases struct {
 	set   func(percent int) // debug.SetGCPercent but in tests
+	live  func() uint64     // liveHeap but in tests
 	after time.Duration     // steadyAfter but in tests
 
-	mu    sync.Mutex
-	phase int // 0: before the first collection; 1: start-up; 2: steady
-	bulk  int // bursts under way (see begin)
-	timer *time.Timer
+	mu       sync.Mutex
+	phase    int // 0: before the first collection; 1: start-up; 2: steady
+	bulk     int // bursts under way (see begin)
+	bulkPerc int // the target of the bursts under way (see bulkPercent)
+	timer    *time.Timer
 }
 
 // gcSentinel is an object nothing refers to: its cleanup runs after the
@@ -72,7 +99,7 @@ type gcSentinel struct {
 
 // startGCPhases sets firstGC and returns the phases.
 func startGCPhases() *gcPhases {
-	g := &gcPhases{set: func(p int) { debug.SetGCPercent(p) }, after: steadyAfter}
+	g := &gcPhases{set: func(p int) { debug.SetGCPercent(p) }, live: liveHeap, after: steadyAfter}
 	g.start()
 	return g
 }
@@ -104,20 +131,26 @@ func (g *gcPhases) percent() int {
 	case g.phase == 1:
 		return startGC
 	case g.bulk > 0:
-		return bulkGC
+		return g.bulkPerc
 	}
 	return steadyGC
 }
 
 // begin is the process's kind.Bulk: a burst of background work begins;
-// end (once) ends it. Once start-up is over the target is bulkGC while
-// any burst is under way.
+// end (once) ends it. Once start-up is over the target is bulkPercent of
+// the live heap when the first of the bursts under way began.
 func (g *gcPhases) begin() (end func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.bulk++
-	if g.bulk == 1 && g.phase == 2 {
-		g.set(bulkGC)
+	if g.bulk == 1 {
+		g.bulkPerc = bulkGC
+		if g.live != nil {
+			g.bulkPerc = bulkPercent(g.live())
+		}
+		if g.phase == 2 {
+			g.set(g.bulkPerc)
+		}
 	}
 	var once sync.Once
 	return func() {

@@ -209,3 +209,32 @@ zones:
 	waitTarget(steadyGC, 2*time.Second)
 	p.stop(os.Interrupt)
 }
+
+// A burst leaves bulkRoom above the live heap: a small heap may double,
+// a large one grows by that room at most.
+func TestBulkPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{{0, bulkGC}, {16 * mib, bulkGC}, {64 * mib, bulkGC}, {128 * mib, 50}, {256 * mib, 25}, {1024 * mib, steadyGC}} {
+		if got := bulkPercent(c.live); got != c.want {
+			t.Errorf("bulkPercent(%d MiB) = %d, want %d", c.live/mib, got, c.want)
+		}
+	}
+	// gcPhases sets it from the live heap when the first burst begins.
+	var p percents
+	g := &gcPhases{set: p.set, live: func() uint64 { return 256 * mib }, after: 0}
+	g.start()
+	p.waitFor(t, firstGC, startGC)
+	g.synced()
+	p.waitFor(t, firstGC, startGC, steadyGC)
+	end := g.begin()
+	end()
+	if got := p.list(); !slices.Equal(got, []int{firstGC, startGC, steadyGC, 25, steadyGC}) {
+		t.Errorf("a burst over 256 MiB of live heap: targets %v", got)
+	}
+	if live := liveHeap(); live == 0 {
+		t.Error("liveHeap read 0 bytes in a running test binary")
+	}
+}
