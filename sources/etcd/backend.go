@@ -56,8 +56,9 @@ type Options struct {
 	// Serials hands out SOA serials, shared by every source of the process
 	// (nil: the Unix time, kept increasing per Backend).
 	Serials *pipeline.SerialClock
-	// Bulk is told of every list of the prefix, the first and a re-list,
-	// as a burst of background work (nil: nobody is; see kind.Bulk).
+	// Bulk is told of every read of the prefix, the first and a re-list,
+	// from its first page on, as a burst of background work (nil: nobody
+	// is; see kind.Bulk).
 	Bulk kind.Bulk
 
 	// Tuning, mostly for tests; zero values mean the defaults.
@@ -320,7 +321,14 @@ func (b *Backend) failed(op string, err error, retry *backoff) {
 // list reads the whole prefix at one revision, page by page, and brings
 // the index to exactly that state. It returns the revision.
 func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
-	defer b.opts.Bulk.Begin()()
+	// The burst (kind.Bulk) begins with the first page: not while etcd
+	// is unreachable and the read only waits.
+	var endBurst func()
+	defer func() {
+		if endBurst != nil {
+			endBurst()
+		}
+	}()
 	start := time.Now()
 	end := clientv3.GetPrefixRangeEnd(b.rangeK)
 	// A re-list marks the keys it reads, to delete those held but gone.
@@ -344,6 +352,7 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
+			endBurst = b.opts.Bulk.Begin()
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)

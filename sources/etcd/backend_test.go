@@ -435,7 +435,12 @@ func TestTLSAndAuth(t *testing.T) {
 func TestNotSyncedServfail(t *testing.T) {
 	port := etcdtest.FreePort(t)
 	f := &fixture{t: t, log: &logBuf{}, m: NewMetrics()}
+	var bursts atomic.Int32 // begun and not ended: none while etcd is unreachable
 	b, err := Open(Options{
+		Bulk: func() func() {
+			bursts.Add(1)
+			return func() { bursts.Add(-1) }
+		},
 		Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port)},
 		Prefix:    "/skydns",
 		TTL:       time.Minute,
@@ -457,6 +462,9 @@ func TestNotSyncedServfail(t *testing.T) {
 	defer cancel()
 	if err := src.WaitSynced(ctx); err == nil || src.Synced() {
 		t.Error("synced with nothing listening")
+	}
+	if n := bursts.Load(); n != 0 {
+		t.Errorf("%d bursts of background work under way while etcd is unreachable, want 0", n)
 	}
 	done := make(chan struct{})
 	go func() { b.Close(); close(done) }()
