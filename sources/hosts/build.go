@@ -21,7 +21,7 @@ const dedupScan = 8
 // is set (a reload's: see pacer). The index refers to segs' data, which
 // must not change afterwards.
 func buildIndex(segs []*fileData, pace *pacing) *index {
-	ix := &index{seed: maphash.MakeSeed(), pace: pace}
+	ix := &index{seed: maphash.MakeSeed()}
 	ix.rseed = maphash.String(ix.seed, "reverse")
 	for _, d := range segs {
 		if len(d.entries) == 0 {
@@ -42,11 +42,11 @@ func buildIndex(segs []*fileData, pace *pacing) *index {
 	// turns, and a reload's pacing sleep in one would hand the processor
 	// to the other instead of to the network poller).
 	if ix.n < parallelMin || runtime.GOMAXPROCS(0) == 1 {
-		fwd, rev = ix.buildFwd(), ix.buildRev()
+		fwd, rev = ix.buildFwd(pace), ix.buildRev(pace)
 	} else {
 		var wg sync.WaitGroup
-		wg.Go(func() { fwd = ix.buildFwd() })
-		rev = ix.buildRev()
+		wg.Go(func() { fwd = ix.buildFwd(pace) })
+		rev = ix.buildRev(pace)
 		wg.Wait()
 	}
 	ix.records = fwd + rev
@@ -154,8 +154,9 @@ type (
 // buildFwd fills fwd, fnext and ents and returns the number of A/AAAA
 // records. A name's list gets a pair unless one with the same address is
 // in it already; every proper ancestor of a name (not the root) is an
-// empty non-terminal unless it has records itself.
-func (ix *index) buildFwd() int {
+// empty non-terminal unless it has records itself. It paces itself when
+// pace is set (a reload's: see pacer).
+func (ix *index) buildFwd(pace *pacing) int {
 	ix.fnext = make([]uint32, ix.n)
 	ix.fwd = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
@@ -213,7 +214,7 @@ func (ix *index) buildFwd() int {
 		}
 		return 0
 	}
-	pc := newPacer(ix.pace)
+	pc := newPacer(pace)
 	ix.warmFwd = ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		pc.pace()
 		grow()
@@ -300,8 +301,9 @@ func (ix *index) addrKey(id uint32) rkey {
 
 // buildRev fills rev, rnext and rents and returns the number of PTR
 // records: one per name of an address (wildcards left out), in file order;
-// every proper prefix of an address is an empty non-terminal.
-func (ix *index) buildRev() int {
+// every proper prefix of an address is an empty non-terminal. It paces
+// itself when pace is set.
+func (ix *index) buildRev(pace *pacing) int {
 	ix.rnext = make([]uint32, ix.n)
 	ix.rev = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
@@ -338,7 +340,7 @@ func (ix *index) buildRev() int {
 		}
 		return 0
 	}
-	pc := newPacer(ix.pace)
+	pc := newPacer(pace)
 	ix.warmRev = ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		pc.pace()
 		if d.label(e) == "*" { // a wildcard

@@ -69,9 +69,6 @@ type index struct {
 	// wild: some name's first label is "*" (a wildcard, matched by the
 	// pipeline). Wildcard names have no PTR record.
 	wild bool
-	// pace: the build is a reload's, which gives way to the server on one
-	// processor (see pacer).
-	pace *pacing
 }
 
 // entFlag marks a slot value that is an empty non-terminal.
