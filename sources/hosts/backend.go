@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -64,8 +65,8 @@ type Backend struct {
 	files []*hostsFile
 	seed  maphash.Seed
 	// pacing: how a reload gives way to the server on one processor (see
-	// pacer); tests count its sleeps (under mu).
-	pacing *pacing
+	// package turns); tests count its sleeps (under mu).
+	pacing *turns.Pacing
 	// bulk is told of every reload and background record build, from its
 	// first read to its last record (see kind.Bulk).
 	bulk kind.Bulk
@@ -108,7 +109,7 @@ type Options struct {
 	Bulk kind.Bulk
 	// Paced: the backend is opened while queries are being answered (by
 	// a reload of the configuration). Its first load then gives way to
-	// them on one processor, as its reloads always do (see pacer).
+	// them on one processor, as its reloads always do (see package turns).
 	Paced bool
 
 	sleep func(time.Duration) // tests: the pacing's sleep (nil: time.Sleep)
@@ -128,15 +129,15 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 		ttl:     pipeline.TTLSeconds(ttl),
 		serials: opts.Serials,
 		seed:    maphash.MakeSeed(),
-		pacing:  &pacing{sleep: opts.sleep},
+		pacing:  &turns.Pacing{Sleep: opts.sleep},
 		bulk:    opts.Bulk,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	if b.pacing.sleep == nil {
-		b.pacing.sleep = time.Sleep
+	if b.pacing.Sleep == nil {
+		b.pacing.Sleep = time.Sleep
 	}
-	var load *pacing // the first load's
+	var load *turns.Pacing // the first load's
 	if opts.Paced {
 		load = b.pacing
 	}
@@ -240,9 +241,9 @@ func (b *Backend) defaultView() *view {
 // with its TTL and stores each with one new serial from the serial clock:
 // at least max(prev+1, now), and larger than any serial another source or
 // Source took before from the same clock. pace: a reload's, which gives
-// way to the server on one processor (see pacer). Caller holds mu (or
+// way to the server on one processor (see package turns). Caller holds mu (or
 // owns b, before OpenBackend returns).
-func (b *Backend) publish(prev uint32, pace *pacing) *snapshot {
+func (b *Backend) publish(prev uint32, pace *turns.Pacing) *snapshot {
 	serial := max(b.serials.Next(), prev+1)
 	segs := make([]*fileData, 0, len(b.files))
 	for _, f := range b.files {
@@ -542,8 +543,8 @@ func (b *Backend) Outside(zones []string, paced bool) (n int, example string) {
 }
 
 // outside is Outside, pacing itself when pace is set.
-func (ix *index) outside(zones []string, pace *pacing) (n int, example string) {
-	pc := newPacer(pace)
+func (ix *index) outside(zones []string, pace *turns.Pacing) (n int, example string) {
+	pc := turns.New(pace)
 	var buf [256]byte
 	var last struct {
 		d      *fileData
@@ -553,7 +554,7 @@ func (ix *index) outside(zones []string, pace *pacing) (n int, example string) {
 	}
 	for s, d := range ix.segs {
 		for k, e := range d.entries {
-			pc.pace()
+			pc.Step()
 			if last.d != d || last.parent != e.parent || last.n != e.parentN {
 				last.d, last.parent, last.n = d, e.parent, e.parentN
 				last.in = slices.ContainsFunc(zones, func(z string) bool { return d.parentInZone(e, z) })

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+
+	"github.com/dnsd/dnsd/internal/turns"
 )
 
 // parallelMin is the number of pairs from which the two halves of an index
@@ -18,9 +20,9 @@ const parallelMin = 20000
 const dedupScan = 8
 
 // buildIndex indexes the pairs of segs, in order, pacing itself when pace
-// is set (a reload's: see pacer). The index refers to segs' data, which
+// is set (a reload's: see package turns). The index refers to segs' data, which
 // must not change afterwards.
-func buildIndex(segs []*fileData, pace *pacing) *index {
+func buildIndex(segs []*fileData, pace *turns.Pacing) *index {
 	ix := &index{seed: maphash.MakeSeed()}
 	ix.rseed = maphash.String(ix.seed, "reverse")
 	for _, d := range segs {
@@ -155,8 +157,8 @@ type (
 // records. A name's list gets a pair unless one with the same address is
 // in it already; every proper ancestor of a name (not the root) is an
 // empty non-terminal unless it has records itself. It paces itself when
-// pace is set (a reload's: see pacer).
-func (ix *index) buildFwd(pace *pacing) int {
+// pace is set (a reload's: see package turns).
+func (ix *index) buildFwd(pace *turns.Pacing) int {
 	ix.fnext = make([]uint32, ix.n)
 	ix.fwd = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
@@ -214,9 +216,9 @@ func (ix *index) buildFwd(pace *pacing) int {
 		}
 		return 0
 	}
-	pc := newPacer(pace)
+	pc := turns.New(pace)
 	ix.warmFwd = ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
-		pc.pace()
+		pc.Step()
 		grow()
 		i := findPair(d, e, h)
 		v := ix.fwd[i]
@@ -303,7 +305,7 @@ func (ix *index) addrKey(id uint32) rkey {
 // records: one per name of an address (wildcards left out), in file order;
 // every proper prefix of an address is an empty non-terminal. It paces
 // itself when pace is set.
-func (ix *index) buildRev(pace *pacing) int {
+func (ix *index) buildRev(pace *turns.Pacing) int {
 	ix.rnext = make([]uint32, ix.n)
 	ix.rev = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
@@ -340,9 +342,9 @@ func (ix *index) buildRev(pace *pacing) int {
 		}
 		return 0
 	}
-	pc := newPacer(pace)
+	pc := turns.New(pace)
 	ix.warmRev = ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
-		pc.pace()
+		pc.Step()
 		if d.label(e) == "*" { // a wildcard
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -238,8 +239,8 @@ func parseData(path string, data []byte, logger *slog.Logger) fileParts {
 }
 
 // parseDataFrom is parseData with halves parsed at once from size
-// parallel on, pacing itself when pace is set (a reload's: see pacer).
-func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int, pace *pacing) fileParts {
+// parallel on, pacing itself when pace is set (a reload's: see package turns).
+func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int, pace *turns.Pacing) fileParts {
 	part := func(data []byte, first int) partFunc {
 		return func() (*fileData, []badLine, error) {
 			d, bad := parsePart(data, first, pace)
@@ -310,7 +311,7 @@ func logBad(path string, parts fileParts, bad []badLine, logger *slog.Logger) {
 
 // parsePart parses lines numbered from first on. It returns the first
 // maxBadLinesLogged bad lines (d.bad counts them all).
-func parsePart(data []byte, first int, pace *pacing) (*fileData, []badLine) {
+func parsePart(data []byte, first int, pace *turns.Pacing) (*fileData, []badLine) {
 	p := newPartParser(first, bytes.Count(data, []byte{'\n'})+1, len(data), pace)
 	p.lines(data)
 	return p.done()
@@ -324,13 +325,13 @@ type partParser struct {
 	arena  []byte
 	spans  []span
 	bad    []badLine // the first maxBadLinesLogged
-	pc     pacer
+	pc     turns.Pacer
 }
 
 // newPartParser parses lines numbered from first on, sized for about
 // lines lines of size bytes, pacing itself when pace is set (a reload's).
-func newPartParser(first, lines, size int, pace *pacing) *partParser {
-	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4), pc: newPacer(pace)}
+func newPartParser(first, lines, size int, pace *turns.Pacing) *partParser {
+	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4), pc: turns.New(pace)}
 }
 
 // lines parses data: whole lines, the last one ending the part when it
@@ -344,7 +345,7 @@ func (p *partParser) lines(data []byte) {
 		} else {
 			data = nil
 		}
-		p.pc.pace()
+		p.pc.Step()
 		lineNo := p.lineNo
 		p.lineNo++
 		addr, a, s, kind, field := parseLine(line, p.arena[:0], p.spans[:0])

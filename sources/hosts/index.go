@@ -18,6 +18,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -338,7 +339,7 @@ func (ix *index) prebuild(ttl uint32, abort func() bool) *prebuilt {
 		if i%1024 != 0 || abort == nil {
 			return false
 		}
-		time.Sleep(paceSleep) // in the background: the server goes first (see pacer)
+		time.Sleep(turns.Pause) // in the background: the server goes first (see package turns)
 		return abort()
 	}
 	for i, v := range ix.fwd {

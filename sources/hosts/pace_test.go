@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dnsd/dnsd/internal/turns"
 )
 
 // On one processor a reload gives way to the server (it sleeps now and
-// then, so that the network poller runs: see pacer); with two processors
+// then, so that the network poller runs: see package turns); with two processors
 // nothing sleeps. (The start never paces: OpenBackend loads without.) The sleeps are counted; what
 // they buy (queries answered during a reload of a large file on one core
 // within ~1 ms instead of up to ~30) is measured by hand, see
@@ -28,7 +30,7 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 			b := openBackend(t, path)
 			var slept atomic.Int64
 			b.mu.Lock() // a reload reads it under mu
-			b.pacing = &pacing{sleep: func(d time.Duration) {
+			b.pacing = &turns.Pacing{Sleep: func(d time.Duration) {
 				slept.Add(1)
 				time.Sleep(d)
 			}}
@@ -136,11 +138,11 @@ func TestReloadIsOneBurst(t *testing.T) {
 	}
 
 	// On one processor the reload's read, parse and index sleep now and
-	// then (see pacer): each sleep must fall within a burst.
+	// then (see package turns): each sleep must fall within a burst.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var sleeps, outside atomic.Int64
 	b.mu.Lock()
-	b.pacing = &pacing{sleep: func(d time.Duration) {
+	b.pacing = &turns.Pacing{Sleep: func(d time.Duration) {
 		sleeps.Add(1)
 		if o, _, _ := state(); o == 0 {
 			outside.Add(1)
