@@ -10,6 +10,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -34,7 +35,10 @@ type Backend struct {
 	logger  *slog.Logger
 	serials *pipeline.SerialClock
 	bulk    kind.Bulk // told of every reload
-	cur     atomic.Pointer[snapshot]
+	// pacing: how a reload gives way to the server on one processor (see
+	// package turns); tests count its sleeps.
+	pacing atomic.Pointer[turns.Pacing]
+	cur    atomic.Pointer[snapshot]
 
 	watcher *fsnotify.Watcher // nil: not watching (inline records only, dry run)
 	stop    chan struct{}
@@ -50,12 +54,13 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 	z := c.takeParsed()
 	if z == nil {
 		var err error
-		if z, err = load(c); err != nil {
+		if z, err = load(c, nil); err != nil { // a start: not paced
 			return nil, err
 		}
 	}
 	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials,
 		bulk: bulk, stop: make(chan struct{}), done: make(chan struct{})}
+	b.pacing.Store(&turns.Pacing{Sleep: time.Sleep})
 	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
 	if z.outside > 0 {
 		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
@@ -142,7 +147,7 @@ func (b *Backend) run() {
 func (b *Backend) reload() {
 	defer b.bulk.Begin()()
 	prev := b.snapshot()
-	z, err := load(b.cfg)
+	z, err := load(b.cfg, b.pacing.Load()) // a reload: paced
 	switch {
 	case err != nil:
 		if msg := err.Error(); msg != b.lastErr {

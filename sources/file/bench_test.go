@@ -24,7 +24,7 @@ func BenchmarkLoad(b *testing.B) {
 	c := &Config{Path: path, Origin: "example.internal.", Zones: []string{"example.internal."}}
 	b.ReportAllocs()
 	for b.Loop() {
-		z, err := load(c)
+		z, err := load(c, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

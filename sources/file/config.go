@@ -67,7 +67,7 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 	if c.Origin == "" || (path != "" && c.Path == "") {
 		return c // errors reported already
 	}
-	z, err := load(c)
+	z, err := load(c, nil)
 	if err != nil {
 		var pe *parseError
 		if asParseError(err, &pe) {

@@ -144,7 +144,7 @@ func TestLoadFastSameAnswers(t *testing.T) {
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	z, err := load(&Config{Path: path, Origin: "example.internal.", Zones: []string{"example.internal."}})
+	z, err := load(&Config{Path: path, Origin: "example.internal.", Zones: []string{"example.internal."}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

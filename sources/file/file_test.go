@@ -2,10 +2,13 @@ package file
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -109,13 +113,13 @@ func TestInlineRecords(t *testing.T) {
 // Parse errors name the zone file and line; inline ones point into
 // dnsd.yaml.
 func TestParseErrors(t *testing.T) {
-	_, err := load(&Config{Path: "testdata/bad.zone", Origin: "example.internal.", Zones: []string{"example.internal."}})
+	_, err := load(&Config{Path: "testdata/bad.zone", Origin: "example.internal.", Zones: []string{"example.internal."}}, nil)
 	var pe *parseError
 	if !asParseError(err, &pe) || pe.pos.File != "testdata/bad.zone" || pe.pos.Line != 3 {
 		t.Fatalf("bad zone file: %v, want testdata/bad.zone:3", err)
 	}
 	at := config.Pos{File: "dnsd.yaml", Line: 7, Col: 9}
-	_, err = load(&Config{Origin: "example.internal.", Zones: []string{"example.internal."}, Records: []Record{{Text: "x IN A nope", Pos: at}}})
+	_, err = load(&Config{Origin: "example.internal.", Zones: []string{"example.internal."}, Records: []Record{{Text: "x IN A nope", Pos: at}}}, nil)
 	if !asParseError(err, &pe) || pe.pos != at {
 		t.Fatalf("bad inline record: %v, want at %s", err, at)
 	}
@@ -124,7 +128,7 @@ func TestParseErrors(t *testing.T) {
 // Records outside the zone key's zones are ignored (and counted).
 func TestOutsideIgnored(t *testing.T) {
 	z, err := load(&Config{Origin: "example.internal.", Zones: []string{"example.internal."},
-		Records: []Record{{Text: "in IN A 10.0.0.1"}, {Text: "other.test. IN A 10.0.0.2"}}})
+		Records: []Record{{Text: "in IN A 10.0.0.1"}, {Text: "other.test. IN A 10.0.0.2"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +227,7 @@ func TestIncludes(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "mid.zone"), []byte("mid IN A 10.0.0.1\n$INCLUDE inner.zone\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "z.zone"), []byte("$INCLUDE mid.zone\n"), 0o644))
 	c := &Config{Path: filepath.Join(dir, "z.zone"), Origin: "z.test.", Zones: []string{"z.test."}}
-	z, err := load(c)
+	z, err := load(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +236,7 @@ func TestIncludes(t *testing.T) {
 	}
 	must(os.Remove(filepath.Join(dir, "inner.zone")))
 	must(syscall.Mkfifo(filepath.Join(dir, "inner.zone"), 0o644))
-	if _, err := load(c); err == nil || !strings.Contains(err.Error(), "inner.zone") {
+	if _, err := load(c, nil); err == nil || !strings.Contains(err.Error(), "inner.zone") {
 		t.Fatalf("a FIFO include: %v, want an error naming it", err)
 	}
 }
@@ -246,7 +250,7 @@ func TestOpenTakesTheConfigParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}
-	z, err := load(c)
+	z, err := load(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +265,45 @@ func TestOpenTakesTheConfigParse(t *testing.T) {
 	defer b.Close()
 	if b.snapshot().z != z || c.parsed != nil {
 		t.Fatalf("Open did not take over the config's parse (kept by the config: %v)", c.parsed != nil)
+	}
+}
+
+// On one processor a zone file's reload gives way to the server (it
+// sleeps now and then: see package turns); with two processors, and at
+// the start, nothing sleeps.
+func TestReloadPacedOnOneProcessor(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("$TTL 60\n")
+	for i := range 50000 {
+		fmt.Fprintf(&sb, "h%d IN A 10.%d.%d.%d\n", i, i>>16, i>>8&0xff, i&0xff)
+	}
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprint(procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			path := filepath.Join(t.TempDir(), "z.zone")
+			if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}
+			b := open(t, c, true)
+			var slept atomic.Int64
+			b.pacing.Store(&turns.Pacing{Sleep: func(d time.Duration) {
+				slept.Add(1)
+				time.Sleep(d)
+			}})
+			s := NewSource(b)
+			if err := os.WriteFile(path, []byte(sb.String()+"added IN A 10.9.9.9\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dnstest.Eventually(t, "the change", 5*time.Second, func() bool {
+				return lookup(t, s, "added.z.test.").Status == pipeline.Found
+			})
+			switch n := slept.Load(); {
+			case procs == 1 && n == 0:
+				t.Error("a reload of 50,000 records on one processor never gave way")
+			case procs > 1 && n != 0:
+				t.Errorf("a reload with %d processors slept %d times", procs, n)
+			}
+		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -77,8 +78,10 @@ func toParseError(err error, file string, base config.Pos) *parseError {
 	return &parseError{pos: pos, msg: m[2]}
 }
 
-// load reads and parses c's file (with its includes) and inline records.
-func load(c *Config) (*zone, error) {
+// load reads and parses c's file (with its includes) and inline records,
+// pacing itself when pace is set (a reload's: see package turns).
+func load(c *Config, pace *turns.Pacing) (*zone, error) {
+	pc := turns.New(pace)
 	z := &zone{names: make(map[string][]dns.RR), ents: make(map[string]bool)}
 	h := crc64.New(crc64.MakeTable(crc64.ECMA)) // a byte at a time (FNV) was a tenth of the load
 	defTTL := uint32(DefaultTTL / 1e9)
@@ -111,13 +114,17 @@ func load(c *Config) (*zone, error) {
 		}
 		lines := bytes.Count(data, []byte{'\n'}) + 1
 		z.names, z.order = make(map[string][]dns.RR, lines), make([]string, 0, lines)
-		add := func(rr dns.RR) { z.add(rr, c.Zones) }
+		add := func(rr dns.RR) {
+			pc.Step()
+			z.add(rr, c.Zones)
+		}
 		if !fastRecords(data, c.Origin, c.Path, defTTL, add) {
 			*z = zone{names: make(map[string][]dns.RR, lines), ents: z.ents, files: z.files}
 			zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
 			zp.SetDefaultTTL(defTTL)
 			zp.SetIncludeAllowed(true)
 			for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+				pc.Step()
 				z.add(rr, c.Zones)
 			}
 			if err := zp.Err(); err != nil {
@@ -146,6 +153,7 @@ func load(c *Config) (*zone, error) {
 	}
 	z.sum = h.Sum64()
 	for name := range z.names {
+		pc.Step()
 		top := zoneOf(name, c.Zones)
 		for p := pipeline.Parent(name); p != "" && pipeline.InZone(p, top); p = pipeline.Parent(p) {
 			if _, ok := z.names[p]; ok {
