@@ -3,7 +3,9 @@ package file
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,20 +115,26 @@ func (b *Backend) Close() error {
 func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
 
 // run collects events until the directories are quiet for debounce, then
-// parses the zone again. It ends when Close is called.
+// parses the zone again — when an event named one of its files, or one
+// of them is no longer the file, or of the size or time, it was when
+// read (a symlink swapped elsewhere in the directory): other files of the
+// directories changing cost a stat each, not a parse. It ends when Close
+// is called.
 func (b *Backend) run() {
 	defer close(b.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	named := false // an event since the last reload named a file of the zone
 	for {
 		select {
 		case <-b.stop:
 			return
-		case _, ok := <-b.watcher.Events:
+		case ev, ok := <-b.watcher.Events:
 			if !ok {
 				return
 			}
+			named = named || slices.Contains(b.snapshot().z.files, filepath.Clean(ev.Name))
 			timer.Reset(debounce)
 		case err, ok := <-b.watcher.Errors:
 			if !ok {
@@ -134,12 +142,30 @@ func (b *Backend) run() {
 			}
 			b.logger.Warn("zone file watcher error", "error", err)
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				named = true // events lost: read again
 				timer.Reset(debounce)
 			}
 		case <-timer.C:
-			b.reload()
+			if named || b.movedOnDisk() {
+				b.reload()
+			}
+			named = false
 		}
 	}
+}
+
+// movedOnDisk reports whether a file of the zone is not the file, or not
+// of the size or modification time, that it was when last read.
+func (b *Backend) movedOnDisk() bool {
+	z := b.snapshot().z
+	for i, f := range z.files {
+		info, err := os.Stat(f)
+		if err != nil || i >= len(z.infos) || z.infos[i] == nil || !os.SameFile(info, z.infos[i]) ||
+			info.Size() != z.infos[i].Size() || !info.ModTime().Equal(z.infos[i].ModTime()) {
+			return true
+		}
+	}
+	return false
 }
 
 // reload parses the zone again and publishes it when it changed and is

@@ -307,3 +307,60 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 		})
 	}
 }
+
+// Other files of the zone file's directory changing make no reload (the
+// zone's files are only looked at: stat, not parse); a change of the
+// file, or of where a symlink to it leads (a ConfigMap's ..data swapped),
+// does.
+func TestUnrelatedChangesNoReload(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"v1", "v2"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "v1", "z.zone"), []byte("$TTL 60\na IN A 10.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "v2", "z.zone"), []byte("$TTL 60\na IN A 10.0.0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// dir/z.zone -> ..data/z.zone, ..data -> v1: as a Kubernetes volume.
+	if err := os.Symlink("v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "z.zone"), filepath.Join(dir, "z.zone")); err != nil {
+		t.Fatal(err)
+	}
+	var reloads atomic.Int32 // each reload is one burst
+	c := &Config{Path: filepath.Join(dir, "z.zone"), Origin: "z.test.", Zones: []string{"z.test."}}
+	b, err := Open(c, true, slog.New(slog.DiscardHandler), nil, func() func() {
+		reloads.Add(1)
+		return func() {}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := NewSource(b)
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("other%d", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(4 * debounce)
+	if n := reloads.Load(); n != 0 {
+		t.Errorf("other files of the directory written: %d reloads, want 0", n)
+	}
+	// Swap ..data to v2, as the kubelet does: rename a new link over it.
+	if err := os.Symlink("v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Eventually(t, "the swapped file", 5*time.Second, func() bool {
+		r := lookup(t, s, "a.z.test.")
+		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.2"
+	})
+}

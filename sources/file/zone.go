@@ -7,6 +7,7 @@ import (
 	"hash/crc64"
 	"io/fs"
 	"iter"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -37,9 +38,10 @@ type zone struct {
 	wildcards bool
 	soa       *dns.SOA // the file's SOA at the origin, nil when none
 	records   int
-	files     []string // the zone file and every file it includes
-	sum       uint64   // hash of the files' content and the inline records
-	outside   int      // records ignored: outside the zone key's zones
+	files     []string      // the zone file and every file it includes
+	infos     []os.FileInfo // files' identity, size and time when read
+	sum       uint64        // hash of the files' content and the inline records
+	outside   int           // records ignored: outside the zone key's zones
 	example   string
 }
 
@@ -86,12 +88,12 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 	h := crc64.New(crc64.MakeTable(crc64.ECMA)) // a byte at a time (FNV) was a tenth of the load
 	defTTL := uint32(DefaultTTL / 1e9)
 	if c.Path != "" {
-		data, _, err := fsutil.ReadFile(c.Path, maxFileSize)
+		data, info, err := fsutil.ReadFile(c.Path, maxFileSize)
 		if err != nil {
 			return nil, fmt.Errorf("zone file %s: %w", c.Path, err)
 		}
 		h.Write(data)
-		z.files = append(z.files, c.Path)
+		z.files, z.infos = append(z.files, c.Path), append(z.infos, info)
 		if t, ok := firstTTL(data); ok {
 			defTTL = t
 		}
@@ -102,12 +104,12 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 		for depth := 0; len(todo) > 0 && depth < maxIncludeDepth; depth++ {
 			var next []string
 			for _, inc := range todo {
-				b, _, err := fsutil.ReadFile(inc, maxFileSize)
+				b, info, err := fsutil.ReadFile(inc, maxFileSize)
 				if err != nil {
 					return nil, fmt.Errorf("zone file %s: $INCLUDE %s: %w", c.Path, inc, unwrapPath(err))
 				}
 				h.Write(b)
-				z.files = append(z.files, inc)
+				z.files, z.infos = append(z.files, inc), append(z.infos, info)
 				next = append(next, includes(b, filepath.Dir(inc))...)
 			}
 			todo = next
@@ -119,7 +121,7 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 			z.add(rr, c.Zones)
 		}
 		if !fastRecords(data, c.Origin, c.Path, defTTL, add) {
-			*z = zone{names: make(map[string][]dns.RR, lines), ents: z.ents, files: z.files}
+			*z = zone{names: make(map[string][]dns.RR, lines), ents: z.ents, files: z.files, infos: z.infos}
 			zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
 			zp.SetDefaultTTL(defTTL)
 			zp.SetIncludeAllowed(true)
