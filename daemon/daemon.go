@@ -24,6 +24,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/server"
@@ -181,7 +182,9 @@ func (d *Daemon) Reload(ctx context.Context) error {
 }
 
 func (d *Daemon) reload(ctx context.Context) error {
-	cfg, err := config.Load(d.opts.ConfigPath, sources.ConfigKinds())
+	// The running config serves while this one loads: long parses (a
+	// zone file) give way on one processor.
+	cfg, err := config.Load(d.opts.ConfigPath, sources.ServingConfigKinds(&turns.Pacing{Sleep: time.Sleep}))
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,16 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/hosts"
 	"github.com/dnsd/dnsd/sources/kind"
@@ -369,5 +373,42 @@ func TestBuildToldWhetherServing(t *testing.T) {
 	defer set2.Release()
 	if want := []bool{false, true}; !slices.Equal(k.seen, want) {
 		t.Errorf("env.Serving of a start's build and a reload's: %v, want %v", k.seen, want)
+	}
+}
+
+// A config loaded while another serves (ServingConfigKinds) parses its
+// zone files giving way on one processor; ConfigKinds' parse does not.
+func TestServingConfigKindsPaceZoneParses(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("$TTL 60\n")
+	for i := range 50000 {
+		fmt.Fprintf(&sb, "h%d IN A 10.%d.%d.%d\n", i, i>>16, i>>8&0xff, i&0xff)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "dnsd.yaml")
+	if err := os.WriteFile(path, []byte("zones:\n  z.test:\n    - file: {path: z.zone}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var slept atomic.Int64
+	pace := &turns.Pacing{Sleep: func(d time.Duration) {
+		slept.Add(1)
+		time.Sleep(d)
+	}}
+	if _, err := config.Load(path, ServingConfigKinds(pace)); err != nil {
+		t.Fatal(err)
+	}
+	if slept.Load() == 0 {
+		t.Error("a zone file of 50,000 records parsed for a reload on one processor never gave way")
+	}
+	slept.Store(0)
+	if _, err := config.Load(path, ConfigKinds()); err != nil {
+		t.Fatal(err)
+	}
+	if n := slept.Load(); n != 0 {
+		t.Errorf("ConfigKinds' parse slept %d times", n)
 	}
 }

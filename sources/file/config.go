@@ -43,8 +43,9 @@ type Record struct {
 }
 
 // ParseSettings reads a file block and parses the zone once, so a zone
-// file that does not parse is a config error with its FILE:LINE.
-func (*Kind) ParseSettings(b *config.SourceBlock) any {
+// file that does not parse is a config error with its FILE:LINE (paced
+// when the config is loaded while another serves: see PaceParses).
+func (k *Kind) ParseSettings(b *config.SourceBlock) any {
 	c := &Config{Zones: b.Zone.Names}
 	if len(b.Zone.Names) > 0 {
 		c.Origin = b.Zone.Names[0]
@@ -67,7 +68,7 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 	if c.Origin == "" || (path != "" && c.Path == "") {
 		return c // errors reported already
 	}
-	z, err := load(c, nil)
+	z, err := load(c, k.parses)
 	if err != nil {
 		var pe *parseError
 		if asParseError(err, &pe) {

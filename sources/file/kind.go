@@ -12,14 +12,26 @@ import (
 	"strings"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // Kind is the file source kind.
-type Kind struct{}
+type Kind struct {
+	// parses: how ParseSettings gives way on one processor when the
+	// config is loaded while another serves (nil: it does not).
+	parses *turns.Pacing
+}
 
-var _ kind.Kind = (*Kind)(nil)
+var (
+	_ kind.Kind       = (*Kind)(nil)
+	_ kind.ParsePacer = (*Kind)(nil)
+)
+
+// PaceParses implements kind.ParsePacer: the zone files this kind parses
+// give way with pace (see package turns).
+func (k *Kind) PaceParses(pace *turns.Pacing) { k.parses = pace }
 
 // NewKind returns the file kind.
 func NewKind() *Kind { return &Kind{} }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -43,6 +44,14 @@ type Preparer interface {
 // queries (called after a start or a reload swapped it in).
 type Swapper interface {
 	Swapped(cfg *config.Config, p *pipeline.Pipeline)
+}
+
+// ParsePacer is implemented by kinds whose ParseSettings does long work (a
+// zone file parsed in full, to report its errors with the config's). For
+// a config loaded while another serves (a reload) they are handed the
+// pacing that work gives way with on one processor (see package turns).
+type ParsePacer interface {
+	PaceParses(pace *turns.Pacing)
 }
 
 // CacheFlusher is implemented by kinds that keep a response cache.
