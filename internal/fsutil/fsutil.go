@@ -127,3 +127,15 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	}
 	return tls.X509KeyPair(cert, key)
 }
+
+// Moved reports whether path is no longer the file that was describes (it
+// cannot be statted, is another file, or has another size or modification
+// time): a file replaced or written, or a symlink on its path swapped. A
+// nil was has always moved.
+func Moved(path string, was os.FileInfo) bool {
+	if was == nil {
+		return true
+	}
+	info, err := os.Stat(path)
+	return err != nil || !os.SameFile(info, was) || info.Size() != was.Size() || !info.ModTime().Equal(was.ModTime())
+}

@@ -53,3 +53,51 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// Moved: the same file is not; written to another size, replaced by
+// another file through a swapped symlink, removed, or never read, it is.
+func TestMoved(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("a", link); err != nil {
+		t.Fatal(err)
+	}
+	was, err := os.Stat(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Moved(link, was) {
+		t.Error("an unchanged file moved")
+	}
+	if !Moved(link, nil) {
+		t.Error("a file never read did not move")
+	}
+	if err := os.Rename(filepath.Join(dir, "link"), filepath.Join(dir, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b", link); err != nil {
+		t.Fatal(err)
+	}
+	if !Moved(link, was) {
+		t.Error("a symlink swapped to another file of the same size and content did not move")
+	}
+	wasB, _ := os.Stat(b)
+	if err := os.WriteFile(b, []byte("longer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !Moved(b, wasB) {
+		t.Error("a file written to another size did not move")
+	}
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	if !Moved(filepath.Join(dir, "old"), was) {
+		t.Error("a removed file did not move")
+	}
+}

@@ -3,7 +3,6 @@ package file
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
@@ -159,9 +159,7 @@ func (b *Backend) run() {
 func (b *Backend) movedOnDisk() bool {
 	z := b.snapshot().z
 	for i, f := range z.files {
-		info, err := os.Stat(f)
-		if err != nil || i >= len(z.infos) || z.infos[i] == nil || !os.SameFile(info, z.infos[i]) ||
-			info.Size() != z.infos[i].Size() || !info.ModTime().Equal(z.infos[i].ModTime()) {
+		if i >= len(z.infos) || fsutil.Moved(f, z.infos[i]) {
 			return true
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
@@ -435,9 +436,7 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 		if dirty[f] || !checkDirs[f.dir] {
 			continue
 		}
-		info, err := os.Stat(f.path)
-		if err != nil || f.info == nil || !os.SameFile(info, f.info) ||
-			!info.ModTime().Equal(f.info.ModTime()) || info.Size() != f.info.Size() {
+		if fsutil.Moved(f.path, f.info) {
 			dirty[f] = true
 		}
 	}
