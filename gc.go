@@ -149,7 +149,7 @@ func (g *gcPhases) begin() (end func()) {
 			g.bulkPerc = bulkPercent(g.live())
 		}
 		if g.phase == 2 {
-			g.set(g.bulkPerc)
+			g.set(g.percent())
 		}
 	}
 	var once sync.Once
@@ -159,7 +159,7 @@ func (g *gcPhases) begin() (end func()) {
 			defer g.mu.Unlock()
 			g.bulk--
 			if g.bulk == 0 && g.phase == 2 {
-				g.set(steadyGC)
+				g.set(g.percent())
 			}
 		})
 	}

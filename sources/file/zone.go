@@ -126,8 +126,7 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 			zp.SetDefaultTTL(defTTL)
 			zp.SetIncludeAllowed(true)
 			for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-				pc.Step()
-				z.add(rr, c.Zones)
+				add(rr)
 			}
 			if err := zp.Err(); err != nil {
 				return nil, toParseError(err, c.Path, config.Pos{})
