@@ -18,3 +18,12 @@ func (r *sockReader) read(c net.Conn, b []byte) (int, error) {
 	r.flush()
 	return c.Read(b)
 }
+
+// sockWriter writes through the connection here.
+type sockWriter struct{}
+
+func newSockWriter(net.Conn) *sockWriter { return &sockWriter{} }
+
+func (w *sockWriter) write(c net.Conn, b []byte) (int, error) {
+	return c.Write(b)
+}

@@ -76,6 +76,7 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 		tcc *tls.Conn
 	)
 	st := s.set.Load()
+	sw := newSockWriter(raw)
 	if u.key.proto == "tls" {
 		proto = protoTLS
 		tr = &tlsRaw{Conn: raw}
@@ -100,8 +101,9 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	}
 	cc.free = make(chan *tcpJob, cc.pipe)
 	cc.sock = newSockReader(raw, cc.flush)
+	cc.sw = sw
 	if tr != nil {
-		tr.sock = cc.sock
+		tr.sock, tr.sw = cc.sock, sw
 	}
 	// The read deadline is moved only when it passes (see fill); the
 	// stop checks come after it is set (see unit.stop).
@@ -215,16 +217,19 @@ type tcpConn struct {
 
 	// wmu is held while one answer, the answers of one flush, or every
 	// message of one zone transfer, is written: messages never
-	// interleave.
+	// interleave. sw writes the socket (under wmu).
 	wmu sync.Mutex
+	sw  *sockWriter
 }
 
 // tlsRaw is the TCP connection under a TLS one: once the handshake is
 // done, the TLS connection reads it through the reader's sockReader, so
-// the answers the reader holds are written just before a read would wait.
+// the answers the reader holds are written just before a read would wait,
+// and writes it through the connection's sockWriter.
 type tlsRaw struct {
 	net.Conn
 	sock *sockReader // the reader's, nil during the handshake
+	sw   *sockWriter // nil during the handshake
 }
 
 func (r *tlsRaw) Read(b []byte) (int, error) {
@@ -232,6 +237,13 @@ func (r *tlsRaw) Read(b []byte) (int, error) {
 		return r.sock.read(r.Conn, b)
 	}
 	return r.Conn.Read(b)
+}
+
+func (r *tlsRaw) Write(b []byte) (int, error) {
+	if r.sw != nil {
+		return r.sw.write(r.Conn, b)
+	}
+	return r.Conn.Write(b)
 }
 
 // readLoop reads messages until the client is done, idle or unusable, or
@@ -568,7 +580,12 @@ func (cc *tcpConn) write(b []byte) error {
 	}
 	now := time.Now()
 	_ = cc.c.SetWriteDeadline(now.Add(cc.s.set.Load().idle))
-	_, err := cc.c.Write(b)
+	var err error
+	if cc.tlsc != nil {
+		_, err = cc.tlsc.Write(b)
+	} else {
+		_, err = cc.sw.write(cc.raw, b)
+	}
 	cc.lastWrite.Store(now.UnixNano())
 	return err
 }
