@@ -171,8 +171,9 @@ type tcpJob struct {
 // and leaves. A query that arrives while another is in flight goes to an
 // idle worker, or a new one; a worker writes each answer as soon as it
 // has it, and stays until the connection closes.
-// The connection's goroutines (the reader, the workers) are counted in wg
-// and waited for before it closes.
+// The connection's goroutines (the reader, the workers, a relieved reader
+// until its answer is sent) are counted in wg and waited for before it
+// closes.
 type tcpConn struct {
 	s      *Server
 	u      *unit
@@ -261,7 +262,10 @@ func (cc *tcpConn) readLoop() {
 		}
 		if cc.inflight.Add(1) == 1 {
 			if !cc.answerInline(sc, j) {
-				return // the new reader owns the rest
+				// The new reader owns the rest; this goroutine's
+				// answer has been sent.
+				cc.wg.Done()
+				return
 			}
 			continue
 		}
@@ -758,7 +762,10 @@ func (w *tcpWatch) look() (busy bool) {
 		}
 		busy = true
 		if v == cc.seen && cc.inline.CompareAndSwap(v, v+1) {
-			go cc.readLoop() // the reader's place in cc.wg passes to it
+			// The relieved reader is still counted (until its
+			// answer is sent): the count is not zero here.
+			cc.wg.Add(1)
+			go cc.readLoop()
 		}
 		cc.seen = v
 	}

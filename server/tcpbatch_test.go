@@ -260,3 +260,31 @@ func TestClientNotReading(t *testing.T) {
 		})
 	})
 }
+
+// TestSlowAnswersAfterClientDone: a client asks a slow query, and once it
+// is answered another slow one and a fast one, then closes its side (it
+// will send nothing more): every answer comes, the slow ones too, though
+// the readers that began them were relieved (the second by a reader that
+// a relieved one started).
+func TestSlowAnswersAfterClientDone(t *testing.T) {
+	res := &fakeResolver{fn: sleepOn(300*time.Millisecond, "slow.test.")}
+	overStreams(t, res, Settings{}, func(t *testing.T, ts *testServer, dial func(t *testing.T) net.Conn) {
+		c := dial(t)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(pipelined(t, queryID("slow.test.", 1))); err != nil {
+			t.Fatal(err)
+		}
+		readAnswersOnce(t, c, map[uint16]string{1: "slow.test."})
+		if _, err := c.Write(pipelined(t, queryID("slow.test.", 2), queryID("fast.test.", 3))); err != nil {
+			t.Fatal(err)
+		}
+		switch c := c.(type) {
+		case *net.TCPConn:
+			_ = c.CloseWrite()
+		case *tls.Conn:
+			_ = c.CloseWrite()
+		}
+		readAnswersOnce(t, c, map[uint16]string{3: "fast.test."})
+		readAnswersOnce(t, c, map[uint16]string{2: "slow.test."})
+	})
+}
