@@ -40,11 +40,24 @@ func queryID(name string, id uint16) *dns.Msg {
 }
 
 // sleepOn makes a resolver that answers names in slow after d (or when
-// ctx ends), the others at once.
+// ctx ends), the others at once. It says first that it will wait, as a
+// forward does.
 func sleepOn(d time.Duration, slow ...string) func(ctx context.Context, req *pipeline.Request) pipeline.Response {
+	return sleeper(d, true, slow)
+}
+
+// sleepSilently is sleepOn for a source that waits without saying so.
+func sleepSilently(d time.Duration, slow ...string) func(ctx context.Context, req *pipeline.Request) pipeline.Response {
+	return sleeper(d, false, slow)
+}
+
+func sleeper(d time.Duration, says bool, slow []string) func(ctx context.Context, req *pipeline.Request) pipeline.Response {
 	return func(ctx context.Context, req *pipeline.Request) pipeline.Response {
 		for _, n := range slow {
 			if req.Name == n {
+				if says {
+					pipeline.Waiting(ctx)
+				}
 				select {
 				case <-time.After(d):
 				case <-ctx.Done():
@@ -57,9 +70,10 @@ func sleepOn(d time.Duration, slow ...string) func(ctx context.Context, req *pip
 
 // TestPipelinedSlowQueryHoldsUpNothing: on one TCP or TLS connection a
 // slow query and then ten fast ones; the fast answers come first (out of
-// order), each with its ID, and the slow one last.
+// order), each with its ID, and the slow one last. The slow query's
+// source does not say it waits: the watchdog finds it.
 func TestPipelinedSlowQueryHoldsUpNothing(t *testing.T) {
-	res := &fakeResolver{fn: sleepOn(800*time.Millisecond, "slow.test.")}
+	res := &fakeResolver{fn: sleepSilently(800*time.Millisecond, "slow.test.")}
 	overStreams(t, res, Settings{}, func(t *testing.T, ts *testServer, dial func(t *testing.T) net.Conn) {
 		c := dial(t)
 		// The watchdog asleep: the slow query must wake it.
@@ -88,6 +102,52 @@ func TestPipelinedSlowQueryHoldsUpNothing(t *testing.T) {
 		if r := readTCPMsg(t, c); r.Id != 1 || r.Question[0].Name != "slow.test." || len(r.Answer) != 1 {
 			t.Fatalf("last answer: id %d %v", r.Id, r.Question)
 		}
+	})
+}
+
+// TestWaitingRelievesAtOnce: a query whose source says it will wait
+// (pipeline.Waiting, as a forward does before it asks upstream) holds up
+// none of the queries behind it on the connection, with the watchdog
+// unable to help (its lock held): the source's word alone starts a new
+// reader.
+func TestWaitingRelievesAtOnce(t *testing.T) {
+	release := make(chan struct{}, 2) // a token per connection's slow query
+	res := &fakeResolver{fn: func(ctx context.Context, req *pipeline.Request) pipeline.Response {
+		if req.Name == "slow.test." {
+			pipeline.Waiting(ctx)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return answerA(req, 1)
+	}}
+	overStreams(t, res, Settings{}, func(t *testing.T, ts *testServer, dial func(t *testing.T) net.Conn) {
+		c := dial(t)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(pipelined(t, queryID("first.test.", 7))); err != nil {
+			t.Fatal(err)
+		}
+		readAnswersOnce(t, c, map[uint16]string{7: "first.test."}) // the connection is watched
+		ts.watch.mu.Lock()
+		var once sync.Once
+		unlock := func() { once.Do(ts.watch.mu.Unlock) }
+		defer unlock()
+
+		qs := []*dns.Msg{queryID("slow.test.", 1)}
+		want := map[uint16]string{}
+		for i := range 10 {
+			name := fmt.Sprintf("fast-%d.test.", i)
+			want[uint16(100+i)] = name
+			qs = append(qs, queryID(name, uint16(100+i)))
+		}
+		if _, err := c.Write(pipelined(t, qs...)); err != nil {
+			t.Fatal(err)
+		}
+		readAnswersOnce(t, c, want)
+		unlock()
+		release <- struct{}{}
+		readAnswersOnce(t, c, map[uint16]string{1: "slow.test."})
 	})
 }
 

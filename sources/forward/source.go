@@ -111,6 +111,7 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 		pr.u.markLoop(q.Name)
 		return answered(refused)
 	}
+	pipeline.Waiting(ctx) // every way on from here may wait for an upstream
 	return s.resolve(ctx, k, e, now)
 }
 

@@ -73,6 +73,26 @@ func TestCacheHitMissExpiry(t *testing.T) {
 	}
 }
 
+// TestSaysWhenItWaits: a lookup that will ask upstream says so first
+// (pipeline.Waiting: a TCP connection's reader lets the queries behind it
+// go on); one answered from the cache does not.
+func TestSaysWhenItWaits(t *testing.T) {
+	u := startUpstream(t)
+	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig())
+	var said int
+	ctx := pipeline.WithWaitHook(context.Background(), func() { said++ })
+	q := &pipeline.Question{Name: "www.example.", Type: dns.TypeA, Zone: "."}
+	if got := answerA(s.Lookup(ctx, q)); got != "NOERROR:192.0.2.1/300" || said != 1 {
+		t.Fatalf("miss: %s, said it waits %d times; want 1", got, said)
+	}
+	if got := answerA(s.Lookup(ctx, q)); got != "NOERROR:192.0.2.1/300" || said != 1 {
+		t.Fatalf("hit: %s, said it waits %d times in all; want still 1", got, said)
+	}
+	if u.count("www.example.") != 1 {
+		t.Fatalf("upstream asked %d times; want 1", u.count("www.example."))
+	}
+}
+
 // Pin and Same (kept answers): an answer is pinned to the cache entry it
 // came from, with the entry's age; Same is true while that entry would
 // answer with the pinned records, and says its age now (the cache's own
