@@ -177,9 +177,10 @@ type tcpJob struct {
 // inlineCtx) or be a zone transfer, a new reader is started at once; an
 // answer slow for another reason is found by the server's watchdog
 // (tcpWatch) within one to two tcpInlineWait. The new reader takes over
-// rbuf and wbuf, the old one writes its answer itself and leaves. A query that arrives while another is in flight goes to an
-// idle worker, or a new one; a worker writes each answer as soon as it
-// has it, and stays until the connection closes.
+// rbuf and wbuf, the old one writes its answer itself and leaves. A
+// query that arrives while another is in flight goes to an idle worker,
+// or a new one; a worker writes each answer as soon as it has it, and
+// stays until the connection closes.
 // The connection's goroutines (the reader, the workers, a relieved reader
 // until its answer is sent) are counted in wg and waited for before it
 // closes.
@@ -331,18 +332,18 @@ func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 // finishes its answer and writes it itself (see answerInline). The
 // relieved reader is still counted in wg until its answer is sent, so the
 // count is not zero here.
-func (cc *tcpConn) relieve(v uint64) bool {
-	if !cc.inline.CompareAndSwap(v, v+1) {
-		return false
+func (cc *tcpConn) relieve(v uint64) {
+	if cc.inline.CompareAndSwap(v, v+1) {
+		cc.wg.Add(1)
+		go cc.readLoop()
 	}
-	cc.wg.Add(1)
-	go cc.readLoop()
-	return true
 }
 
 // waiting is the wait hook of the reader's answers: a source is about to
 // wait for something outside the process, so the reader is relieved now,
-// not when the watchdog finds it.
+// not when the watchdog finds it. (A reader the watchdog relieved before
+// its source said so relieves the reader after it, should that one be
+// answering: one reader more, nothing else.)
 func (cc *tcpConn) waiting() {
 	if v := cc.inline.Load(); v&1 == 1 {
 		cc.relieve(v)
