@@ -21,9 +21,17 @@ import (
 
 // fixedResolver answers every query with the same prepared record, the
 // cheapest possible pipeline, so the benchmark measures the server.
-type fixedResolver struct{ rr []dns.RR }
+// fixedResolver answers every query with rr; with waits it first says it
+// will wait (pipeline.Waiting), as a forward's cache miss does.
+type fixedResolver struct {
+	rr    []dns.RR
+	waits bool
+}
 
-func (f *fixedResolver) Resolve(_ context.Context, req *pipeline.Request) pipeline.Response {
+func (f *fixedResolver) Resolve(ctx context.Context, req *pipeline.Request) pipeline.Response {
+	if f.waits {
+		pipeline.Waiting(ctx)
+	}
 	m := &dns.Msg{Answer: f.rr}
 	m.Authoritative = true
 	return pipeline.Response{Msg: m, Zone: "example.test.", Source: "fixed"}
@@ -73,11 +81,15 @@ func benchTCPServer(b *testing.B) net.Conn { return benchStreamServer(b, false) 
 // TCP or (tlsOn) DNS-over-TLS listener and returns a connection to it,
 // its TLS handshake done.
 func benchStreamServer(b *testing.B, tlsOn bool) net.Conn {
+	return benchStreamServerWaits(b, tlsOn, false)
+}
+
+func benchStreamServerWaits(b *testing.B, tlsOn, waits bool) net.Conn {
 	b.Helper()
 	res := &fixedResolver{rr: []dns.RR{&dns.A{
 		Hdr: dns.RR_Header{Name: "www.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
 		A:   net.IPv4(192, 0, 2, 1).To4(),
-	}}}
+	}}, waits: waits}
 	s := New(Options{Resolver: res, Observer: nopObserver{}})
 	listen := config.Listen{Proto: "tcp", Addr: "127.0.0.1:0"}
 	set := Settings{ACL: config.ACL{Default: true}}
@@ -109,6 +121,13 @@ func BenchmarkServeTCP(b *testing.B) { benchOneAtATime(b, benchStreamServer(b, f
 
 // BenchmarkServeTLS is the same over DNS over TLS.
 func BenchmarkServeTLS(b *testing.B) { benchOneAtATime(b, benchStreamServer(b, true)) }
+
+// BenchmarkServeTCPWaiting is BenchmarkServeTCP with a resolver that says
+// it will wait before every answer (a forward's cache miss answered at
+// once by its upstream): what relieving the reader costs a query.
+func BenchmarkServeTCPWaiting(b *testing.B) {
+	benchOneAtATime(b, benchStreamServerWaits(b, false, true))
+}
 
 func benchOneAtATime(b *testing.B, c net.Conn) {
 	q := query("www.example.test.", dns.TypeA)

@@ -186,7 +186,7 @@ type Server struct {
 	jobs      sync.Pool // *udpJob
 	packs     sync.Pool // *[]byte pack buffers
 	batches   sync.Pool // *udpBatch (Linux)
-	scratches sync.Pool // *scratch (DNS over HTTPS requests)
+	scratches sync.Pool // *scratch (DNS over HTTPS requests, TCP and TLS readers)
 	wbufs     sync.Pool // *[]byte, answers a TCP or TLS reader holds until it writes them
 }
 

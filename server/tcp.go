@@ -262,8 +262,9 @@ func (r *tlsRaw) Write(b []byte) (int, error) {
 // readLoop reads messages until the client is done, idle or unusable, or
 // until another goroutine has taken over reading.
 func (cc *tcpConn) readLoop() {
-	sc := new(scratch) // for the answers given here
-	var j *tcpJob      // the job of the last answer given here, kept
+	sc := cc.s.scratches.Get().(*scratch) // for the answers given here
+	defer cc.s.scratches.Put(sc)
+	var j *tcpJob // the job of the last answer given here, kept
 	for {
 		if j == nil {
 			j = cc.job()
