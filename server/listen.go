@@ -127,6 +127,7 @@ func (u *unit) untrack(c net.Conn) {
 // the unit is stopped or its sockets closed.
 func (s *Server) start(u *unit) {
 	for _, c := range u.udp {
+		s.startWatch() // it takes over slow batches (Linux)
 		u.loops.Add(1)
 		s.loops.Add(1)
 		go func() {

@@ -5,6 +5,7 @@ package server
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -26,3 +27,13 @@ func srcPktinfo(*oobBuf, netip.Addr, uint32) []byte { return nil }
 func (s *Server) readUDP(u *unit, conn *net.UDPConn) { s.readUDPEach(u, conn) }
 
 func newBatchAny() any { return nil }
+
+// udpReader is Linux's batch reader; here there is none, and the
+// watchdog's list of them stays empty.
+type udpReader struct {
+	busy atomic.Uint64
+	seen uint64
+	widx int
+}
+
+func (r *udpReader) claim(uint64) {}

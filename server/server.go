@@ -162,7 +162,7 @@ type Server struct {
 	rotor   atomic.Uint32 // answer rotation: one step per rotated response
 	faults  faults
 	tcpPer  tcpClients
-	watch   tcpWatch // relieves TCP readers stuck on an answer
+	watch   answerWatch // relieves TCP readers and takes over UDP batches stuck on an answer
 
 	// ctx is handed to the Resolver; it is cancelled when Shutdown gives
 	// up waiting (or has finished).

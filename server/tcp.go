@@ -128,7 +128,7 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 
 // tcpInlineWait is how often the watchdog looks at the connections: a
 // reader that has been answering one query itself for between one and
-// two of these is relieved (see tcpConn, tcpWatch). Local answers and
+// two of these is relieved (see tcpConn, answerWatch). Local answers and
 // cache hits take microseconds; a source that waits for an upstream says
 // so (pipeline.Waiting) and its reader is relieved at once, so the
 // watchdog only finds what nothing announced (an answer long in the
@@ -137,12 +137,12 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 // every 1 ms they cost ~1 µs per answer at 20,000 DoT queries a second.
 const tcpInlineWait = 10 * time.Millisecond
 
-// tcpWatchQuiet: the watchdog sleeps after this many looks in a row found
+// watchQuiet: the watchdog sleeps after this many looks in a row found
 // no reader answering, until a reader answers again (a channel send that
 // readers pay only then). Answers take microseconds, so looks rarely find
 // one even under load: this sets how often it sleeps and is woken, not
 // whether it sees a slow answer.
-const tcpWatchQuiet = 10
+const watchQuiet = 10
 
 // tcpMsgKeep: a job keeps its message buffer for the next query up to
 // this size; a rarer larger query gets a buffer of its own.
@@ -176,7 +176,7 @@ type tcpJob struct {
 // wait for an upstream (the source says so through the wait hook of
 // inlineCtx) or be a zone transfer, a new reader is started at once; an
 // answer slow for another reason is found by the server's watchdog
-// (tcpWatch) within one to two tcpInlineWait. The new reader takes over
+// (answerWatch) within one to two tcpInlineWait. The new reader takes over
 // rbuf and wbuf, the old one writes its answer itself and leaves. A
 // query that arrives while another is in flight goes to an idle worker,
 // or a new one; a worker writes each answer as soon as it has it, and
@@ -215,7 +215,7 @@ type tcpConn struct {
 	// inline counts the reader's own answers: odd while one is being
 	// given. The reader makes it even when done; the watchdog, when it
 	// sees the same odd value twice, makes it even first and starts a
-	// new reader. seen and idx are the watchdog's (under tcpWatch.mu).
+	// new reader. seen and idx are the watchdog's (under answerWatch.mu).
 	inline atomic.Uint64
 	seen   uint64
 	idx    int
@@ -699,18 +699,24 @@ func tcpClient(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// tcpWatch is the server's watchdog over the answers connection readers
-// give themselves (see tcpConn). Every tcpInlineWait it looks at the open
-// connections; a reader that has been answering the same query since the
-// previous look is relieved: a new goroutine takes over reading, owned by
-// the connection like the old one. It sleeps while no reader answers
-// anything, and runs until the server has shut down.
-type tcpWatch struct {
+// answerWatch is the server's watchdog over the answers that readers
+// give themselves: TCP and TLS connection readers (see tcpConn) and UDP
+// socket readers (Linux, see udpReader). Every tcpInlineWait it looks at
+// them; a connection reader that has been answering the same query since
+// the previous look is relieved (a new goroutine takes over reading,
+// owned by the connection like the old one), and a UDP reader still on
+// the same batch has the batch taken over. Sources that wait for an
+// upstream say so and are relieved at once without it: the watchdog finds
+// what nothing announced. It sleeps while no reader answers anything, and
+// runs until the server has shut down.
+type answerWatch struct {
 	once   sync.Once
 	mu     sync.Mutex
 	conns  []*tcpConn
+	udps   []*udpReader
 	parked atomic.Bool
 	wake   chan struct{} // capacity 1
+	every  time.Duration // how often it looks: tcpInlineWait, or a test's
 }
 
 // startWatch starts the watchdog once (owned by s.workers, stopped by s.done).
@@ -722,14 +728,14 @@ func (s *Server) startWatch() {
 	})
 }
 
-func (w *tcpWatch) add(cc *tcpConn) {
+func (w *answerWatch) add(cc *tcpConn) {
 	w.mu.Lock()
 	cc.idx = len(w.conns)
 	w.conns = append(w.conns, cc)
 	w.mu.Unlock()
 }
 
-func (w *tcpWatch) remove(cc *tcpConn) {
+func (w *answerWatch) remove(cc *tcpConn) {
 	w.mu.Lock()
 	last := len(w.conns) - 1
 	w.conns[cc.idx] = w.conns[last]
@@ -739,9 +745,26 @@ func (w *tcpWatch) remove(cc *tcpConn) {
 	w.mu.Unlock()
 }
 
+func (w *answerWatch) addUDP(r *udpReader) {
+	w.mu.Lock()
+	r.widx = len(w.udps)
+	w.udps = append(w.udps, r)
+	w.mu.Unlock()
+}
+
+func (w *answerWatch) removeUDP(r *udpReader) {
+	w.mu.Lock()
+	last := len(w.udps) - 1
+	w.udps[r.widx] = w.udps[last]
+	w.udps[r.widx].widx = r.widx
+	w.udps[last] = nil
+	w.udps = w.udps[:last]
+	w.mu.Unlock()
+}
+
 // kick wakes the watchdog if it sleeps; a reader calls it after it has
 // begun an answer.
-func (w *tcpWatch) kick() {
+func (w *answerWatch) kick() {
 	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
 		select {
 		case w.wake <- struct{}{}:
@@ -753,7 +776,10 @@ func (w *tcpWatch) kick() {
 func (s *Server) runWatch() {
 	defer s.workers.Done()
 	w := &s.watch
-	tick := time.NewTicker(tcpInlineWait)
+	if w.every == 0 {
+		w.every = tcpInlineWait
+	}
+	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	quiet := 0
 	for {
@@ -766,7 +792,7 @@ func (s *Server) runWatch() {
 			quiet = 0
 			continue
 		}
-		if quiet++; quiet < tcpWatchQuiet {
+		if quiet++; quiet < watchQuiet {
 			continue
 		}
 		// Say so, then look once more: a reader that began its answer
@@ -784,13 +810,13 @@ func (s *Server) runWatch() {
 		case <-w.wake:
 		}
 		quiet = 0
-		tick.Reset(tcpInlineWait)
+		tick.Reset(w.every)
 	}
 }
 
 // look relieves the readers that are still on the answer they were on at
 // the previous look; it reports whether any reader was answering.
-func (w *tcpWatch) look() (busy bool) {
+func (w *answerWatch) look() (busy bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, cc := range w.conns {
@@ -803,6 +829,17 @@ func (w *tcpWatch) look() (busy bool) {
 			cc.relieve(v)
 		}
 		cc.seen = v
+	}
+	for _, r := range w.udps {
+		v := r.busy.Load()
+		if v&1 == 0 {
+			continue
+		}
+		busy = true
+		if v == r.seen {
+			r.claim(v)
+		}
+		r.seen = v
 	}
 	return busy
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -117,7 +118,7 @@ func (s *Server) handleUDP(j *udpJob) {
 // answerUDP answers one datagram from `from` (sent to dst on interface
 // ifindex when dst is valid: a wildcard listener) and releases sc.
 func (s *Server) answerUDP(sc *scratch, u *unit, conn *net.UDPConn, from netip.AddrPort, dst netip.Addr, ifindex uint32, oobOut *oobBuf, in []byte) {
-	if out := s.serveUDP(sc, u, from, in); out != nil {
+	if out := s.serveUDP(s.ctx, sc, u, from, in); out != nil {
 		s.writeUDP(conn, out, from, dst, ifindex, oobOut)
 	}
 	s.release(sc)
@@ -125,10 +126,10 @@ func (s *Server) answerUDP(sc *scratch, u *unit, conn *net.UDPConn, from netip.A
 
 // serveUDP is serveRaw for a datagram from `from` on u: the reply to
 // send, nil for none, in sc's pack buffer until s.release(sc).
-func (s *Server) serveUDP(sc *scratch, u *unit, from netip.AddrPort, in []byte) []byte {
+func (s *Server) serveUDP(ctx context.Context, sc *scratch, u *unit, from netip.AddrPort, in []byte) []byte {
 	client := from.Addr().Unmap().WithZone("")
 	sc.listen = u.listen
-	return s.serveRaw(s.ctx, sc, protoUDP, client, u.loopback, in)
+	return s.serveRaw(ctx, sc, protoUDP, client, u.loopback, in)
 }
 
 // writeUDP sends one reply (from dst on interface ifindex when dst is

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // UDP on Linux: each socket has one reader goroutine that takes up to
@@ -20,29 +23,41 @@ import (
 // other: no hand-off to another goroutine, no wake-up per query.
 //
 // A query can be slow (forwarded to an upstream, waiting on a cache miss).
-// The reader arms a timer for each batch; when a batch takes longer than
-// slowBatch the timer's goroutine takes over: it starts a new reader for
-// the socket at once and answers each of the batch's datagrams nobody has
-// begun yet on a goroutine of its own, so neither the socket nor the rest
-// of the batch waits for a slow query, however many the batch holds. The
-// old reader finishes the query it is on and exits. Datagrams are claimed
-// with an atomic index, so each is answered exactly once; a reference
-// count returns the batch to its pool when the last user is done.
+// Then the batch is taken over: a goroutine of its own starts a new reader
+// for the socket at once and answers each of the batch's datagrams nobody
+// has begun yet on a goroutine of its own, so neither the socket nor the
+// rest of the batch waits for a slow query, however many the batch holds.
+// The old reader finishes the query it is on and exits. Datagrams are
+// claimed with an atomic index, so each is answered exactly once; a
+// reference count returns the batch to its pool when the last user is
+// done. The takeover comes at once when a source says it is about to wait
+// (pipeline.Waiting: the wait hook of the reader's answers), and for an
+// answer slow for any other reason from the server's watchdog (see
+// answerWatch), within 10-20 ms. It used to come from a 500 µs timer armed
+// for every batch: with GOMAXPROCS above one, arming a timer that early
+// makes the runtime wake another thread to watch it (a futex wake, or a
+// write that breaks the poller's sleep), and at 20,000 queries a second
+// the server spent half again as much CPU as with one processor.
+//
+// The reader's busy count is odd while it answers a batch; a takeover
+// (the hook's or the watchdog's) makes it even first, with a
+// compare-and-swap, so exactly one of the reader and the takeover learns
+// that the batch was taken over.
 //
 // Goroutines busy with slow queries are bounded like the portable path's
 // workers (maxUDPWorkers, counted in Server.nworkers): a reader that has
 // been taken over counts as one while it finishes its query, and so does
 // each goroutine started for a datagram. At the bound there is no
 // takeover (the reader answers its whole batch, the kernel queue absorbs
-// the rest) and the timer's goroutine answers what is left of the batch
-// itself instead of starting more.
+// the rest) and the takeover's goroutine answers what is left of the
+// batch itself instead of starting more.
 //
 // Replies go out together: the reader queues each reply of a batch of
 // two or more and sends the queue with one sendmmsg when the batch is
 // done, saving a system call per reply (the kernel's delivery, most of a
-// send's cost, stays; see BenchmarkServeUDPBurst). A reply never waits behind a slow query for longer than
-// slowBatch: the takeover sends the queue first, and from then on until
-// the next batch every reply goes out at once, on its own.
+// send's cost, stays; see BenchmarkServeUDPBurst). A reply waits behind a
+// slow query only until the takeover: it sends the queue first, and from
+// then on until the next batch every reply goes out at once, on its own.
 //
 // The queue goes out every flushEvery replies rather than once per batch:
 // the first reply of a full batch would otherwise wait for the other 15
@@ -51,7 +66,6 @@ import (
 const (
 	batchSize  = 16
 	flushEvery = 8
-	slowBatch  = 500 * time.Microsecond
 )
 
 // udpBatch is the memory of one recvmmsg: datagrams, their source
@@ -83,15 +97,22 @@ func newUDPBatch() *udpBatch {
 
 // udpReader is one reader goroutine of a socket.
 type udpReader struct {
-	s     *Server
-	u     *unit
-	conn  *net.UDPConn
-	rc    syscall.RawConn
-	timer *time.Timer
-	batch atomic.Pointer[udpBatch] // being answered; read by the timer's goroutine
-	taken chan struct{}            // closed when the timer's goroutine has decided (handedOver says what)
-	// handedOver: the timer's goroutine started the next reader; this one
-	// exits after its current query. Written before taken is closed.
+	s    *Server
+	u    *unit
+	conn *net.UDPConn
+	rc   syscall.RawConn
+	// busy is odd while the reader answers a batch (see above); seen and
+	// widx are the watchdog's (under answerWatch.mu).
+	busy  atomic.Uint64
+	seen  uint64
+	widx  int
+	batch atomic.Pointer[udpBatch] // being answered; read by the takeover's goroutine
+	taken chan struct{}            // closed when the takeover's goroutine has decided (handedOver says what)
+	// hookCtx is the server's context with the wait hook (waiting), for
+	// the reader's own answers.
+	hookCtx context.Context
+	// handedOver: the takeover's goroutine started the next reader; this
+	// one exits after its current query. Written before taken is closed.
 	handedOver bool
 	sc         scratch
 	oobOut     oobBuf // a reply's control message when sent on its own
@@ -118,8 +139,7 @@ func (s *Server) readUDP(u *unit, conn *net.UDPConn) {
 
 func (s *Server) newUDPReader(u *unit, conn *net.UDPConn, rc syscall.RawConn) *udpReader {
 	r := &udpReader{s: s, u: u, conn: conn, rc: rc, taken: make(chan struct{})}
-	r.timer = time.AfterFunc(time.Hour, r.takeOver)
-	r.timer.Stop()
+	r.hookCtx = pipeline.WithWaitHook(s.ctx, r.waiting)
 	// recvmmsg and sendmmsg are issued as raw system calls: the socket is
 	// non-blocking, so neither ever blocks, and a raw call does not tell
 	// the scheduler it may hand this P to another thread. With Syscall6 a
@@ -283,6 +303,8 @@ func (r *udpReader) sendmmsg(fd uintptr) bool {
 
 func (r *udpReader) run() {
 	s := r.s
+	s.watch.addUDP(r)
+	defer s.watch.removeUDP(r)
 	for {
 		b := s.batches.Get().(*udpBatch)
 		n, err := r.recv(b)
@@ -297,7 +319,7 @@ func (r *udpReader) run() {
 		}
 		b.n = n
 		b.next.Store(0)
-		b.refs.Store(2) // this reader and, should it fire, the timer's goroutine
+		b.refs.Store(2) // this reader and, should there be one, the takeover's goroutine
 		s.handlers.Add(n)
 		r.batch.Store(b)
 		// Even a lone datagram's reply goes through the queue, to be
@@ -312,18 +334,20 @@ func (r *udpReader) run() {
 		r.w.mu.Lock()
 		r.w.direct = false
 		r.w.mu.Unlock()
-		r.timer.Reset(slowBatch)
+		v := r.busy.Add(1)
+		s.watch.kick()
 		r.answer(b, &r.sc, &r.oobOut, true)
 		r.w.mu.Lock()
 		r.flush()
 		r.w.mu.Unlock()
-		if r.timer.Stop() {
+		if r.busy.CompareAndSwap(v, v+1) {
 			r.unref(b, 2)
 			continue
 		}
-		// The timer fired: its goroutine has started the next reader (or
-		// is starting it); this one is done once that is registered. At
-		// the worker bound it declined: this reader goes on.
+		// Taken over: the takeover's goroutine has started the next
+		// reader (or is starting it); this one is done once that is
+		// registered. At the worker bound it declined: this reader goes
+		// on.
 		<-r.taken
 		r.unref(b, 1)
 		if !r.handedOver {
@@ -335,7 +359,23 @@ func (r *udpReader) run() {
 	}
 }
 
-// takeOver runs on the timer's goroutine when a batch is slow.
+// claim takes over the batch the reader began as busy count v, if it is
+// still on it (the wait hook's and the watchdog's way in).
+func (r *udpReader) claim(v uint64) {
+	if r.busy.CompareAndSwap(v, v+1) {
+		go r.takeOver()
+	}
+}
+
+// waiting is the wait hook of the reader's answers: a source is about to
+// wait for something outside the process, so the batch is taken over now.
+func (r *udpReader) waiting() {
+	if v := r.busy.Load(); v&1 == 1 {
+		r.claim(v)
+	}
+}
+
+// takeOver runs on a goroutine of its own when a batch is slow.
 func (r *udpReader) takeOver() {
 	s, u, b := r.s, r.u, r.batch.Load()
 	// The replies ready so far go out now, later ones as they are made.
@@ -430,7 +470,11 @@ func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf, q
 			dst, ifindex = d.Unmap(), idx
 		}
 	}
-	out := s.serveUDP(sc, r.u, from, b.bufs[i][:h.Len])
+	ctx := s.ctx
+	if queue {
+		ctx = r.hookCtx // the reader's own answer
+	}
+	out := s.serveUDP(ctx, sc, r.u, from, b.bufs[i][:h.Len])
 	queued := out != nil && queue && r.queue(b, i, sc, out, from, dst, ifindex, oobOut)
 	if out != nil && !queue {
 		r.sendOne(b, i, out, from, dst, ifindex, oobOut)

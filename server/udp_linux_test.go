@@ -1,14 +1,19 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"runtime"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 )
@@ -125,8 +130,8 @@ func TestUDPReaderAllocations(t *testing.T) {
 	}
 	// Some slack for the runtime's and the server's own background
 	// work (timers, metrics); one allocation per query is 3000. On a
-	// busy machine a batch held up for longer than slowBatch is taken
-	// over (a new reader, goroutines: allocations that are not the
+	// busy machine a batch held up across two of the watchdog's looks is
+	// taken over (a new reader, goroutines: allocations that are not the
 	// queries'), so the best of three rounds counts.
 	const n = 3000
 	best := uint64(1 << 62)
@@ -188,4 +193,67 @@ func pipelineUDPServer(t *testing.T) *net.UDPAddr {
 	s := pipelineServer(t)
 	serveForTest(t, s, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
 	return s.Addrs()[0].(*net.UDPAddr)
+}
+
+// TestUDPWaitingTakesOverAtOnce: a datagram whose source says it will wait
+// (pipeline.Waiting, as a forward does before it asks upstream) holds up
+// none of the datagrams after it, with the watchdog looking only once an
+// hour: the source's word alone hands the socket to a new reader and the
+// rest of the batch to goroutines of their own.
+func TestUDPWaitingTakesOverAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	res := &fakeResolver{fn: func(ctx context.Context, req *pipeline.Request) pipeline.Response {
+		if strings.HasPrefix(req.Name, "slow") {
+			pipeline.Waiting(ctx)
+			<-release
+		}
+		return answerA(req, 1)
+	}}
+	s := New(Options{Resolver: res})
+	s.watch.every = time.Hour
+	serveForTest(t, s, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
+	t.Cleanup(free) // before the server's shutdown
+	c, err := net.Dial("udp", s.Addrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	got := map[uint16]int{}
+	read := func(want int) {
+		t.Helper()
+		buf := make([]byte, 4096)
+		for range want {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("after %d answers: %v", len(got), err)
+			}
+			r := new(dns.Msg)
+			if err := r.Unpack(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			got[r.Id]++
+		}
+	}
+	for round := range 3 {
+		sendQuery(t, c, 1000+uint16(round), fmt.Sprintf("slow%d.test.", round))
+		for i := range 20 {
+			id := uint16(round*20 + i + 1)
+			sendQuery(t, c, id, fmt.Sprintf("fast%d.test.", id))
+		}
+		read(20) // the fast ones, while the slow ones wait
+	}
+	free()
+	read(3)
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("query %d answered %d times", id, n)
+		}
+	}
+	if len(got) != 63 {
+		t.Errorf("%d distinct answers, want 63", len(got))
+	}
 }
