@@ -126,24 +126,6 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 // and TLS. A client sending more waits for answers (TCP backpressure), it
 // is never refused. A connection keeps the bound it was accepted with.
 
-// tcpInlineWait is how often the watchdog looks at the connections: a
-// reader that has been answering one query itself for between one and
-// two of these is relieved (see tcpConn, answerWatch). Local answers and
-// cache hits take microseconds; a source that waits for an upstream says
-// so (pipeline.Waiting) and its reader is relieved at once, so the
-// watchdog only finds what nothing announced (an answer long in the
-// making, a source that waits unannounced). Its ticks, while readers
-// answer, are wake-ups of an otherwise idle process at moderate rates:
-// every 1 ms they cost ~1 µs per answer at 20,000 DoT queries a second.
-const tcpInlineWait = 10 * time.Millisecond
-
-// watchQuiet: the watchdog sleeps after this many looks in a row found
-// no reader answering, until a reader answers again (a channel send that
-// readers pay only then). Answers take microseconds, so looks rarely find
-// one even under load: this sets how often it sleeps and is woken, not
-// whether it sees a slow answer.
-const watchQuiet = 10
-
 // tcpMsgKeep: a job keeps its message buffer for the next query up to
 // this size; a rarer larger query gets a buffer of its own.
 const tcpMsgKeep = 4096
@@ -176,7 +158,7 @@ type tcpJob struct {
 // wait for an upstream (the source says so through the wait hook of
 // inlineCtx) or be a zone transfer, a new reader is started at once; an
 // answer slow for another reason is found by the server's watchdog
-// (answerWatch) within one to two tcpInlineWait. The new reader takes over
+// (answerWatch) within one to two watchEvery. The new reader takes over
 // rbuf and wbuf, the old one writes its answer itself and leaves. A
 // query that arrives while another is in flight goes to an idle worker,
 // or a new one; a worker writes each answer as soon as it has it, and
@@ -697,149 +679,4 @@ func tcpClient(c net.Conn) netip.Addr {
 		return a.AddrPort().Addr().Unmap().WithZone("")
 	}
 	return netip.Addr{}
-}
-
-// answerWatch is the server's watchdog over the answers that readers
-// give themselves: TCP and TLS connection readers (see tcpConn) and UDP
-// socket readers (Linux, see udpReader). Every tcpInlineWait it looks at
-// them; a connection reader that has been answering the same query since
-// the previous look is relieved (a new goroutine takes over reading,
-// owned by the connection like the old one), and a UDP reader still on
-// the same batch has the batch taken over. Sources that wait for an
-// upstream say so and are relieved at once without it: the watchdog finds
-// what nothing announced. It sleeps while no reader answers anything, and
-// runs until the server has shut down.
-type answerWatch struct {
-	once   sync.Once
-	mu     sync.Mutex
-	conns  []*tcpConn
-	udps   []*udpReader
-	parked atomic.Bool
-	wake   chan struct{} // capacity 1
-	every  time.Duration // how often it looks: tcpInlineWait, or a test's
-}
-
-// startWatch starts the watchdog once (owned by s.workers, stopped by s.done).
-func (s *Server) startWatch() {
-	s.watch.once.Do(func() {
-		s.watch.wake = make(chan struct{}, 1)
-		s.workers.Add(1)
-		go s.runWatch()
-	})
-}
-
-func (w *answerWatch) add(cc *tcpConn) {
-	w.mu.Lock()
-	cc.idx = len(w.conns)
-	w.conns = append(w.conns, cc)
-	w.mu.Unlock()
-}
-
-func (w *answerWatch) remove(cc *tcpConn) {
-	w.mu.Lock()
-	last := len(w.conns) - 1
-	w.conns[cc.idx] = w.conns[last]
-	w.conns[cc.idx].idx = cc.idx
-	w.conns[last] = nil
-	w.conns = w.conns[:last]
-	w.mu.Unlock()
-}
-
-func (w *answerWatch) addUDP(r *udpReader) {
-	w.mu.Lock()
-	r.widx = len(w.udps)
-	w.udps = append(w.udps, r)
-	w.mu.Unlock()
-}
-
-func (w *answerWatch) removeUDP(r *udpReader) {
-	w.mu.Lock()
-	last := len(w.udps) - 1
-	w.udps[r.widx] = w.udps[last]
-	w.udps[r.widx].widx = r.widx
-	w.udps[last] = nil
-	w.udps = w.udps[:last]
-	w.mu.Unlock()
-}
-
-// kick wakes the watchdog if it sleeps; a reader calls it after it has
-// begun an answer.
-func (w *answerWatch) kick() {
-	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (s *Server) runWatch() {
-	defer s.workers.Done()
-	w := &s.watch
-	if w.every == 0 {
-		w.every = tcpInlineWait
-	}
-	tick := time.NewTicker(w.every)
-	defer tick.Stop()
-	quiet := 0
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-tick.C:
-		}
-		if w.look() {
-			quiet = 0
-			continue
-		}
-		if quiet++; quiet < watchQuiet {
-			continue
-		}
-		// Say so, then look once more: a reader that began its answer
-		// before it could see parked is found here.
-		w.parked.Store(true)
-		if w.look() {
-			w.parked.Store(false)
-			quiet = 0
-			continue
-		}
-		tick.Stop()
-		select {
-		case <-s.done:
-			return
-		case <-w.wake:
-		}
-		quiet = 0
-		tick.Reset(w.every)
-	}
-}
-
-// look relieves the readers that are still on the answer they were on at
-// the previous look; it reports whether any reader was answering.
-func (w *answerWatch) look() (busy bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, cc := range w.conns {
-		v := cc.inline.Load()
-		if v&1 == 0 {
-			continue
-		}
-		busy = true
-		if v == cc.seen {
-			cc.relieve(v)
-		}
-		cc.seen = v
-	}
-	for _, r := range w.udps {
-		v := r.busy.Load()
-		if v&1 == 0 {
-			continue
-		}
-		busy = true
-		if v == r.seen {
-			r.claim(v)
-		}
-		r.seen = v
-	}
-	return busy
 }
