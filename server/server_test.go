@@ -737,42 +737,53 @@ func sendQuery(t *testing.T, c net.Conn, id uint16, name string) {
 // received with them; every query is answered exactly once.
 func TestSlowQueriesDoNotBlockUDP(t *testing.T) {
 	c, free := slowUDPServer(t)
-	send := func(id uint16, name string) { sendQuery(t, c, id, name) }
+	slowRounds(t, c, free, 40)
+}
+
+// slowRounds sends three rounds of a slow query (slow<round>.test.)
+// followed by fast ones to c, and expects each round's fast answers while
+// the slow queries wait; then it lets them go (free) and expects their
+// answers: every query answered exactly once.
+func slowRounds(t *testing.T, c net.Conn, free func(), fast int) {
+	t.Helper()
 	got := map[uint16]int{}
-	read := func(want int) {
-		t.Helper()
-		buf := make([]byte, 4096)
-		for range want {
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			n, err := c.Read(buf)
-			if err != nil {
-				t.Fatalf("after %d answers: %v", len(got), err)
-			}
-			r := new(dns.Msg)
-			if err := r.Unpack(buf[:n]); err != nil {
-				t.Fatal(err)
-			}
-			got[r.Id]++
-		}
-	}
 	id := uint16(0)
 	for round := range 3 {
-		send(1000+uint16(round), fmt.Sprintf("slow%d.test.", round))
-		for range 40 {
+		sendQuery(t, c, 1000+uint16(round), fmt.Sprintf("slow%d.test.", round))
+		for range fast {
 			id++
-			send(id, fmt.Sprintf("fast%d.test.", id))
+			sendQuery(t, c, id, fmt.Sprintf("fast%d.test.", id))
 		}
-		read(40) // the fast ones, while the slow ones wait
+		readUDPCounting(t, c, got, fast) // the fast ones, while the slow ones wait
 	}
 	free()
-	read(3)
+	readUDPCounting(t, c, got, 3)
 	for k, n := range got {
 		if n != 1 {
 			t.Errorf("query %d answered %d times", k, n)
 		}
 	}
-	if len(got) != 123 {
-		t.Errorf("%d distinct answers, want 123", len(got))
+	if want := 3 * (fast + 1); len(got) != want {
+		t.Errorf("%d distinct answers, want %d", len(got), want)
+	}
+}
+
+// readUDPCounting reads want answers from c, each within 5 s, and counts
+// each answer's ID in got.
+func readUDPCounting(t *testing.T, c net.Conn, got map[uint16]int, want int) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	for range want {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(got), err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		got[r.Id]++
 	}
 }
 

@@ -112,8 +112,7 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	// stop checks come after it is set (see unit.stop).
 	cc.since = time.Now()
 	_ = c.SetReadDeadline(cc.since.Add(st.idle))
-	s.watch.add(cc)
-	defer s.watch.remove(cc)
+	defer watchOn(&s.watch, &s.watch.conns, cc)()
 	cc.wg.Add(1) // the reader
 	cc.readLoop()
 	cc.wg.Wait()

@@ -303,8 +303,7 @@ func (r *udpReader) sendmmsg(fd uintptr) bool {
 
 func (r *udpReader) run() {
 	s := r.s
-	s.watch.addUDP(r)
-	defer s.watch.removeUDP(r)
+	defer watchOn(&s.watch, &s.watch.udps, r)()
 	for {
 		b := s.batches.Get().(*udpBatch)
 		n, err := r.recv(b)

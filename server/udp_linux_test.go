@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -221,39 +220,5 @@ func TestUDPWaitingTakesOverAtOnce(t *testing.T) {
 	}
 	defer c.Close()
 
-	got := map[uint16]int{}
-	read := func(want int) {
-		t.Helper()
-		buf := make([]byte, 4096)
-		for range want {
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			n, err := c.Read(buf)
-			if err != nil {
-				t.Fatalf("after %d answers: %v", len(got), err)
-			}
-			r := new(dns.Msg)
-			if err := r.Unpack(buf[:n]); err != nil {
-				t.Fatal(err)
-			}
-			got[r.Id]++
-		}
-	}
-	for round := range 3 {
-		sendQuery(t, c, 1000+uint16(round), fmt.Sprintf("slow%d.test.", round))
-		for i := range 20 {
-			id := uint16(round*20 + i + 1)
-			sendQuery(t, c, id, fmt.Sprintf("fast%d.test.", id))
-		}
-		read(20) // the fast ones, while the slow ones wait
-	}
-	free()
-	read(3)
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("query %d answered %d times", id, n)
-		}
-	}
-	if len(got) != 63 {
-		t.Errorf("%d distinct answers, want 63", len(got))
-	}
+	slowRounds(t, c, free, 20)
 }

@@ -38,8 +38,8 @@ const watchQuiet = 10
 type answerWatch struct {
 	once   sync.Once
 	mu     sync.Mutex
-	conns  []*tcpConn
-	udps   []*udpReader
+	conns  watchList[*tcpConn]
+	udps   watchList[*udpReader]
 	parked atomic.Bool
 	wake   chan struct{} // capacity 1
 	every  time.Duration // how often it looks: watchEvery, or a test's
@@ -54,38 +54,40 @@ func (s *Server) startWatch() {
 	})
 }
 
-func (w *answerWatch) add(cc *tcpConn) {
-	w.mu.Lock()
-	cc.idx = len(w.conns)
-	w.conns = append(w.conns, cc)
-	w.mu.Unlock()
+// watched is a reader the watchdog looks at; it keeps its place in the
+// watchdog's list.
+type watched interface{ watchIdx() *int }
+
+// watchList is the watchdog's list of one kind of reader, in no order.
+type watchList[T watched] struct{ items []T }
+
+func (l *watchList[T]) add(x T) {
+	*x.watchIdx() = len(l.items)
+	l.items = append(l.items, x)
 }
 
-func (w *answerWatch) remove(cc *tcpConn) {
-	w.mu.Lock()
-	last := len(w.conns) - 1
-	w.conns[cc.idx] = w.conns[last]
-	w.conns[cc.idx].idx = cc.idx
-	w.conns[last] = nil
-	w.conns = w.conns[:last]
-	w.mu.Unlock()
+func (l *watchList[T]) remove(x T) {
+	i, last := *x.watchIdx(), len(l.items)-1
+	l.items[i] = l.items[last]
+	*l.items[i].watchIdx() = i
+	var zero T
+	l.items[last] = zero
+	l.items = l.items[:last]
 }
 
-func (w *answerWatch) addUDP(r *udpReader) {
-	w.mu.Lock()
-	r.widx = len(w.udps)
-	w.udps = append(w.udps, r)
-	w.mu.Unlock()
-}
+func (cc *tcpConn) watchIdx() *int  { return &cc.idx }
+func (r *udpReader) watchIdx() *int { return &r.widx }
 
-func (w *answerWatch) removeUDP(r *udpReader) {
+// watchOn puts x in w's list l, and returns what takes it out again.
+func watchOn[T watched](w *answerWatch, l *watchList[T], x T) (unwatch func()) {
 	w.mu.Lock()
-	last := len(w.udps) - 1
-	w.udps[r.widx] = w.udps[last]
-	w.udps[r.widx].widx = r.widx
-	w.udps[last] = nil
-	w.udps = w.udps[:last]
+	l.add(x)
 	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		l.remove(x)
+		w.mu.Unlock()
+	}
 }
 
 // kick wakes the watchdog if it sleeps; a reader calls it after it has
@@ -145,7 +147,7 @@ func (s *Server) runWatch() {
 func (w *answerWatch) look() (busy bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, cc := range w.conns {
+	for _, cc := range w.conns.items {
 		v := cc.inline.Load()
 		if v&1 == 0 {
 			continue
@@ -156,7 +158,7 @@ func (w *answerWatch) look() (busy bool) {
 		}
 		cc.seen = v
 	}
-	for _, r := range w.udps {
+	for _, r := range w.udps.items {
 		v := r.busy.Load()
 		if v&1 == 0 {
 			continue
