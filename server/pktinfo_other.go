@@ -5,7 +5,6 @@ package server
 import (
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"syscall"
 )
 
@@ -30,10 +29,7 @@ func newBatchAny() any { return nil }
 
 // udpReader is Linux's batch reader; here there is none, and the
 // watchdog's list of them stays empty.
-type udpReader struct {
-	busy atomic.Uint64
-	seen uint64
-	widx int
-}
+type udpReader struct{ busy answering }
 
-func (r *udpReader) claim(uint64) {}
+func (r *udpReader) answers() *answering { return &r.busy }
+func (r *udpReader) takeOver(uint64)     {}

@@ -78,7 +78,6 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 		tcc *tls.Conn
 	)
 	st := s.set.Load()
-	sw := newSockWriter(raw)
 	if u.key.proto == "tls" {
 		proto = protoTLS
 		tr = &tlsRaw{Conn: raw}
@@ -102,11 +101,10 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 		pipe: st.pipeline,
 	}
 	cc.free = make(chan *tcpJob, cc.pipe)
-	cc.inlineCtx = pipeline.WithWaitHook(ctx, cc.waiting)
-	cc.sock = newSockReader(raw, cc.flush)
-	cc.sw = sw
+	cc.inlineCtx = pipeline.WithWaitHook(ctx, func() { takeOverNow(cc) })
+	cc.sock, cc.sw = newSockReader(raw, cc.flush), newSockWriter(raw)
 	if tr != nil {
-		tr.sock, tr.sw = cc.sock, sw
+		tr.sock, tr.sw = cc.sock, cc.sw
 	}
 	// The read deadline is moved only when it passes (see fill); the
 	// stop checks come after it is set (see unit.stop).
@@ -193,13 +191,9 @@ type tcpConn struct {
 	jobs       int       // jobs made so far, ≤ pipe
 	nwork      int       // workers started, ≤ pipe
 
-	// inline counts the reader's own answers: odd while one is being
-	// given. The reader makes it even when done; the watchdog, when it
-	// sees the same odd value twice, makes it even first and starts a
-	// new reader. seen and idx are the watchdog's (under answerWatch.mu).
-	inline atomic.Uint64
-	seen   uint64
-	idx    int
+	// inline counts the reader's own answers (see answering): whoever
+	// takes one over (relieve) starts a new reader.
+	inline answering
 
 	work chan *tcpJob // reader → an idle worker; closed when reading stops
 	free chan *tcpJob // jobs not in flight
@@ -278,7 +272,7 @@ func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 	if transfer {
 		cc.flush() // the answers before it are not held up by it
 	}
-	v := cc.inline.Add(1)
+	v := cc.inline.begin()
 	var wire []byte
 	if transfer {
 		// A transfer writes for as long as the secondary reads.
@@ -288,7 +282,7 @@ func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 		cc.s.watch.kick()
 		wire = cc.respond(cc.inlineCtx, sc, j.msg)
 	}
-	if !cc.inline.CompareAndSwap(v, v+1) {
+	if !cc.inline.take(v) {
 		// wbuf is the new reader's now.
 		cc.send(sc, wire)
 		cc.done(j)
@@ -315,22 +309,19 @@ func (cc *tcpConn) answerInline(sc *scratch, j *tcpJob) bool {
 // relieved reader is still counted in wg until its answer is sent, so the
 // count is not zero here.
 func (cc *tcpConn) relieve(v uint64) {
-	if cc.inline.CompareAndSwap(v, v+1) {
+	if cc.inline.take(v) {
 		cc.wg.Add(1)
 		go cc.readLoop()
 	}
 }
 
-// waiting is the wait hook of the reader's answers: a source is about to
-// wait for something outside the process, so the reader is relieved now,
-// not when the watchdog finds it. (A reader the watchdog relieved before
-// its source said so relieves the reader after it, should that one be
-// answering: one reader more, nothing else.)
-func (cc *tcpConn) waiting() {
-	if v := cc.inline.Load(); v&1 == 1 {
-		cc.relieve(v)
-	}
-}
+// The watchdog, and the wait hook of the reader's answers (a source about
+// to wait for something outside the process: the reader is relieved now,
+// not when the watchdog finds it), relieve through these. A reader the
+// watchdog relieved before its source said so relieves the reader after
+// it, should that one be answering: one reader more, nothing else.
+func (cc *tcpConn) answers() *answering { return &cc.inline }
+func (cc *tcpConn) takeOver(v uint64)   { cc.relieve(v) }
 
 // job returns a free job; with max_tcp_pipeline in flight it waits for one
 // to be answered (after writing the answers the reader holds).

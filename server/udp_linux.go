@@ -101,11 +101,9 @@ type udpReader struct {
 	u    *unit
 	conn *net.UDPConn
 	rc   syscall.RawConn
-	// busy is odd while the reader answers a batch (see above); seen and
-	// widx are the watchdog's (under answerWatch.mu).
-	busy  atomic.Uint64
-	seen  uint64
-	widx  int
+	// busy counts the batches the reader answers (see above and
+	// answering).
+	busy  answering
 	batch atomic.Pointer[udpBatch] // being answered; read by the takeover's goroutine
 	taken chan struct{}            // closed when the takeover's goroutine has decided (handedOver says what)
 	// hookCtx is the server's context with the wait hook (waiting), for
@@ -139,7 +137,7 @@ func (s *Server) readUDP(u *unit, conn *net.UDPConn) {
 
 func (s *Server) newUDPReader(u *unit, conn *net.UDPConn, rc syscall.RawConn) *udpReader {
 	r := &udpReader{s: s, u: u, conn: conn, rc: rc, taken: make(chan struct{})}
-	r.hookCtx = pipeline.WithWaitHook(s.ctx, r.waiting)
+	r.hookCtx = pipeline.WithWaitHook(s.ctx, func() { takeOverNow(r) })
 	// recvmmsg and sendmmsg are issued as raw system calls: the socket is
 	// non-blocking, so neither ever blocks, and a raw call does not tell
 	// the scheduler it may hand this P to another thread. With Syscall6 a
@@ -333,13 +331,13 @@ func (r *udpReader) run() {
 		r.w.mu.Lock()
 		r.w.direct = false
 		r.w.mu.Unlock()
-		v := r.busy.Add(1)
+		v := r.busy.begin()
 		s.watch.kick()
 		r.answer(b, &r.sc, &r.oobOut, true)
 		r.w.mu.Lock()
 		r.flush()
 		r.w.mu.Unlock()
-		if r.busy.CompareAndSwap(v, v+1) {
+		if r.busy.take(v) {
 			r.unref(b, 2)
 			continue
 		}
@@ -353,29 +351,24 @@ func (r *udpReader) run() {
 			r.taken = make(chan struct{})
 			continue
 		}
-		s.nworkers.Add(-1) // counted as a worker by takeOver
+		s.nworkers.Add(-1) // counted as a worker by takeBatch
 		return
 	}
 }
 
-// claim takes over the batch the reader began as busy count v, if it is
-// still on it (the wait hook's and the watchdog's way in).
-func (r *udpReader) claim(v uint64) {
-	if r.busy.CompareAndSwap(v, v+1) {
-		go r.takeOver()
+// The watchdog, and the wait hook of the reader's answers (a source about
+// to wait for something outside the process: the batch is taken over
+// now), take over the batch the reader began as busy count v, if it is
+// still on it, through these.
+func (r *udpReader) answers() *answering { return &r.busy }
+func (r *udpReader) takeOver(v uint64) {
+	if r.busy.take(v) {
+		go r.takeBatch()
 	}
 }
 
-// waiting is the wait hook of the reader's answers: a source is about to
-// wait for something outside the process, so the batch is taken over now.
-func (r *udpReader) waiting() {
-	if v := r.busy.Load(); v&1 == 1 {
-		r.claim(v)
-	}
-}
-
-// takeOver runs on a goroutine of its own when a batch is slow.
-func (r *udpReader) takeOver() {
+// takeBatch runs on a goroutine of its own when a batch is slow.
+func (r *udpReader) takeBatch() {
 	s, u, b := r.s, r.u, r.batch.Load()
 	// The replies ready so far go out now, later ones as they are made.
 	r.w.mu.Lock()

@@ -54,29 +54,73 @@ func (s *Server) startWatch() {
 	})
 }
 
-// watched is a reader the watchdog looks at; it keeps its place in the
-// watchdog's list.
-type watched interface{ watchIdx() *int }
+// answering counts the answers a reader gives itself (a TCP connection's
+// queries, a UDP reader's batches): odd while it gives one. Whoever makes
+// it even first decides what happens to the answer's rest: the reader,
+// done with it (take), or a takeover (a source's wait hook, or the
+// watchdog seeing the same odd count at two looks). seen and idx are the
+// watchdog's (under answerWatch.mu).
+type answering struct {
+	n    atomic.Uint64
+	seen uint64
+	idx  int
+}
+
+// begin counts an answer begun and returns its count.
+func (a *answering) begin() uint64 { return a.n.Add(1) }
+
+// take ends answer v; true for the first to do so.
+func (a *answering) take(v uint64) bool { return a.n.CompareAndSwap(v, v+1) }
+
+// watched is a reader the watchdog looks at: takeOver(v) takes over its
+// answer v, if it is still on it.
+type watched interface {
+	answers() *answering
+	takeOver(v uint64)
+}
+
+// takeOverNow takes over x's answer under way, if there is one: a wait
+// hook, called by a source about to wait.
+func takeOverNow(x watched) {
+	if v := x.answers().n.Load(); v&1 == 1 {
+		x.takeOver(v)
+	}
+}
 
 // watchList is the watchdog's list of one kind of reader, in no order.
 type watchList[T watched] struct{ items []T }
 
 func (l *watchList[T]) add(x T) {
-	*x.watchIdx() = len(l.items)
+	x.answers().idx = len(l.items)
 	l.items = append(l.items, x)
 }
 
 func (l *watchList[T]) remove(x T) {
-	i, last := *x.watchIdx(), len(l.items)-1
+	i, last := x.answers().idx, len(l.items)-1
 	l.items[i] = l.items[last]
-	*l.items[i].watchIdx() = i
+	l.items[i].answers().idx = i
 	var zero T
 	l.items[last] = zero
 	l.items = l.items[:last]
 }
 
-func (cc *tcpConn) watchIdx() *int  { return &cc.idx }
-func (r *udpReader) watchIdx() *int { return &r.widx }
+// look takes over the answers still under way that were at the previous
+// look; it reports whether any reader was answering.
+func (l *watchList[T]) look() (busy bool) {
+	for _, x := range l.items {
+		a := x.answers()
+		v := a.n.Load()
+		if v&1 == 0 {
+			continue
+		}
+		busy = true
+		if v == a.seen {
+			x.takeOver(v)
+		}
+		a.seen = v
+	}
+	return busy
+}
 
 // watchOn puts x in w's list l, and returns what takes it out again.
 func watchOn[T watched](w *answerWatch, l *watchList[T], x T) (unwatch func()) {
@@ -142,32 +186,11 @@ func (s *Server) runWatch() {
 	}
 }
 
-// look relieves the readers that are still on the answer they were on at
-// the previous look; it reports whether any reader was answering.
-func (w *answerWatch) look() (busy bool) {
+// look takes over the readers that are still on the answer they were on
+// at the previous look; it reports whether any reader was answering.
+func (w *answerWatch) look() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, cc := range w.conns.items {
-		v := cc.inline.Load()
-		if v&1 == 0 {
-			continue
-		}
-		busy = true
-		if v == cc.seen {
-			cc.relieve(v)
-		}
-		cc.seen = v
-	}
-	for _, r := range w.udps.items {
-		v := r.busy.Load()
-		if v&1 == 0 {
-			continue
-		}
-		busy = true
-		if v == r.seen {
-			r.claim(v)
-		}
-		r.seen = v
-	}
-	return busy
+	tcp := w.conns.look()
+	return w.udps.look() || tcp
 }
