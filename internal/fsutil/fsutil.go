@@ -128,7 +128,7 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	return tls.X509KeyPair(cert, key)
 }
 
-// Moved reports whether path is no longer the file that was describes (it
+// Moved reports whether path is no longer the file described by was (it
 // cannot be statted, is another file, or has another size or modification
 // time): a file replaced or written, or a symlink on its path swapped. A
 // nil was has always moved.
