@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/dnsd/dnsd/internal/health"
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -60,6 +61,14 @@ type Options struct {
 	// from its first page on, as a burst of background work (nil: nobody
 	// is; see kind.Bulk).
 	Bulk kind.Bulk
+	// Paced: the backend is opened while queries are being answered (by a
+	// reload of the configuration), so its first read of the prefix gives
+	// way to them on one processor as every re-read does (see package
+	// turns). A start's first read is not paced: nothing is served yet.
+	Paced bool
+
+	// sleep is the pacing's sleep (tests count it; nil: time.Sleep).
+	sleep func(time.Duration)
 
 	// Tuning, mostly for tests; zero values mean the defaults.
 	DialTimeout time.Duration // per connection attempt (default 5s)
@@ -336,6 +345,13 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	if relist {
 		b.startMarks()
 	}
+	// Indexing a page of 50,000 keys holds a processor for tens of
+	// milliseconds: while queries are answered, on one processor, it gives
+	// way to them every millisecond.
+	var pc turns.Pacer
+	if relist || b.synced.Load() || b.opts.Paced {
+		pc = b.pacer()
+	}
 	var rev int64
 	from := b.rangeK
 	changed, malformed, read := 0, 0, 0
@@ -355,6 +371,7 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 			endBurst = b.opts.Bulk.Begin()
 		}
 		for _, kv := range resp.Kvs {
+			pc.Step()
 			k := string(kv.Key)
 			ch, err := b.put(k, kv.Value, kv.ModRevision)
 			if ch {
@@ -406,6 +423,16 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	return rev, nil
 }
 
+// pacer paces index writes made while queries are answered (see package
+// turns: only with one processor).
+func (b *Backend) pacer() turns.Pacer {
+	sleep := b.opts.sleep
+	if sleep == nil {
+		sleep = time.Sleep
+	}
+	return turns.New(&turns.Pacing{Sleep: sleep})
+}
+
 // releaseMin is the number of keys from which a full read of the prefix
 // returns the memory it used on the way to the system (TestMemory1M shows
 // the effect on RSS).
@@ -419,7 +446,16 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 	}
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
 	defer cancel()
-	ch := cli.Watch(ctx, b.rangeK, clientv3.WithPrefix(), clientv3.WithRev(*rev+1), clientv3.WithProgressNotify())
+	// WithFragment: etcd sends a revision's events in pieces of at most
+	// its request limit (1.5 MiB by default), which the client puts
+	// together. Unfragmented, one transaction over a large prefix (a
+	// prefix deleted at once) came as one message whose decoding held a
+	// processor for tens of milliseconds.
+	ch := cli.Watch(ctx, b.rangeK, clientv3.WithPrefix(), clientv3.WithRev(*rev+1), clientv3.WithProgressNotify(), clientv3.WithFragment())
+	// A watch response may carry a whole transaction's events (a prefix
+	// deleted at once: every key): applied while queries are answered,
+	// they give way as a re-list does.
+	pc := b.pacer()
 	for resp := range ch {
 		if resp.CompactRevision != 0 {
 			return errCompacted
@@ -435,6 +471,7 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 		}
 		changed := false
 		for _, ev := range resp.Events {
+			pc.Step()
 			k := string(ev.Kv.Key)
 			switch ev.Type {
 			case clientv3.EventTypePut:

@@ -114,6 +114,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			return Open(Options{
 				Serials:   env.Serials,
 				Bulk:      env.Bulk,
+				Paced:     env.Serving,
 				Name:      name,
 				Endpoints: c.Endpoints,
 				Prefix:    c.Prefix,

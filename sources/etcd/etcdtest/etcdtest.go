@@ -38,6 +38,10 @@ type Options struct {
 	// NoFsync skips fsync (etcd's unsafe-no-fsync): for tests that write
 	// many keys and do not restart the server.
 	NoFsync bool
+	// MaxRequestBytes is etcd's request limit (0: its default, 1.5 MiB),
+	// which is also the size of the pieces a fragmented watch response is
+	// sent in.
+	MaxRequestBytes uint
 }
 
 // Server is a running (or stopped) embedded etcd.
@@ -119,6 +123,9 @@ func (s *Server) Restart() {
 	cfg.TickMs = 10
 	cfg.ElectionMs = 50
 	cfg.UnsafeNoFsync = s.opts.NoFsync
+	if s.opts.MaxRequestBytes > 0 {
+		cfg.MaxRequestBytes = s.opts.MaxRequestBytes
+	}
 	if s.Certs != nil {
 		cfg.ClientTLSInfo.CertFile = s.Certs.ServerCert
 		cfg.ClientTLSInfo.KeyFile = s.Certs.ServerKey
