@@ -115,6 +115,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			EndpointPodNames: podNames,
 			External:         c.Expose == "external",
 			Logger:           logger.With("zone", z.Key),
+			Bulk:             env.Bulk,
 		})
 		if err != nil {
 			release()

@@ -28,7 +28,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // ErrNotSynced is a Source's failure until its first sync is done.
@@ -46,6 +48,12 @@ type Options struct {
 	EndpointPodNames bool
 	External         bool // expose: external
 	Logger           *slog.Logger
+	// Bulk is told of a large batch of changes applied after the first
+	// sync (a re-list of the cluster): see bulkBatch.
+	Bulk kind.Bulk
+
+	// sleep is the pacing's sleep (tests count it; nil: time.Sleep).
+	sleep func(time.Duration)
 
 	// lazyHook, for tests, runs in the first sync once the source has
 	// declared itself synced and before it applies the services.
@@ -81,6 +89,9 @@ type Source struct {
 	applied chan struct{}
 	// lazyHook: Options.lazyHook.
 	lazyHook func()
+	// bulk, sleep: Options.Bulk, Options.sleep.
+	bulk  kind.Bulk
+	sleep func(time.Duration)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -168,6 +179,8 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 		syncedCh: make(chan struct{}),
 		applied:  make(chan struct{}),
 		lazyHook: opts.lazyHook,
+		bulk:     opts.Bulk,
+		sleep:    opts.sleep,
 		stop:     make(chan struct{}),
 	}
 	src.ix.clock = b.serials
@@ -304,15 +317,39 @@ func (src *Source) run() {
 			}
 			src.dirty = make(map[objKey]time.Time)
 			src.mu.Unlock()
-			for k := range batch {
-				src.apply(k)
-			}
+			src.applyBatch(batch)
 			src.ix.bump()
 			now := time.Now()
 			for _, t := range batch {
 				src.b.metrics.latency.Observe(now.Sub(t).Seconds())
 			}
 		}
+	}
+}
+
+// bulkBatch is the size from which a batch of changes is a burst of
+// background work (kind.Bulk): an informer's re-list of the cluster (its
+// watch expired) marks every object changed at once.
+const bulkBatch = 1000
+
+// applyBatch applies the objects of batch. On one processor it gives way
+// to the queries every millisecond (see package turns): the batch a
+// re-list makes (every service of the cluster: 10,000 services with
+// 100,000 endpoints take a core for a good fraction of a second) would
+// otherwise hold them up for the runtime's 10 ms time slices. The first
+// sync is not paced (see firstSync).
+func (src *Source) applyBatch(batch map[objKey]time.Time) {
+	if len(batch) >= bulkBatch {
+		defer src.bulk.Begin()()
+	}
+	sleep := src.sleep
+	if sleep == nil {
+		sleep = time.Sleep
+	}
+	pc := turns.New(&turns.Pacing{Sleep: sleep})
+	for k := range batch {
+		pc.Check() // an object is a larger unit than a line: the clock each time
+		src.apply(k)
 	}
 }
 
