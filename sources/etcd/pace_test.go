@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dnsd/dnsd/internal/turns/turnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
@@ -49,30 +49,17 @@ func TestPacedOnOneProcessor(t *testing.T) {
 			last := fmt.Sprintf("h%d.%s.example.internal", keys-1, dir)
 			want := fmt.Sprintf("NOERROR:A 10.%d.%d.%d", (keys-1)>>16&255, (keys-1)>>8&255, (keys-1)&255)
 
-			var slept atomic.Int64
-			sleep := func(d time.Duration) {
-				slept.Add(1)
-				time.Sleep(d)
-			}
-			check := func(what string, paced bool) {
-				t.Helper()
-				switch n := slept.Swap(0); {
-				case paced && procs == 1 && n == 0:
-					t.Errorf("%s on one processor never gave way", what)
-				case (!paced || procs > 1) && n != 0:
-					t.Errorf("%s with %d processors slept %d times", what, procs, n)
-				}
-			}
+			var slept turnstest.Sleeps
 
 			hold := make(chan struct{})
 			var first sync.Once
 			f := openFixture(t, srv, func(o *Options) {
 				o.beforeWatch = func() { first.Do(func() { <-hold }) }
-				o.sleep = sleep
+				o.sleep = slept.Sleep
 			})
 			f.waitSynced()
 			f.eventually(last, dns.TypeA, want)
-			check("the first read at a start", false)
+			slept.Expect(t, "the first read at a start", false)
 
 			// A compaction past the held watch: the prefix is read again.
 			srv.Put("/skydns/internal/example/"+dir+"/added", `{"host":"10.9.9.8"}`)
@@ -88,24 +75,24 @@ func TestPacedOnOneProcessor(t *testing.T) {
 			if got := metricValue(relists); got != 1 {
 				t.Errorf("compaction re-reads = %v, want 1", got)
 			}
-			check("a re-read of the prefix", true)
+			slept.Expect(t, "a re-read of the prefix", true)
 
 			// One watch response with every key's deletion.
 			if _, err := srv.Client().Delete(context.Background(), "/skydns/internal/example/"+dir+"/", clientv3.WithPrefix()); err != nil {
 				t.Fatal(err)
 			}
 			f.eventually(last, dns.TypeA, "NXDOMAIN:")
-			check("a watch response of every key", true)
+			slept.Expect(t, "a watch response of every key", true)
 
 			// A backend a reload opens paces its first read.
 			putBulk(t, srv, dir, keys)
 			g := openFixture(t, srv, func(o *Options) {
 				o.Paced = true
-				o.sleep = sleep
+				o.sleep = slept.Sleep
 			})
 			g.waitSynced()
 			g.eventually(last, dns.TypeA, want)
-			check("the first read of a backend opened by a reload", true)
+			slept.Expect(t, "the first read of a backend opened by a reload", true)
 		})
 	}
 }
