@@ -19,10 +19,15 @@ func (r *sockReader) read(c net.Conn, b []byte) (int, error) {
 	return c.Read(b)
 }
 
-// sockWriter writes through the connection here.
-type sockWriter struct{}
+// sockWriter writes through the connection here; its user sets a write
+// deadline before every write.
+type sockWriter struct {
+	full func() // not used here
+}
 
 func newSockWriter(net.Conn) *sockWriter { return &sockWriter{} }
+
+func (w *sockWriter) waitsWithDeadline() bool { return false }
 
 func (w *sockWriter) write(c net.Conn, b []byte) (int, error) {
 	return c.Write(b)

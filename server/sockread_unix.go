@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -99,7 +100,17 @@ type sockWriter struct {
 	try   func(fd uintptr) bool
 	b     []byte // not written yet
 	errno error
+	// full, when set, is called when a write finds the socket full,
+	// before it waits for room: it sets the write deadline, which write
+	// clears once done. A write that goes out at once (nearly all) costs
+	// no deadline, whose setting is a clock read and a timer's update.
+	full   func()
+	waited bool
 }
+
+// waitsWithDeadline reports whether a write that finds the socket full
+// has full set its deadline (false: its user sets one before every write).
+func (w *sockWriter) waitsWithDeadline() bool { return w.rc != nil && w.full != nil }
 
 func newSockWriter(c net.Conn) *sockWriter {
 	w := &sockWriter{rc: socketOf(c)}
@@ -117,6 +128,10 @@ func (w *sockWriter) write(c net.Conn, b []byte) (int, error) {
 	err := w.rc.Write(w.try)
 	n := len(b) - len(w.b)
 	w.b = nil
+	if w.waited {
+		w.waited = false
+		_ = c.SetWriteDeadline(time.Time{})
+	}
 	if err == nil && w.errno != nil {
 		err = os.NewSyscallError("write", w.errno)
 	}
@@ -132,6 +147,10 @@ func (w *sockWriter) write1(fd uintptr) bool {
 			w.b = w.b[n:]
 		case syscall.EINTR:
 		case syscall.EAGAIN:
+			if w.full != nil && !w.waited {
+				w.waited = true
+				w.full()
+			}
 			return false
 		default:
 			w.errno = e

@@ -103,6 +103,8 @@ func (s *Server) serveConn(u *unit, raw net.Conn, key uint64) {
 	cc.free = make(chan *tcpJob, cc.pipe)
 	cc.inlineCtx = pipeline.WithWaitHook(ctx, func() { takeOverNow(cc) })
 	cc.sock, cc.sw = newSockReader(raw, cc.flush), newSockWriter(raw)
+	// A write that must wait for room waits tcp_idle_timeout at most.
+	cc.sw.full = func() { _ = raw.SetWriteDeadline(time.Now().Add(cc.s.set.Load().idle)) }
 	if tr != nil {
 		tr.sock, tr.sw = cc.sock, cc.sw
 	}
@@ -593,7 +595,10 @@ func (cc *tcpConn) write(b []byte) error {
 		return net.ErrClosed
 	}
 	now := time.Now()
-	_ = cc.c.SetWriteDeadline(now.Add(cc.s.set.Load().idle))
+	if !cc.sw.waitsWithDeadline() {
+		// No raw socket: every write gets its deadline.
+		_ = cc.c.SetWriteDeadline(now.Add(cc.s.set.Load().idle))
+	}
 	var err error
 	if cc.tlsc != nil {
 		_, err = cc.tlsc.Write(b)
