@@ -192,12 +192,16 @@ func readTCPAnswer(b *testing.B, c net.Conn, buf []byte) {
 
 // benchUDPServer starts a server with the fixed resolver on a loopback UDP
 // socket and returns its address.
-func benchUDPServer(b *testing.B) string {
+func benchUDPServer(b *testing.B) string { return benchUDPServerWaits(b, false) }
+
+// benchUDPServerWaits is benchUDPServer; with waits, its resolver says it
+// will wait before every answer (see BenchmarkServeUDPBurstWaiting).
+func benchUDPServerWaits(b *testing.B, waits bool) string {
 	b.Helper()
 	res := &fixedResolver{rr: []dns.RR{&dns.A{
 		Hdr: dns.RR_Header{Name: "www.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
 		A:   net.IPv4(192, 0, 2, 1).To4(),
-	}}}
+	}}, waits: waits}
 	s := New(Options{Resolver: res, Observer: nopObserver{}})
 	serveForTest(b, s, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
 	return s.Addrs()[0].String()
@@ -232,12 +236,21 @@ func BenchmarkServeUDPLoopback(b *testing.B) {
 // clients use sendmmsg/recvmmsg so that the server's share shows. The
 // server reads the queries in batches and answers a batch together.
 // Answers lost on the way are reported as lost/op (none expected).
-func BenchmarkServeUDPBurst(b *testing.B) {
+func BenchmarkServeUDPBurst(b *testing.B) { benchUDPBurst(b, false) }
+
+// BenchmarkServeUDPBurstWaiting is BenchmarkServeUDPBurst with a resolver
+// that says it will wait before every answer, as a forward's cache miss
+// does (answered at once, as by an upstream on the same host): every batch
+// is taken over (a new reader, a goroutine per datagram not begun) and its
+// replies go out one by one. What a cold cache costs beside the upstream.
+func BenchmarkServeUDPBurstWaiting(b *testing.B) { benchUDPBurst(b, true) }
+
+func benchUDPBurst(b *testing.B, waits bool) {
 	const (
 		clients = 4
 		burst   = 32
 	)
-	addr := benchUDPServer(b)
+	addr := benchUDPServerWaits(b, waits)
 	var conns [clients]*ipv4.PacketConn
 	for i := range conns {
 		c, err := net.Dial("udp", addr)
