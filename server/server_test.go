@@ -768,20 +768,31 @@ func slowRounds(t *testing.T, c net.Conn, free func(), fast int) {
 	}
 }
 
+// readUDPMsg reads one message from c by deadline into buf and unpacks
+// it (a message that does not unpack fails the test); err is the read's.
+func readUDPMsg(t *testing.T, c net.Conn, buf []byte, deadline time.Time) (*dns.Msg, error) {
+	t.Helper()
+	_ = c.SetReadDeadline(deadline)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(buf[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return r, nil
+}
+
 // readUDPCounting reads want answers from c, each within 5 s, and counts
 // each answer's ID in got.
 func readUDPCounting(t *testing.T, c net.Conn, got map[uint16]int, want int) {
 	t.Helper()
 	buf := make([]byte, 4096)
 	for range want {
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, err := c.Read(buf)
+		r, err := readUDPMsg(t, c, buf, time.Now().Add(5*time.Second))
 		if err != nil {
 			t.Fatalf("after %d answers: %v", len(got), err)
-		}
-		r := new(dns.Msg)
-		if err := r.Unpack(buf[:n]); err != nil {
-			t.Fatal(err)
 		}
 		got[r.Id]++
 	}
@@ -804,14 +815,9 @@ func TestManySlowQueriesInOneBatch(t *testing.T) {
 	}
 	buf := make([]byte, 4096)
 	for len(fast) > 0 {
-		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-		n, err := c.Read(buf)
+		r, err := readUDPMsg(t, c, buf, time.Now().Add(3*time.Second))
 		if err != nil {
 			t.Fatalf("%d fast queries unanswered while slow ones wait: %v", len(fast), err)
-		}
-		r := new(dns.Msg)
-		if err := r.Unpack(buf[:n]); err != nil {
-			t.Fatal(err)
 		}
 		if !fast[r.Id] {
 			t.Fatalf("answer %d arrived before the slow queries were released", r.Id)
@@ -843,14 +849,9 @@ func readAnswers(t *testing.T, c net.Conn, want map[uint16]string, deadline time
 	t.Helper()
 	buf := make([]byte, 4096)
 	for len(want) > 0 {
-		_ = c.SetReadDeadline(deadline)
-		n, err := c.Read(buf)
+		r, err := readUDPMsg(t, c, buf, deadline)
 		if err != nil {
 			t.Fatalf("%d queries unanswered: %v", len(want), err)
-		}
-		r := new(dns.Msg)
-		if err := r.Unpack(buf[:n]); err != nil {
-			t.Fatal(err)
 		}
 		name, ok := want[r.Id]
 		if !ok {
@@ -1044,13 +1045,8 @@ func TestDropReasonsAndRefusedRateLimited(t *testing.T) {
 		if _, err := c.Write(pack(t, query("x.test.", dns.TypeA))); err != nil {
 			t.Fatal(err)
 		}
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		n, err := c.Read(buf)
+		r, err := readUDPMsg(t, c, buf, time.Now().Add(2*time.Second))
 		if err != nil {
-			t.Fatal(err)
-		}
-		r := new(dns.Msg)
-		if err := r.Unpack(buf[:n]); err != nil {
 			t.Fatal(err)
 		}
 		switch {
