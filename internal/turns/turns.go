@@ -28,8 +28,8 @@ const (
 	Pause = 100 * time.Microsecond
 )
 
-// Pacing is how work gives way: Sleep is time.Sleep but in tests. A nil
-// *Pacing never paces.
+// Pacing is how work gives way: Sleep is time.Sleep (nil) but in tests. A
+// nil *Pacing never paces.
 type Pacing struct {
 	Sleep func(time.Duration)
 }
@@ -45,6 +45,9 @@ type Pacer struct {
 func New(pg *Pacing) Pacer {
 	if pg == nil || runtime.GOMAXPROCS(0) != 1 {
 		return Pacer{}
+	}
+	if pg.Sleep == nil {
+		return Pacer{sleep: time.Sleep}
 	}
 	return Pacer{sleep: pg.Sleep}
 }

@@ -35,3 +35,12 @@ func TestPacer(t *testing.T) {
 		t.Errorf("two processors: %d sleeps, want none", slept)
 	}
 }
+
+// A Pacing without a Sleep sleeps with time.Sleep: it paces on one
+// processor like any other.
+func TestPacingDefaultSleep(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if p := New(&Pacing{}); p.sleep == nil {
+		t.Error("a Pacing without Sleep does not pace on one processor")
+	}
+}

@@ -425,13 +425,7 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 
 // pacer paces index writes made while queries are answered (see package
 // turns: only with one processor).
-func (b *Backend) pacer() turns.Pacer {
-	sleep := b.opts.sleep
-	if sleep == nil {
-		sleep = time.Sleep
-	}
-	return turns.New(&turns.Pacing{Sleep: sleep})
-}
+func (b *Backend) pacer() turns.Pacer { return turns.New(&turns.Pacing{Sleep: b.opts.sleep}) }
 
 // releaseMin is the number of keys from which a full read of the prefix
 // returns the memory it used on the way to the system (TestMemory1M shows

@@ -135,9 +135,6 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	if b.pacing.Sleep == nil {
-		b.pacing.Sleep = time.Sleep
-	}
 	var load *turns.Pacing // the first load's
 	if opts.Paced {
 		load = b.pacing

@@ -342,11 +342,7 @@ func (src *Source) applyBatch(batch map[objKey]time.Time) {
 	if len(batch) >= bulkBatch {
 		defer src.bulk.Begin()()
 	}
-	sleep := src.sleep
-	if sleep == nil {
-		sleep = time.Sleep
-	}
-	pc := turns.New(&turns.Pacing{Sleep: sleep})
+	pc := turns.New(&turns.Pacing{Sleep: src.sleep})
 	for k := range batch {
 		pc.Check() // an object is a larger unit than a line: the clock each time
 		src.apply(k)
