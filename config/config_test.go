@@ -444,15 +444,32 @@ func TestFilePaths(t *testing.T) {
 	}
 }
 
+// TestYAMLSyntaxErrorPosition: a syntax error points at the line the
+// operator has to fix (yaml.v3 gives the line before the list or map a
+// parser error is in) and, where it can be told, the column.
 func TestYAMLSyntaxErrorPosition(t *testing.T) {
-	data := "zones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n\tbad: tab\n"
-	_, err := Parse("dnsd.yaml", []byte(data), sources.ConfigKinds())
-	var list ErrorList
-	if !errors.As(err, &list) || len(list) != 1 || list[0].Pos.Line != 4 {
-		t.Fatalf("want one error on line 4, got %v", err)
-	}
-	if !strings.HasPrefix(err.Error(), "dnsd.yaml:4:1: invalid YAML: ") {
-		t.Errorf("error = %v", err)
+	for _, tc := range []struct{ data, want string }{
+		// A scanner error: the line of the problem.
+		{"zones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n\tbad: tab\n", "dnsd.yaml:4:1: invalid YAML: "},
+		// A list left open on line 3, found on line 4: its bracket.
+		{"log: {level: info}\nhttp: \"127.0.0.1:9153\"\nlisten: [\"127.0.0.1:53\"\nzones:\n  a.test:\n    - hosts: {entries: [\"1.2.3.4 x\"]}\n",
+			"dnsd.yaml:3:9: invalid YAML: did not find expected ',' or ']' (the [ list that begins here is not closed)"},
+		{"zones: {a.test: [{hosts: {}}, {etcd: {}]\n", "dnsd.yaml:1:31: invalid YAML: did not find expected ',' or '}' (the { map that begins here is not closed)"},
+		// A source indented less than its list: the list.
+		{"zones:\n  a.test:\n    - hosts:\n        ttl: 5s\n     bad: 1\n", "dnsd.yaml:3:5: invalid YAML: did not find expected '-' indicator"},
+		{"zones:\n  a.test:\n    - hosts: {}\n   - etcd: {}\n", "dnsd.yaml:2:3: invalid YAML: did not find expected key"},
+		// An alias of no anchor: the alias.
+		{"listen: [\"127.0.0.1:53\"]\nzones:\n  a.test: *nope\n", "dnsd.yaml:3:11: invalid YAML: unknown anchor 'nope' referenced"},
+	} {
+		_, err := Parse("dnsd.yaml", []byte(tc.data), sources.ConfigKinds())
+		var list ErrorList
+		if !errors.As(err, &list) || len(list) != 1 {
+			t.Errorf("%q: want one error, got %v", tc.data, err)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q:\n got %v\nwant %s...", tc.data, err, tc.want)
+		}
 	}
 }
 

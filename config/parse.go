@@ -59,20 +59,13 @@ type Parser struct {
 	errs  ErrorList
 }
 
-// yamlLine extracts the line from yaml.v3 syntax errors ("yaml: line 3: ...").
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 func (p *Parser) parse(data []byte) *Config {
 	root, err := p.decode(data)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		line := 1
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			if n, aerr := strconv.Atoi(m[1]); aerr == nil && n > 0 {
-				line, msg = n, m[2]
-			}
-		}
-		p.errs = append(p.errs, &Error{Pos: Pos{File: p.file, Line: line, Col: 1}, Msg: "invalid YAML: " + msg})
+		p.errs = append(p.errs, syntaxError(p.file, data, err, func(b []byte) error {
+			_, err := p.decode(b)
+			return err
+		}))
 		return nil
 	}
 	return p.config(root)
