@@ -49,8 +49,24 @@ zones:
 	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Serial != 2024060101 || soa.Answer[0].(*dns.SOA).Ns != "ns1.solo.internal." || !soa.Authoritative {
 		t.Fatalf("apex SOA of a file-only zone: %v", soa)
 	}
-	if neg := dnstest.SOA(dnstest.Ask(t, s.addr, "nope.solo.internal.", dns.TypeA)); neg == nil || neg.Serial != 2024060101 {
-		t.Errorf("negative answer of a file-only zone: SOA %v, want the file's", neg)
+	// ... and that SOA's TTL in a negative answer is the smaller of its
+	// TTL (300) and its minimum field (120), RFC 2308.
+	if neg := dnstest.SOA(dnstest.Ask(t, s.addr, "nope.solo.internal.", dns.TypeA)); neg == nil || neg.Serial != 2024060101 || neg.Hdr.Ttl != 120 {
+		t.Errorf("negative answer of a file-only zone: SOA %v, want the file's with TTL 120", neg)
+	}
+	// An edit that leaves the file's SOA serial as it was is served as
+	// soon as any other: answers already given (and kept packed by the
+	// server) do not outlive it.
+	for range 3 {
+		if got := dnstest.RData(dnstest.Ask(t, s.addr, "ns1.solo.internal.", dns.TypeA)); got != "NOERROR:10.0.3.1" {
+			t.Fatalf("ns1.solo.internal: %s", got)
+		}
+	}
+	replaceFile(t, filepath.Join(s.dir, "zones", "solo.zone"), "@ 300 IN SOA ns1.solo.internal. admin.solo.internal. 2024060101 7200 3600 1209600 120\n@ 300 IN NS ns1\nns1 300 IN A 10.0.3.2\n")
+	start := time.Now()
+	waitAnswer(t, s.addr, "ns1.solo.internal.", dns.TypeA, "NOERROR:10.0.3.2")
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("an edit without a new serial was served after %v (the file's debounce is 100 ms)", took)
 	}
 	soa = dnstest.Ask(t, s.addr, "example.internal.", dns.TypeSOA)
 	if len(soa.Answer) != 1 || soa.Answer[0].(*dns.SOA).Ns != "ns.dns.example.internal." || !soa.Authoritative {

@@ -319,6 +319,11 @@ func (z *zone) authSOA(ttl uint32) *dns.SOA {
 		return c.soa
 	}
 	c = &negSOA{own: own, soa: z.soa(z.name, ttl)}
+	if own != nil {
+		// RFC 2308 section 3: a negative answer's SOA lives no longer
+		// than the SOA's minimum field says negative answers may.
+		c.soa.Hdr.Ttl = min(c.soa.Hdr.Ttl, c.soa.Minttl)
+	}
 	z.neg.Store(c)
 	return c.soa
 }

@@ -157,7 +157,7 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 	resp := Response{Msg: m, Zone: z.name, View: viewName}
 	var stamp Stamp
 	if req.Stamp && r.view == nil && p.views == nil {
-		stamp = Stamp{z: z, serial: z.serial()} // before the sources are asked
+		stamp = Stamp{z: z, serial: z.sourcesSerial()} // before the sources are asked
 	}
 
 	owner := req.Name

@@ -143,10 +143,11 @@ type Response struct {
 // stamped only when it comes from one zone's sources for the question
 // itself: no view, no CNAME followed into another name, no additional
 // records looked up, not ANY; a forwarded answer only from a source that
-// is a Keeper. The stamp is the zone of one pipeline generation and its
-// serial read before the sources were asked (every source raises its
-// Serial after its data changed, so a later change always breaks the
-// stamp), plus, for a forwarded answer, the forward source's token for
+// is a Keeper. The stamp is the zone of one pipeline generation and the
+// largest of its sources' serials read before the sources were asked
+// (every source raises its Serial after its data changed, so a later
+// change always breaks the stamp; a zone file's own SOA serial may stay
+// the same across an edit, so it is not what a stamp holds), plus, for a forwarded answer, the forward source's token for
 // the cache entry it answered from. The zero Stamp is never fresh.
 type Stamp struct {
 	z      *zone
@@ -181,7 +182,7 @@ func (st Stamp) Since(later Stamp) (aged uint32, ok bool) {
 // answer has dropped since it was made (0 unless st.Ages()); a TTL never
 // drops below 0.
 func (p *Pipeline) Fresh(st Stamp) (aged uint32, ok bool) {
-	if st.z == nil || st.z.gen != p || st.z.serial() != st.serial {
+	if st.z == nil || st.z.gen != p || st.z.sourcesSerial() != st.serial {
 		return 0, false
 	}
 	if st.keep == nil {
