@@ -289,3 +289,49 @@ func TestForwardCacheFlush(t *testing.T) {
 		t.Fatalf("flush all: %d %q, want 200 {\"removed\": 3}", code, body)
 	}
 }
+
+// TestRootHostsParentsForwarded: dnsd as a machine's resolver, /etc/hosts
+// then forward in the root zone. The parents of the hosts names
+// (example.com, com) are the world's: their records come from upstream;
+// an upstream NXDOMAIN for one of them is answered NODATA, since the
+// hosts name below it exists; the hosts names themselves are local.
+func TestRootHostsParentsForwarded(t *testing.T) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		q := r.Question[0]
+		switch {
+		case q.Name == "example.com." && q.Qtype == dns.TypeMX:
+			m.Answer = append(m.Answer, &dns.MX{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeMX, Class: dns.ClassINET, Ttl: 300}, Preference: 10, Mx: "mail.example.com."})
+		case q.Name == "example.com." || q.Name == "com.":
+		default:
+			m.Rcode = dns.RcodeNameError
+		}
+		_ = w.WriteMsg(m)
+	})
+	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+zones:
+  .:
+    - hosts: {files: [hosts]}
+    - forward: {upstreams: [%q]}
+`, up.Addr), map[string]string{"hosts": "127.0.1.1 myhost.example.com myhost\n10.0.0.9 db.corp.invalid\n"})
+	for _, tc := range []struct {
+		name string
+		qt   uint16
+		want string
+		aa   bool
+	}{
+		{"example.com.", dns.TypeMX, "NOERROR:10 mail.example.com.", false},
+		{"myhost.example.com.", dns.TypeA, "NOERROR:127.0.1.1", true},
+		{"myhost.example.com.", dns.TypeMX, "NOERROR:", true}, // a hosts name: NODATA, not forwarded
+		{"corp.invalid.", dns.TypeA, "NOERROR:", true},        // upstream NXDOMAIN, local names below
+	} {
+		r := dnstest.Ask(t, s.addr, tc.name, tc.qt)
+		if got := dnstest.RData(r); got != tc.want || r.Authoritative != tc.aa {
+			t.Errorf("%s %s: %s AA=%v, want %s AA=%v", tc.name, dns.TypeToString[tc.qt], got, r.Authoritative, tc.want, tc.aa)
+		}
+	}
+	if n := up.Queries(); n != 2 {
+		t.Errorf("upstream asked %d times, want 2 (example.com MX, corp.invalid A)", n)
+	}
+}

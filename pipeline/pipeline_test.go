@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -711,6 +712,51 @@ func TestInZone(t *testing.T) {
 		if got := InZone(c.name, c.zone); got != c.want {
 			t.Errorf("InZone(%q, %q) = %v, want %v", c.name, c.zone, got, c.want)
 		}
+	}
+}
+
+// In the root zone, the names a local source holds only as empty
+// non-terminals (the parents of /etc/hosts names) are the world's: the
+// forward source after it answers them, unless it says NXDOMAIN, which
+// would deny the local names below (then NODATA). A name with records
+// of another type is the local source's (NODATA, not forwarded), and so
+// is an empty non-terminal of a named zone (TestEmptyNonTerminalYieldsToRecords).
+func TestRootEmptyNonTerminalForwarded(t *testing.T) {
+	hosts := newFake(t, "hosts", 60, 10, "myhost.example.com. 60 IN A 127.0.1.1").entsBelow(".")
+	fwd := newForward(t, "example.com. 300 IN MX 10 mail.example.com.", "com. 300 IN NS a.gtld-servers.net.")
+	p, err := New([]ZoneSpec{{Names: []string{"."}, Sources: []SourceEntry{{Source: hosts, Fallthrough: true}, {Source: fwd, Fallthrough: true}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		qt     uint16
+		want   string // rcode and answer
+		source string
+	}{
+		{"example.com.", dns.TypeMX, "NOERROR [example.com.\t300\tIN\tMX\t10 mail.example.com.]", KindForward},
+		{"com.", dns.TypeNS, "NOERROR [com.\t300\tIN\tNS\ta.gtld-servers.net.]", KindForward},
+		{"example.com.", dns.TypeA, "NOERROR []", KindForward}, // the upstream's NODATA
+		{"myhost.example.com.", dns.TypeAAAA, "NOERROR []", "hosts"},
+	} {
+		r := query(p, tc.name, tc.qt)
+		if got := dns.RcodeToString[r.Msg.Rcode] + " " + fmt.Sprint(rrStrings(r.Msg.Answer)); got != tc.want || r.Source != tc.source {
+			t.Errorf("%s %s: %s from %q, want %s from %q", tc.name, dns.TypeToString[tc.qt], got, r.Source, tc.want, tc.source)
+		}
+	}
+	if q := fwd.questions(); !slices.Equal(q, []string{"example.com. MX", "com. NS", "example.com. A"}) {
+		t.Errorf("forwarded %q", q)
+	}
+	// An upstream NXDOMAIN for a parent of local names: NODATA, with the
+	// zone's SOA, authoritative.
+	hosts2 := newFake(t, "hosts", 60, 10, "db.corp.invalid. 60 IN A 10.0.0.9").entsBelow(".")
+	p, err = New([]ZoneSpec{{Names: []string{"."}, Sources: []SourceEntry{{Source: hosts2, Fallthrough: true}, {Source: newForward(t), Fallthrough: true}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := query(p, "corp.invalid.", dns.TypeA)
+	if r.Msg.Rcode != dns.RcodeSuccess || len(r.Msg.Answer) != 0 || r.Source != "hosts" || !r.Msg.Authoritative || len(r.Msg.Ns) != 1 {
+		t.Errorf("corp.invalid. A: %v from %q, want NODATA from hosts", r.Msg, r.Source)
 	}
 }
 

@@ -246,12 +246,17 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 	q.Name, q.Type, q.Zone = name, qtype, z.name
 	q.DO, q.CD = r.req.DO, r.req.CD
 	var o outcome
-	// ent: the first local source that holds name only as an empty
-	// non-terminal. The name exists, so it is NODATA rather than
-	// forwarded or matched by a wildcard — unless a later local source
+	// ent: the first local source that holds name but no records of
+	// the type asked. The name exists, so it is NODATA rather than
+	// NXDOMAIN or matched by a wildcard — unless a later local source
 	// holds records there (a zone file's apex records below a hosts
 	// file's names): records win over another source's empty
-	// non-terminal.
+	// non-terminal. In the root zone, though, a name a local source
+	// holds only as an empty non-terminal (no records of any type: the
+	// parents of /etc/hosts names) is the world's, not that source's
+	// (example.com MX, com NS): a forward source after it is asked, and
+	// only its NXDOMAIN (or its failure) gives way to the local NODATA,
+	// which never denies the names below.
 	var ent outcome
 	// wild: a local source with wildcards said NotMine since the last
 	// wildcard search (a search that found nothing needs repeating only
@@ -262,6 +267,13 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 		e := &z.entries[i]
 		if !e.local {
 			if ent.e != nil {
+				if localOnly || z.name != "." || !r.emptyNonTerminal(ent.e, qtype) {
+					return ent
+				}
+				res := e.src.Lookup(r.ctx, q)
+				if res.Status == Answered && res.Msg != nil && res.Msg.Rcode != dns.RcodeNameError {
+					return outcome{status: Answered, msg: res.Msg, e: e, decided: true}
+				}
 				return ent
 			}
 			if wild {
@@ -326,6 +338,20 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 		}
 	}
 	return o
+}
+
+// emptyNonTerminal reports whether the local source of entry e, which
+// holds the name in r.buf.q but no records of type qtype there, holds
+// none of any type: the name is only an ancestor of its names.
+func (r *resolution) emptyNonTerminal(e *entry, qtype uint16) bool {
+	if qtype == dns.TypeANY {
+		return true
+	}
+	q := &r.buf.q
+	q.Type = dns.TypeANY
+	res := e.src.Lookup(r.ctx, q)
+	q.Type = qtype
+	return res.Status == Found && len(res.RRs) == 0
 }
 
 // answer fills the message for a Found or NotMine outcome at name. It
