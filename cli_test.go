@@ -125,24 +125,28 @@ func TestCheckNoConfig(t *testing.T) {
 }
 
 // TestFirstLogLine: the first line dnsd logs names its PID and config
-// file, in text and JSON.
+// file, in text and JSON, whatever the log level (it is the one line a
+// quiet log still has at start).
 func TestFirstLogLine(t *testing.T) {
-	for _, format := range []string{"text", "json"} {
-		t.Run(format, func(t *testing.T) {
+	for _, tc := range []struct{ format, level string }{{"text", "info"}, {"json", "info"}, {"text", "error"}, {"json", "warn"}} {
+		t.Run(tc.format+"-"+tc.level, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "my.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nlog: {format: %s}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", freePort(t), format))
+			writeFile(t, filepath.Join(dir, "my.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nlog: {format: %s, level: %s}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", freePort(t), tc.format, tc.level))
 			p := startDnsd(t, dir, "-config", "my.yaml")
-			p.waitLog("dnsd started", 1)
+			p.waitLog("dnsd starting", 1)
 			first, _, _ := strings.Cut(p.stderr.String(), "\n")
 			pid := strconv.Itoa(p.cmd.Process.Pid)
 			want := []string{"pid=" + pid, "config=my.yaml"}
-			if format == "json" {
+			if tc.format == "json" {
 				want = []string{`"pid":` + pid, `"config":"my.yaml"`}
 			}
 			for _, w := range want {
 				if !strings.Contains(first, w) {
 					t.Errorf("first log line %q lacks %s", first, w)
 				}
+			}
+			if tc.level != "info" && strings.Contains(p.stderr.String(), "dnsd started") {
+				t.Errorf("level %s logged an info line after the first:\n%s", tc.level, p.stderr.String())
 			}
 			p.stop(syscall.SIGTERM)
 		})

@@ -98,10 +98,11 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
 	}
-	d.level.Set(cfg.Log.Level)
 	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
-	// The first line says which process this is and which file it serves.
+	// The first line says which process this is and which file it
+	// serves, whatever the level: it is logged before the level is set.
 	d.logger.Info("dnsd starting", "pid", os.Getpid(), "config", cfg.File, "version", opts.Version, "commit", opts.Commit)
+	d.level.Set(cfg.Log.Level)
 	d.queryLog.Store(cfg.Log.Queries)
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry, Bulk: opts.Bulk})
 	d.metrics.WatchSynced(d.reg.Synced)
