@@ -304,7 +304,12 @@ func TypeLabel(t uint16) string {
 }
 
 // RcodeLabel is a response code's metric label: its name, else "other".
+// 16 is BADVERS: a response's code (OPT-extended) is never BADSIG, the
+// name miekg/dns gives 16, which only a TSIG record's error field means.
 func RcodeLabel(rc int) string {
+	if rc == dns.RcodeBadVers {
+		return "BADVERS"
+	}
 	if s, ok := dns.RcodeToString[rc]; ok {
 		return s
 	}
@@ -323,6 +328,9 @@ func TypeString(t uint16) string {
 // RcodeString names a response code without allocating for known codes
 // (for logs: unknown codes are RCODEn).
 func RcodeString(rc int) string {
+	if rc == dns.RcodeBadVers {
+		return "BADVERS"
+	}
 	if s, ok := dns.RcodeToString[rc]; ok {
 		return s
 	}

@@ -50,6 +50,10 @@ func TestQueryCounts(t *testing.T) {
 	if got := testutil.ToFloat64(m.responses.WithLabelValues("v1", "example.internal.", Other, "forward")); got != 1 {
 		t.Errorf("an unknown rcode is counted as other: %v", got)
 	}
+	m.Query("", "example.internal.", "udp", dns.TypeA, dns.RcodeBadVers, "", time.Millisecond)
+	if got := testutil.ToFloat64(m.responses.WithLabelValues("default", "example.internal.", "BADVERS", "")); got != 1 {
+		t.Errorf("rcode 16 of a response is counted as BADVERS: %v", got)
+	}
 	if n := testutil.CollectAndCount(m.duration); n != 2 {
 		t.Errorf("%d duration series, want 2 (the zone and none)", n)
 	}
