@@ -547,9 +547,14 @@ func TestReloadListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfg(`"`+a1+`", "`+a2+`", "udp://`+busy.LocalAddr().String()+`"`))
+	busyCfg := cfg(`"` + a1 + `", "` + a2 + `", "udp://` + busy.LocalAddr().String() + `"`)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), busyCfg)
 	p.signal(syscall.SIGHUP)
 	p.waitLog("reload failed", 1)
+	// The log names the entry's place in the file.
+	if at := fmt.Sprintf("dnsd.yaml:1:%d: listen udp://%s", strings.Index(busyCfg, `"udp://`)+1, busy.LocalAddr()); !strings.Contains(p.stderr.String(), at) {
+		t.Errorf("the failed bind is not logged at %q:\n%s", at, grep(p.stderr.String(), "reload failed"))
+	}
 	waitAnswer(t, a1, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	waitAnswer(t, a2, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 

@@ -230,6 +230,15 @@ func New(opts Options) *Server {
 	return s
 }
 
+// where is the config position of a listen entry as an error's prefix
+// ("dnsd.yaml:3:9: "), "" when it has none.
+func where(l config.Listen) string {
+	if l.Pos.File == "" {
+		return ""
+	}
+	return l.Pos.String() + ": "
+}
+
 // Apply makes the server listen on exactly the given entries with the
 // given settings. Sockets of entries that are already bound (same proto and
 // address as written) are kept; new entries are bound first, then removed
@@ -244,12 +253,12 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 	}
 	for _, l := range listen {
 		if (l.Proto == "tls" || l.Proto == "https") && set.TLS == nil {
-			return fmt.Errorf("listen %s: tls listener needs a TLS certificate (tls:)", l)
+			return fmt.Errorf("%slisten %s: tls listener needs a TLS certificate (tls:)", where(l), l)
 		}
 		switch l.Proto {
 		case "", "udp", "tcp", "tls", "https":
 		default:
-			return fmt.Errorf("listen %s: unknown protocol %q", l, l.Proto)
+			return fmt.Errorf("%slisten %s: unknown protocol %q", where(l), l, l.Proto)
 		}
 	}
 
@@ -282,7 +291,7 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		us, err := bindUnits(ctx, l.Addr, missing)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("listen %s: %w", l, err)
+			return fmt.Errorf("%slisten %s: %w", where(l), l, err)
 		}
 		bound = append(bound, us...)
 	}

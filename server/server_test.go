@@ -655,10 +655,13 @@ func TestApplyFailsAsAWholeOnBindConflict(t *testing.T) {
 
 	denyAll := Settings{ACL: config.ACL{Allow: nil, Default: false}}
 	fresh := config.Listen{Proto: "tcp", Addr: freeTCP}
-	conflict := config.Listen{Proto: "udp", Addr: occupied.LocalAddr().String()}
+	conflict := config.Listen{Proto: "udp", Addr: occupied.LocalAddr().String(), Pos: config.Pos{File: "dnsd.yaml", Line: 3, Col: 12}}
 	err = ts.Apply(context.Background(), append(loopbackUDPTCP(), fresh, conflict), denyAll)
 	if err == nil {
 		t.Fatal("Apply onto an occupied port succeeded")
+	}
+	if want := "dnsd.yaml:3:12: listen udp://" + conflict.Addr + ": "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q does not begin with the entry's position (%q)", err, want)
 	}
 	if got := ts.Addrs(); !slices.EqualFunc(got, before, func(a, b net.Addr) bool { return a.String() == b.String() }) {
 		t.Fatalf("Addrs after failed Apply = %v, want %v", got, before)
