@@ -102,3 +102,58 @@ views:
 	}
 	p.stop(syscall.SIGTERM)
 }
+
+// TestViewsForwardApart: split horizon over forward sources, the office
+// view asking an internal resolver and everyone else a public one. An
+// answer one view's upstream gave is never served from the cache to the
+// other view, whichever asks first; each view's repeat is a cache hit.
+func TestViewsForwardApart(t *testing.T) {
+	answering := func(ip string) *dnstest.Upstream {
+		return dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetReply(r)
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.ParseIP(ip)})
+			_ = w.WriteMsg(m)
+		})
+	}
+	public, internal := answering("192.0.2.1"), answering("10.0.0.10")
+	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+zones:
+  ext:
+    - forward: {upstreams: [%q]}
+views:
+  - name: office
+    clients: [127.0.1.0/24]
+    zones:
+      ext:
+        - forward: {upstreams: [%q]}
+`, public.Addr, internal.Addr), nil)
+	ask := func(from, name string) string {
+		t.Helper()
+		c := &dns.Client{Timeout: 2 * time.Second, Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(from)}}}
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		r, _, err := c.Exchange(m, s.addr)
+		if err != nil {
+			t.Fatalf("%s %s: %v", from, name, err)
+		}
+		return dnstest.RData(r)
+	}
+	for _, order := range [][2]string{{"127.0.0.1", "127.0.1.5"}, {"127.0.1.5", "127.0.0.1"}} {
+		name := "first-" + strings.ReplaceAll(order[0], ".", "-") + ".ext."
+		for range 2 {
+			for _, from := range order {
+				want := "NOERROR:192.0.2.1"
+				if from == "127.0.1.5" {
+					want = "NOERROR:10.0.0.10"
+				}
+				if got := ask(from, name); got != want {
+					t.Errorf("%s asked by %s (%s first): %s, want %s", name, from, order[0], got, want)
+				}
+			}
+		}
+	}
+	if p, i := public.Queries(), internal.Queries(); p != 2 || i != 2 {
+		t.Errorf("upstreams asked %d (public) and %d (internal) times, want 2 each: one per name, repeats from the cache", p, i)
+	}
+}

@@ -12,14 +12,19 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 )
 
-// Key identifies a cached response: the question and the two flags that
-// change what an upstream answers.
+// Key identifies a cached response: the question, the two flags that
+// change what an upstream answers, and which upstreams answered.
 type Key struct {
 	Name  string // lower case, fully qualified
 	Type  uint16
 	Class uint16
 	DO    bool // DNSSEC OK: the answer carries RRSIGs
 	CD    bool // checking disabled: the answer may be unvalidated
+	// Upstreams names the upstreams asked (Pool.answersKey): two views,
+	// or two zones, forwarding to different resolvers never share an
+	// answer (an office view's internal resolver and everyone else's
+	// public one). Sources forwarding to the same upstreams do.
+	Upstreams string
 }
 
 func (k Key) String() string {

@@ -56,6 +56,21 @@ func (o PoolOptions) Key() string {
 	return b.String()
 }
 
+// answersKey names what a pool's answers depend on: its upstreams and
+// the CA they are verified with. The cache keeps answers apart by it.
+func (o PoolOptions) answersKey() string {
+	var b strings.Builder
+	for i, u := range o.Upstreams {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(u.String())
+	}
+	b.WriteString(" tls_ca=")
+	b.WriteString(o.TLSCA)
+	return b.String()
+}
+
 // Connection pooling for TCP and TLS upstreams.
 var (
 	// idleExpiry: an idle connection older than this is closed rather
@@ -76,6 +91,9 @@ var (
 // options, across zones and reloads. Safe for concurrent use.
 type Pool struct {
 	opts PoolOptions
+	// answers is opts.answersKey(), the Upstreams of this pool's cache
+	// keys.
+	answers string
 	ups  []*upstream
 	log  *slog.Logger
 	met  *Metrics
@@ -152,7 +170,7 @@ func NewPool(o PoolOptions, met *Metrics, probes *LoopProbes, log *slog.Logger) 
 			return nil, fmt.Errorf("tls_ca: %w", err)
 		}
 	}
-	p := &Pool{opts: o, log: log, met: met, probes: probes, loopZones: map[string]bool{}}
+	p := &Pool{opts: o, answers: o.answersKey(), log: log, met: met, probes: probes, loopZones: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	sessions := tls.NewLRUClientSessionCache(64)
 	for _, u := range o.Upstreams {

@@ -104,7 +104,7 @@ func TestPinSame(t *testing.T) {
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "lan.")
 	s.lookup(t, "www.example.", dns.TypeA)
 	m := s.lookup(t, "www.example.", dns.TypeA).Msg
-	before := s.cache.peek(Key{Name: "www.example.", Type: dns.TypeA, Class: dns.ClassINET}, s.cache.now()).hits.Load()
+	before := s.cache.peek(Key{Name: "www.example.", Type: dns.TypeA, Class: dns.ClassINET, Upstreams: s.pool.answers}, s.cache.now()).hits.Load()
 	tok, pinAge := s.Pin("www.example.", dns.TypeA, false, false, m)
 	if tok == nil {
 		t.Fatal("Pin is nil for the message the cache answers with")
@@ -171,7 +171,7 @@ func TestPinSame(t *testing.T) {
 	// A record living longer than its entry (the entry lives for the
 	// smallest TTL) is answered as stored in the entry's first second and
 	// capped after: such an answer is pinned only after that second.
-	k := Key{Name: "two.example.", Type: dns.TypeA, Class: dns.ClassINET}
+	k := Key{Name: "two.example.", Type: dns.TypeA, Class: dns.ClassINET, Upstreams: s.pool.answers}
 	two := new(dns.Msg)
 	two.SetQuestion(k.Name, k.Type)
 	two.Response = true
@@ -357,7 +357,9 @@ func TestServeStaleSlowUpstream(t *testing.T) {
 		t.Errorf("stale answer after %v; want about %v", took, StaleAnswerAfter)
 	}
 	waitFor(t, "the background refresh", func() bool {
-		m, ok := s.cache.Get(keyA("www.example."))
+		k := keyA("www.example.")
+		k.Upstreams = s.pool.answers
+		m, ok := s.cache.Get(k)
 		return ok && m.Answer[0].(*dns.A).A.String() == "192.0.2.5"
 	})
 }
