@@ -94,9 +94,9 @@ type Pool struct {
 	// answers is opts.answersKey(), the Upstreams of this pool's cache
 	// keys.
 	answers string
-	ups  []*upstream
-	log  *slog.Logger
-	met  *Metrics
+	ups     []*upstream
+	log     *slog.Logger
+	met     *Metrics
 
 	rr       atomic.Uint32
 	inflight atomic.Int64
