@@ -76,6 +76,12 @@ func TestExtendedDNSErrors(t *testing.T) {
 			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeFiltered, ExtraText: "blocked by policy"})
 			_ = w.WriteMsg(m)
 			return
+		case "sinkhole.example.com.":
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.ParseIP("192.0.2.66")})
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeFiltered, ExtraText: "sinkholed"})
+			_ = w.WriteMsg(m)
+			return
 		}
 		if q.Qtype == dns.TypeA {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: net.ParseIP("192.0.2.1")})
@@ -98,6 +104,19 @@ zones:
 	}
 	wantEDE(t, "ACL", ednsQuery(t, s.addr, "127.0.0.2", "x.example.com", true), dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "")
 	wantEDE(t, "upstream's own EDE", ednsQuery(t, s.addr, "", "filtered.example.com", true), dns.RcodeNameError, dns.ExtendedErrorCodeFiltered, "blocked by policy")
+	// An answer with an upstream's EDE is cached like any other (TTL
+	// 300), the EDE with it.
+	before := up.Queries()
+	for i := range 3 {
+		r := ednsQuery(t, s.addr, "", "sinkhole.example.com", true)
+		wantEDE(t, fmt.Sprintf("an answer with the upstream's EDE, asked %d times", i+1), r, dns.RcodeSuccess, dns.ExtendedErrorCodeFiltered, "sinkholed")
+		if dnstest.RData(r) != "NOERROR:192.0.2.66" {
+			t.Errorf("sinkhole.example.com: %s", dnstest.RData(r))
+		}
+	}
+	if n := up.Queries() - before; n != 1 {
+		t.Errorf("an answer with an EDE, asked 3 times, reached the upstream %d times, want 1 (cached)", n)
+	}
 
 	// max_concurrent 1: a second client while slow.example.com is waited for.
 	done := make(chan struct{})

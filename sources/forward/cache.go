@@ -399,7 +399,9 @@ func lifetime(m *dns.Msg, cfg *CacheConfig) (time.Duration, bool) {
 		ttl := uint32(1<<31 - 1)
 		for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
 			for _, rr := range sec {
-				ttl = min(ttl, rr.Header().Ttl)
+				if rr.Header().Rrtype != dns.TypeOPT { // its TTL is flags (an upstream's EDE rides in one)
+					ttl = min(ttl, rr.Header().Ttl)
+				}
 			}
 		}
 		d := time.Duration(ttl) * time.Second
@@ -432,6 +434,9 @@ func (c *Cache) Insert(k Key, m *dns.Msg) *dns.Msg {
 	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
 		for _, rr := range sec {
 			h := rr.Header()
+			if h.Rrtype == dns.TypeOPT {
+				continue
+			}
 			if negative {
 				h.Ttl = secs
 			} else {
@@ -576,7 +581,9 @@ func copyRRs(rrs []dns.RR, ttl func(uint32) uint32) []dns.RR {
 	out := make([]dns.RR, len(rrs))
 	for i, rr := range rrs {
 		c := dns.Copy(rr)
-		c.Header().Ttl = ttl(rr.Header().Ttl)
+		if h := c.Header(); h.Rrtype != dns.TypeOPT {
+			h.Ttl = ttl(h.Ttl)
+		}
 		out[i] = c
 	}
 	return out
