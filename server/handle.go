@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"hash/maphash"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -250,13 +252,34 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 	out.RecursionDesired = q.RecursionDesired
 	out.CheckingDisabled = q.CheckingDisabled
 	if st.rotate && len(out.Answer) > 1 {
-		out.Answer = rotateAnswer(&sc.answer, out.Answer, s.rotor.Add(1))
+		out.Answer = rotateAnswer(&sc.answer, out.Answer, s.rotors.step(obs.Name, q.Question[0].Qtype))
 	}
 	b := s.finish(sc, obs, out, qopt, st, maxSize)
 	if keep && b != nil {
 		s.keep(sc, &key, &r, b, obs, now)
 	}
 	return b
+}
+
+// rotorSlots is how many rotation counters a server keeps (16 KiB).
+const rotorSlots = 4096
+
+// rotors are the counters of answer rotation (rotate: true), round robin
+// per name: each response for a question advances the counter of its
+// name and type, so a name's addresses take turns first whatever other
+// names — or the other address type of the same name, as a dual-stack
+// client asks A and AAAA together — are asked in between. Names are
+// spread over the slots by a hash; two names sharing a slot advance each
+// other's turn, which only matters if just those two are asked in turn.
+type rotors struct {
+	seed  maphash.Seed
+	slots [rotorSlots]atomic.Uint32
+}
+
+// step is the next rotation step for name (lower case) and qtype.
+func (r *rotors) step(name string, qtype uint16) uint32 {
+	h := maphash.String(r.seed, name) ^ uint64(qtype)*0x9E3779B97F4A7C15
+	return r.slots[h%rotorSlots].Add(1)
 }
 
 // rotateAnswer copies answer into *buf (reused between queries: no

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -159,7 +160,7 @@ type Server struct {
 	set     atomic.Pointer[settings]
 	limiter *limiter
 	panics  panicLog
-	rotor   atomic.Uint32 // answer rotation: one step per rotated response
+	rotors  *rotors // answer rotation: a step per name and type answered
 	faults  faults
 	tcpPer  tcpClients
 	watch   answerWatch // relieves TCP readers and takes over UDP batches stuck on an answer
@@ -208,6 +209,7 @@ func New(opts Options) *Server {
 		observer: opts.Observer,
 		log:      log,
 		limiter:  newLimiter(),
+		rotors:   &rotors{seed: maphash.MakeSeed()},
 		faults:   newFaults(),
 		ctx:      ctx,
 		cancel:   cancel,

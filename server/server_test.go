@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"net"
@@ -1110,6 +1111,56 @@ func TestRotate(t *testing.T) {
 			t.Errorf("rotate: first addresses over 6 responses %v, want each of 3 twice", firsts)
 		case !rotate && (len(firsts) != 1 || firsts["192.0.2.1"] != 6):
 			t.Errorf("no rotate: first addresses %v, want always 192.0.2.1", firsts)
+		}
+	}
+}
+
+// TestRotatePerName: round robin per name. Two names of two addresses
+// each, asked in turn: each name's first address alternates (one counter
+// for the whole server would give each name every other step, so always
+// the same order). Likewise the A and AAAA of one name asked in turn.
+func TestRotatePerName(t *testing.T) {
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
+		r := answerA(req, 2)
+		if req.Type == dns.TypeAAAA {
+			for i, rr := range r.Msg.Answer {
+				r.Msg.Answer[i] = &dns.AAAA{Hdr: dns.RR_Header{Name: req.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP("2001:db8::" + rr.(*dns.A).A.String()[8:])}
+			}
+		}
+		return r
+	}}
+	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Rotate: true})
+	// Two names in different counter slots (names share a slot by hash).
+	slot := func(name string, qt uint16) uint64 {
+		return (maphash.String(ts.rotors.seed, name) ^ uint64(qt)*0x9E3779B97F4A7C15) % rotorSlots
+	}
+	names := []string{"a.test."}
+	for i := 0; len(names) < 2; i++ {
+		if n := fmt.Sprintf("b%d.test.", i); slot(n, dns.TypeA) != slot(names[0], dns.TypeA) {
+			names = append(names, n)
+		}
+	}
+	dual := "dual.test."
+	for i := 0; slot(dual, dns.TypeA) == slot(dual, dns.TypeAAAA); i++ {
+		dual = fmt.Sprintf("dual%d.test.", i)
+	}
+	for _, pair := range [][2]struct {
+		name string
+		qt   uint16
+	}{{{names[0], dns.TypeA}, {names[1], dns.TypeA}}, {{dual, dns.TypeA}, {dual, dns.TypeAAAA}}} {
+		firsts := map[string]int{}
+		for range 4 {
+			for _, q := range pair {
+				r := exchange(t, "udp", ts.addr(t, "udp"), query(q.name, q.qt), nil)
+				if len(r.Answer) != 2 {
+					t.Fatalf("%s: %v", q.name, r.Answer)
+				}
+				f := strings.Fields(r.Answer[0].String())
+				firsts[q.name+" "+f[3]+" "+f[4]]++
+			}
+		}
+		if len(firsts) != 4 {
+			t.Errorf("asked in turn 4 times each, first addresses %v: want both addresses of each first twice", firsts)
 		}
 	}
 }
