@@ -109,6 +109,7 @@ zones:
 		want         int
 	}{
 		{"POST with another content type", "POST", url, "text/plain", wire, http.StatusUnsupportedMediaType},
+		{"POST with the media type in capitals and a parameter", "POST", url, "Application/DNS-Message; charset=binary", wire, http.StatusOK},
 		{"PUT", "PUT", url, "application/dns-message", wire, http.StatusMethodNotAllowed},
 		{"another path", "GET", strings.Replace(url, "/dns-query", "/other", 1), "", nil, http.StatusNotFound},
 		{"GET without dns", "GET", url, "", nil, http.StatusBadRequest},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,7 +79,7 @@ func (s *Server) serveDoH(u *unit, w http.ResponseWriter, r *http.Request) {
 		}
 		msg = b
 	case http.MethodPost:
-		if ct := r.Header.Get("Content-Type"); ct != "application/dns-message" {
+		if !isDNSMessage(r.Header.Get("Content-Type")) {
 			http.Error(w, "content type must be application/dns-message", http.StatusUnsupportedMediaType)
 			return
 		}
@@ -181,4 +182,12 @@ type countedConn struct {
 func (c *countedConn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
+}
+
+// isDNSMessage reports whether a Content-Type is application/dns-message:
+// media types are case-insensitive and may carry parameters (RFC 9110
+// section 8.3.1).
+func isDNSMessage(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/dns-message")
 }
