@@ -947,9 +947,9 @@ func TestSpecReloadAndMetrics(t *testing.T) {
 http: "HTTP"
 zones:
   example.internal:
-    - hosts: {files: [a.hosts], ttl: 10s}
+    - hosts: {files: [a.hosts, b.hosts], ttl: 10s}
 `
-	s := specStart(t, cfg, map[string]string{"a.hosts": "10.0.0.1 a.example.internal\n"})
+	s := specStart(t, cfg, map[string]string{"a.hosts": "10.0.0.1 a.example.internal\n", "b.hosts": "10.0.0.2 b.example.internal\n"})
 	waitAnswer(t, s.addr, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeAAAA)
 	m := new(dns.Msg)
@@ -965,6 +965,7 @@ zones:
 		`(?m)^dnsd_request_duration_seconds_bucket\{zone="example.internal.",le="`,
 		`(?m)^dnsd_request_duration_seconds_count\{zone="example.internal."\} [1-9]`,
 		`(?m)^dnsd_source_synced\{source="[^"]+"\} 1$`,
+		`(?m)^dnsd_source_synced\{source="hosts files=[^",]*a\.hosts,[^",]*b\.hosts[^"]*"\} 1$`, // printable: no NUL between the files
 		`(?m)^dnsd_reload_total\{result="success"\} 0$`,
 		`(?m)^dnsd_reload_total\{result="error"\} 0$`,
 		`(?m)^dnsd_build_info\{commit="[^"]*",goversion="go[^"]+",version="dev"\} 1$`,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -587,6 +588,26 @@ func TestWildcards(t *testing.T) {
 		resp := p.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: name, Type: dns.TypeA})
 		if resp.Msg.Rcode != want || (want == dns.RcodeSuccess) != (len(resp.Msg.Answer) == 1) {
 			t.Errorf("%s: rcode %s answer %v", name, dns.RcodeToString[resp.Msg.Rcode], resp.Msg.Answer)
+		}
+	}
+}
+
+// filesKey: the same files in any order share a key; other sets do not,
+// commas in names included; the key is printable (it names the backend
+// in metrics).
+func TestFilesKey(t *testing.T) {
+	if filesKey([]string{"b", "a"}) != filesKey([]string{"a", "b"}) {
+		t.Error("order matters")
+	}
+	keys := map[string][]string{}
+	for _, set := range [][]string{{"a", "b"}, {"a,b"}, {"a\x00b"}, {`a"`, "b"}, {"a", `"b`}, {"a"}} {
+		k := filesKey(set)
+		if prev, ok := keys[k]; ok {
+			t.Errorf("%q and %q have the same key %q", prev, set, k)
+		}
+		keys[k] = set
+		if strings.ContainsFunc(k, func(r rune) bool { return !strconv.IsPrint(r) }) {
+			t.Errorf("key %q of %q is not printable", k, set)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dnsd/dnsd/config"
@@ -79,11 +80,26 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	return NewViewSource(view, h.Entries, h.TTL, h.Reverse, env.Serials), nil
 }
 
-// filesKey identifies a hosts backend: the same files, in any order.
+// filesKey identifies a hosts backend: the same files, in any order. It
+// is also the backend's name in metrics (dnsd_source_synced) and logs, so
+// it is printable: the paths joined by commas, a path with a comma, a
+// quote or an unprintable character quoted, so that no two sets of files
+// have the same key.
 func filesKey(files []string) string {
 	files = slices.Clone(files)
 	slices.Sort(files)
-	return "files=" + strings.Join(files, "\x00")
+	var b strings.Builder
+	b.WriteString("files=")
+	for i, f := range files {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if strings.ContainsAny(f, ",\"") || strconv.Quote(f) != `"`+f+`"` {
+			f = strconv.Quote(f)
+		}
+		b.WriteString(f)
+	}
+	return b.String()
 }
 
 // Readers reports how many backends read and watch hosts files (one per
