@@ -21,6 +21,11 @@ import (
 // zone is parsed again (editors and `mv` make bursts of events).
 const debounce = 50 * time.Millisecond
 
+// emptyGrace is how long a zone that lost every record must stay so
+// before it is applied: an in-place rewrite truncates the file first, and
+// an empty zone answers NXDOMAIN for every name it had.
+const emptyGrace = time.Second
+
 // snapshot is what readers see: the last good zone and its serial.
 type snapshot struct {
 	z      *zone
@@ -30,8 +35,10 @@ type snapshot struct {
 // Backend holds one file source's zone and keeps it current: it watches
 // the zone file's directory (and its includes'), parses again after a
 // quiet debounce, and publishes the new zone with one atomic store. A
-// file that turns bad (does not parse, cannot be read, or loses every
-// record) keeps the last good zone; the error is logged once per change.
+// file that turns bad (does not parse, cannot be read) keeps the last
+// good zone; the error is logged once per change. A zone that loses every
+// record (a file emptied) is applied once it has stayed so for
+// emptyGrace.
 type Backend struct {
 	cfg     *Config
 	logger  *slog.Logger
@@ -47,6 +54,9 @@ type Backend struct {
 	done    chan struct{}
 	once    sync.Once
 	lastErr string // the error logged last (run goroutine only)
+	// emptySince: when the zone was first read without a record while
+	// the one served has some (run goroutine only).
+	emptySince time.Time
 }
 
 // Open parses the zone of c (or takes over the parse ParseSettings made)
@@ -64,9 +74,7 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 		bulk: bulk, stop: make(chan struct{}), done: make(chan struct{})}
 	b.pacing.Store(&turns.Pacing{Sleep: time.Sleep})
 	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
-	if z.outside > 0 {
-		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
-	}
+	b.warnOutside(z)
 	if !watch || c.Path == "" {
 		close(b.done)
 		return b, nil
@@ -146,8 +154,11 @@ func (b *Backend) run() {
 				timer.Reset(debounce)
 			}
 		case <-timer.C:
+			named = named || !b.emptySince.IsZero() // the empty zone's recheck
 			if named || b.movedOnDisk() {
-				b.reload()
+				if again := b.reload(); again > 0 {
+					timer.Reset(again)
+				}
 			}
 			named = false
 		}
@@ -167,26 +178,36 @@ func (b *Backend) movedOnDisk() bool {
 }
 
 // reload parses the zone again and publishes it when it changed and is
-// good.
-func (b *Backend) reload() {
+// good. It returns when to read the zone again without an event (0: not
+// needed): a zone without records is applied only after emptyGrace.
+func (b *Backend) reload() (again time.Duration) {
 	defer b.bulk.Begin()()
 	prev := b.snapshot()
 	z, err := load(b.cfg, b.pacing.Load()) // a reload: paced
-	switch {
-	case err != nil:
+	if err != nil {
 		if msg := err.Error(); msg != b.lastErr {
 			b.lastErr = msg
 			b.logger.Error("zone file not applied, the last good zone is served", "error", msg)
 		}
-		return
-	case z.sum == prev.z.sum:
-		return
-	case z.records == 0 && prev.z.records > 0:
-		if msg := "no record"; msg != b.lastErr {
-			b.lastErr = msg
-			b.logger.Error("zone file has no record (truncated?); the last good zone is served")
+		return 0
+	}
+	if z.records == 0 && prev.z.records > 0 && z.sum != prev.z.sum {
+		now := time.Now()
+		if b.emptySince.IsZero() {
+			b.emptySince = now
+			b.lastErr = ""
+			b.logger.Info("zone file has no record; the last good zone is served unless it stays so", "for", emptyGrace)
+			return emptyGrace
 		}
-		return
+		if waited := now.Sub(b.emptySince); waited < emptyGrace {
+			return emptyGrace - waited
+		}
+		b.logger.Warn("zone file stayed without a record, serving none from it", "for", now.Sub(b.emptySince).Round(time.Millisecond))
+	}
+	b.emptySince = time.Time{}
+	if z.sum == prev.z.sum {
+		b.lastErr = "" // back as it was: a new breakage is logged again
+		return 0
 	}
 	b.lastErr = ""
 	b.cur.Store(&snapshot{z: z, serial: max(b.serials.Next(), prev.serial+1)})
@@ -194,4 +215,14 @@ func (b *Backend) reload() {
 		b.logger.Warn("zone file watcher", "error", err)
 	}
 	b.logger.Info("zone file reloaded", "records", z.records)
+	b.warnOutside(z)
+	return 0
+}
+
+// warnOutside logs, once per load, that records of z outside the zone
+// key's zones were left out.
+func (b *Backend) warnOutside(z *zone) {
+	if z.outside > 0 {
+		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -178,10 +179,78 @@ func TestWatch(t *testing.T) {
 	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found || r.RRs[0].(*dns.A).A.String() != "10.0.0.2" || s.Serial() != serial {
 		t.Fatalf("bad file: %v serial %d (was %d); want the last good zone", r.RRs, s.Serial(), serial)
 	}
+	emptied := time.Now()
 	write(path, "")
 	time.Sleep(200 * time.Millisecond)
 	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found {
-		t.Fatal("an emptied file dropped the zone")
+		t.Fatal("an emptied file dropped the zone at once")
+	}
+	// ... unless it stays empty: then it is applied a second later.
+	dnstest.Eventually(t, "the emptied file applied", 5*time.Second, func() bool {
+		return lookup(t, s, "a.z.test.").Status == pipeline.NotMine
+	})
+	if took := time.Since(emptied); took < emptyGrace {
+		t.Errorf("the emptied file was applied after %v, before it stayed empty for %v", took, emptyGrace)
+	}
+}
+
+// lockedBuffer is a log destination the watch goroutine writes to while
+// the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// What a watched file's changes log: a breakage once per change — again
+// when the file was good in between, even if it breaks the same way —
+// and records outside the zone at every load that has them.
+func TestWatchLogs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "z.zone")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path+".tmp", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, bad := "a IN A 10.0.0.1\n", "a IN A 10.0.0.999\n"
+	write(good)
+	logs := &lockedBuffer{}
+	b, err := Open(&Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}, true, slog.New(slog.NewTextHandler(logs, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	s := NewSource(b)
+	wait := func(what string, n int) {
+		t.Helper()
+		dnstest.Eventually(t, what, 5*time.Second, func() bool { return logs.count(what) == n })
+	}
+	write(bad)
+	wait("zone file not applied", 1)
+	write(good)
+	time.Sleep(300 * time.Millisecond) // read, and nothing to say
+	write(bad)
+	wait("zone file not applied", 2)
+	write("a IN A 10.0.0.2\nelsewhere.test. IN A 10.0.0.3\n")
+	wait("outside the zone key's zones are ignored", 1)
+	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found || r.RRs[0].(*dns.A).A.String() != "10.0.0.2" {
+		t.Errorf("after the last change: %v", r.RRs)
 	}
 }
 
