@@ -309,6 +309,13 @@ func TestIncludes(t *testing.T) {
 	if _, err := load(c, nil); err == nil || !strings.Contains(err.Error(), "inner.zone") {
 		t.Fatalf("a FIFO include: %v, want an error naming it", err)
 	}
+	// A missing include is reported where it is named: the including
+	// file, its line, the column of the name.
+	must(os.Remove(filepath.Join(dir, "inner.zone")))
+	at := filepath.Join(dir, "mid.zone") + ":2:10: $INCLUDE "
+	if _, err := load(c, nil); err == nil || !strings.HasPrefix(err.Error(), at) || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("a missing include: %v, want %s...", err, at)
+	}
 }
 
 // The backend opened right after a config parse starts from that parse

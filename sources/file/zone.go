@@ -100,17 +100,17 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 		// Included files (and theirs) are watched and hashed too, and
 		// must be regular files: the parser opens them itself, and a FIFO
 		// would block it.
-		todo := includes(data, filepath.Dir(c.Path))
+		todo := includes(data, c.Path)
 		for depth := 0; len(todo) > 0 && depth < maxIncludeDepth; depth++ {
-			var next []string
+			var next []include
 			for _, inc := range todo {
-				b, info, err := fsutil.ReadFile(inc, maxFileSize)
+				b, info, err := fsutil.ReadFile(inc.path, maxFileSize)
 				if err != nil {
-					return nil, fmt.Errorf("zone file %s: $INCLUDE %s: %w", c.Path, inc, unwrapPath(err))
+					return nil, &parseError{pos: inc.pos, msg: fmt.Sprintf("$INCLUDE %s: %v", inc.path, unwrapPath(err))}
 				}
 				h.Write(b)
-				z.files, z.infos = append(z.files, inc), append(z.infos, info)
-				next = append(next, includes(b, filepath.Dir(inc))...)
+				z.files, z.infos = append(z.files, inc.path), append(z.infos, info)
+				next = append(next, includes(b, inc.path)...)
 			}
 			todo = next
 		}
@@ -212,7 +212,7 @@ func zoneOf(name string, zones []string) string {
 
 // firstTTL finds the file's first valid $TTL directive.
 func firstTTL(data []byte) (uint32, bool) {
-	for f := range directives(data, "$TTL") {
+	for _, f := range directives(data, "$TTL") {
 		if t, ok := parseTTL(f[1]); ok {
 			return t, true
 		}
@@ -220,34 +220,50 @@ func firstTTL(data []byte) (uint32, bool) {
 	return 0, false
 }
 
-// includes lists the files a zone file names with $INCLUDE (relative
-// names against dir), for watching.
-func includes(data []byte, dir string) []string {
-	var out []string
-	for f := range directives(data, "$INCLUDE") {
+// include is a file a zone file names with $INCLUDE, and where.
+type include struct {
+	path string
+	pos  config.Pos // the file name in the including file
+}
+
+// includes lists the files the zone file file (holding data) names with
+// $INCLUDE (relative names against its directory), for watching.
+func includes(data []byte, file string) []include {
+	var out []include
+	for at, f := range directives(data, "$INCLUDE") {
 		p := f[1]
 		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
+			p = filepath.Join(filepath.Dir(file), p)
 		}
-		out = append(out, p)
+		at.File = file
+		out = append(out, include{path: p, pos: at})
 	}
 	return out
 }
 
 // directives yields the fields of every line of data whose first field
-// is name (a $ directive, any case) and that has a second, in file order.
-// Lines that do not start with '$' (after blanks) are skipped without
-// being split: a zone file is almost all records.
-func directives(data []byte, name string) iter.Seq[[]string] {
-	return func(yield func([]string) bool) {
-		for line := range bytes.Lines(data) {
-			line = bytes.TrimLeftFunc(line, unicode.IsSpace)
+// is name (a $ directive, any case) and that has a second, in file order,
+// with the position (line and column, no file) of the second. Lines that
+// do not start with '$' (after blanks) are skipped without being split: a
+// zone file is almost all records.
+func directives(data []byte, name string) iter.Seq2[config.Pos, []string] {
+	return func(yield func(config.Pos, []string) bool) {
+		n := 0
+		for raw := range bytes.Lines(data) {
+			n++
+			line := bytes.TrimLeftFunc(raw, unicode.IsSpace)
 			if len(line) == 0 || line[0] != '$' {
 				continue
 			}
 			f := strings.Fields(string(line))
-			if len(f) >= 2 && strings.EqualFold(f[0], name) && !yield(f) {
-				return
+			if len(f) >= 2 && strings.EqualFold(f[0], name) {
+				col := len(raw) - len(line) + len(f[0]) + 1
+				if i := bytes.Index(line[len(f[0]):], []byte(f[1])); i >= 0 {
+					col = len(raw) - len(line) + len(f[0]) + i + 1
+				}
+				if !yield(config.Pos{Line: n, Col: col}, f) {
+					return
+				}
 			}
 		}
 	}
