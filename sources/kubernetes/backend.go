@@ -328,13 +328,31 @@ func (b *Backend) Synced() bool {
 }
 
 // Close stops the informers and waits for them. Idempotent.
+//
+// It waits for the informers at most closeWait: client-go's reflector
+// sleeps out its retry backoff (up to 30 s against an API server that is
+// down) without looking at its context, and a stop must not wait for
+// that. An informer still asleep then ends by itself when it wakes (its
+// context is cancelled).
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.cancel()
-		b.running.Wait()
+		done := make(chan struct{})
+		go func() {
+			b.running.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+			b.logger.Info("kubernetes informers still backing off from a failed connection; they stop when they wake", "waited", closeWait)
+		}
 	})
 	return nil
 }
+
+// closeWait bounds how long Close waits for the informers.
+const closeWait = 2 * time.Second
 
 func sliceServiceIndex(obj any) ([]string, error) {
 	sl, ok := obj.(*sliceObj)

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -68,5 +69,20 @@ func TestUnreachableAPIServer(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "unreachable"); n != 1 {
 		t.Errorf("%d outage lines, want 1:\n%s", n, logs.String())
+	}
+}
+
+// Close does not wait for an informer longer than closeWait: client-go's
+// reflector sleeps out its retry backoff (up to 30 s while the API server
+// is down) without looking at its context, and SIGTERM must stop the
+// daemon within 10 s. Here an informer that never ends stands for it.
+func TestCloseBoundedWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Backend{logger: slog.New(slog.DiscardHandler), cancel: cancel}
+	b.running.Go(func() { <-ctx.Done(); time.Sleep(time.Hour) })
+	start := time.Now()
+	b.Close()
+	if took := time.Since(start); took < closeWait || took > closeWait+2*time.Second {
+		t.Errorf("Close took %v, want about %v", took, closeWait)
 	}
 }
