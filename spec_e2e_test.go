@@ -1212,3 +1212,31 @@ func TestSpecReloadRemovesUnsyncedSource(t *testing.T) {
 		t.Errorf("a removed backend is still reported: %s", grep(metrics, "dnsd_source_synced"))
 	}
 }
+
+// Names outside the zone are ignored and logged at load, in hosts files
+// and in inline entries alike: dnsd check accepts the file, dnsd starts,
+// the zone's other names answer, the outside name is not answered from
+// this source.
+func TestSpecHostsOutsideZoneIgnored(t *testing.T) {
+	cfg := `listen: ["LISTEN"]
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.1 a", "10.0.0.2 b.other.test"], files: [x.hosts]}
+  other.test:
+    - hosts: {entries: ["10.9.9.9 c"]}
+`
+	s := specStart(t, cfg, map[string]string{"x.hosts": "10.0.0.3 d.example.internal\n10.0.0.4 e.elsewhere.test\n"})
+	for name, want := range map[string]string{
+		"a.example.internal.": "NOERROR:10.0.0.1", "d.example.internal.": "NOERROR:10.0.0.3",
+		"b.other.test.": "NXDOMAIN:", "c.other.test.": "NOERROR:10.9.9.9",
+	} {
+		if got := dnstest.RData(dnstest.Ask(t, s.addr, name, dns.TypeA)); got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+	s.waitLog("entries' names outside the zone are ignored", 1)
+	s.waitLog("hosts names outside the zone are ignored", 1)
+	if _, stderr, code := runCheck(t, s.dir, "-config", "dnsd.yaml"); code != 0 {
+		t.Errorf("dnsd check: exit %d\n%s", code, stderr)
+	}
+}

@@ -101,11 +101,6 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 			ok = false
 			continue
 		}
-		if len(z.Names) > 0 && !inZones(norm, z.Names) {
-			b.Errorf(n, path, "bad entry %q: name %q is outside this key's zones (%s)", s, norm, zoneList(z.Names))
-			ok = false
-			continue
-		}
 		e.Names = append(e.Names, norm)
 	}
 	return e, ok

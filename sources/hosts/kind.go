@@ -54,6 +54,9 @@ func (*Kind) Schema() *config.Schema {
 // Build implements kind.Kind.
 func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
 	h := settings.(*Config)
+	if n, example := entriesOutside(h.Entries, z.Names); n > 0 {
+		env.Logger.Warn("hosts entries' names outside the zone are ignored", "zone", z.Key, "names", n, "example", example)
+	}
 	if len(h.Files) == 0 {
 		return NewSource(nil, h.Entries, h.TTL, h.Reverse, env.Serials), nil
 	}
@@ -78,6 +81,23 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		}
 	}
 	return NewViewSource(view, h.Entries, h.TTL, h.Reverse, env.Serials), nil
+}
+
+// entriesOutside counts the names of inline entries outside zones (which
+// the source ignores, as it does such names in its files), with one of
+// them.
+func entriesOutside(entries []Entry, zones []string) (n int, example string) {
+	for _, e := range entries {
+		for _, name := range e.Names {
+			if len(zones) > 0 && !inZones(name, zones) {
+				if n == 0 {
+					example = name
+				}
+				n++
+			}
+		}
+	}
+	return n, example
 }
 
 // filesKey identifies a hosts backend: the same files, in any order. It
