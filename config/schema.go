@@ -143,8 +143,13 @@ func FallthroughSchema(def bool) *Schema {
 
 func rootSchema(kinds Kinds) *Schema {
 	cidr := PatternSchema("An address/prefix-length (10.0.0.0/8, fd00::/8) or a bare IP.", `^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$`)
-	source := &Schema{Description: "One source: a mapping with exactly one key, the source kind, and its settings."}
+	source := &Schema{Description: "One source: a mapping with exactly one key, the source kind, and its settings; or just the kind, with every setting at its default."}
 	defs := map[string]*Schema{}
+	bare := &Schema{Type: "string"}
+	for _, name := range kinds.names() {
+		bare.Enum = append(bare.Enum, name)
+	}
+	source.OneOf = append(source.OneOf, bare)
 	for _, name := range kinds.names() {
 		k := kinds.lookup(name)
 		source.OneOf = append(source.OneOf, &Schema{

@@ -90,14 +90,21 @@ func TestSchemaKeys(t *testing.T) {
 			t.Errorf("%s: the parser knows %q, the schema %q", p.name, parser, inSchema)
 		}
 	}
-	// Source kinds.
-	var kinds []string
+	// Source kinds: as a mapping with settings, and as a bare word.
+	var kinds, bare []string
 	for _, alt := range root.Properties["zones"].AdditionalProperties.(map[string]any)["items"].(map[string]any)["oneOf"].([]any) {
-		for k := range alt.(map[string]any)["properties"].(map[string]any) {
-			kinds = append(kinds, k)
+		if props, ok := alt.(map[string]any)["properties"].(map[string]any); ok {
+			for k := range props {
+				kinds = append(kinds, k)
+			}
+			continue
+		}
+		for _, k := range alt.(map[string]any)["enum"].([]any) {
+			bare = append(bare, k.(string))
 		}
 	}
 	slices.Sort(kinds)
+	slices.Sort(bare)
 	var kindNames []string
 	for _, k := range sources.ConfigKinds() {
 		kindNames = append(kindNames, k.Name())
@@ -105,6 +112,9 @@ func TestSchemaKeys(t *testing.T) {
 	slices.Sort(kindNames)
 	if !slices.Equal(kinds, kindNames) {
 		t.Errorf("source kinds: the parser knows %q, the schema %q", kindNames, kinds)
+	}
+	if !slices.Equal(bare, kindNames) {
+		t.Errorf("source kinds as a bare word: the parser knows %q, the schema %q", kindNames, bare)
 	}
 }
 
