@@ -46,6 +46,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"--help"}, code: 0, stdout: "usage:"},
 		{args: []string{"-help"}, code: 0, stdout: "usage:"},
 		{args: []string{"help"}, code: 0, stdout: "usage:"},
+		{args: []string{"help", "check"}, code: 0, stdout: "usage:"},
+		{args: []string{"help", "bogus"}, code: 2, stderr: `no help for "bogus"`},
 		{args: []string{"check", "-h"}, code: 0, stdout: "usage:"},
 		{args: []string{"version"}, code: 0, stdout: "dnsd dev\n"},
 		{args: []string{"--version"}, code: 0, stdout: "dnsd dev\n"},

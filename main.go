@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -77,6 +78,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if cmd == "help" {
+		// "dnsd help check": the one usage text covers every command.
+		if len(args) > 1 || len(args) == 1 && !slices.Contains([]string{"run", "check", "version", "help"}, args[0]) {
+			fmt.Fprintf(stderr, "dnsd: no help for %q\n\n%s", strings.Join(args, " "), usage)
+			return 2
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
