@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -138,4 +139,28 @@ func Moved(path string, was os.FileInfo) bool {
 	}
 	info, err := os.Stat(path)
 	return err != nil || !os.SameFile(info, was) || info.Size() != was.Size() || !info.ModTime().Equal(was.ModTime())
+}
+
+// TargetDir is the directory of the file a symlink at path finally names,
+// when that is not path's own directory: a watcher of path's directory
+// sees the link change but not the file it names change, so it watches
+// this one too. "" when path is not a symlink, its target is in its own
+// directory, or it cannot be resolved.
+func TargetDir(path string) string {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return ""
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		dir = filepath.Dir(path)
+	}
+	if d := filepath.Dir(target); d != dir && d != filepath.Dir(path) {
+		return d
+	}
+	return ""
 }

@@ -101,3 +101,30 @@ func TestMoved(t *testing.T) {
 		t.Error("a removed file did not move")
 	}
 }
+
+// TargetDir: a symlink's target's directory when it is elsewhere; ""
+// for a regular file, a link within its own directory, a dangling link.
+func TestTargetDir(t *testing.T) {
+	root := t.TempDir()
+	other := filepath.Join(root, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(root, "plain"), filepath.Join(other, "target")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{"away": filepath.Join(other, "target"), "near": "plain", "dangling": "nowhere"}
+	for name, to := range links {
+		if err := os.Symlink(to, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _ := filepath.EvalSymlinks(other)
+	for name, w := range map[string]string{"away": want, "near": "", "dangling": "", "plain": ""} {
+		if got := TargetDir(filepath.Join(root, name)); got != w {
+			t.Errorf("TargetDir(%s) = %q, want %q", name, got, w)
+		}
+	}
+}

@@ -96,13 +96,16 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 func (b *Backend) watchDirs(z *zone) error {
 	seen := map[string]bool{}
 	for _, f := range z.files {
-		d := filepath.Dir(f)
-		if seen[d] {
-			continue
-		}
-		seen[d] = true
-		if err := b.watcher.Add(d); err != nil {
-			return err
+		// A symlink into another directory: that one too, where the
+		// file it names changes.
+		for _, d := range []string{filepath.Dir(f), fsutil.TargetDir(f)} {
+			if d == "" || seen[d] {
+				continue
+			}
+			seen[d] = true
+			if err := b.watcher.Add(d); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

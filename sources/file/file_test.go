@@ -433,3 +433,33 @@ func TestUnrelatedChangesNoReload(t *testing.T) {
 		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.2"
 	})
 }
+
+// A zone file that is a symlink into another directory: a change of the
+// file it names is applied.
+func TestSymlinkIntoAnotherDirectory(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"conf", "data"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := filepath.Join(root, "data", "z.zone")
+	if err := os.WriteFile(real, []byte("a IN A 10.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "conf", "z.zone")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(open(t, &Config{Path: link, Origin: "z.test.", Zones: []string{"z.test."}}, true))
+	if err := os.WriteFile(real+".tmp", []byte("a IN A 10.0.0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(real+".tmp", real); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Eventually(t, "the change of the file the link names", 5*time.Second, func() bool {
+		r := lookup(t, s, "a.z.test.")
+		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.2"
+	})
+}

@@ -73,6 +73,7 @@ type Backend struct {
 	bulk kind.Bulk
 
 	watcher   *fsnotify.Watcher
+	watched   map[string]bool // the directories watched (run goroutine only, after open)
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -86,13 +87,16 @@ type Backend struct {
 
 // hostsFile is one file of a Backend and its last good data.
 type hostsFile struct {
-	path    string // cleaned
-	dir     string
-	base    string
-	data    fileParts // last good data
-	sum     uint64    // hash of the content data was parsed from
-	info    os.FileInfo
-	failing bool // unreadable since the last warning
+	path string // cleaned
+	dir  string
+	base string
+	// targetDir: the directory of the file path names when path is a
+	// symlink into another directory (watched too), else "".
+	targetDir string
+	data      fileParts // last good data
+	sum       uint64    // hash of the content data was parsed from
+	info      os.FileInfo
+	failing   bool // unreadable since the last warning
 	// emptySince: when the file was first seen empty while its last good
 	// data was not (zero: not pending).
 	emptySince time.Time
@@ -163,6 +167,9 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 		}
 		b.files = append(b.files, f)
 		dirs[f.dir] = true
+		if f.targetDir = fsutil.TargetDir(abs); f.targetDir != "" {
+			dirs[f.targetDir] = true
+		}
 	}
 	b.views = map[uint32]*view{b.ttl: {ttl: b.ttl}}
 	b.publish(0, load)
@@ -179,7 +186,7 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 			return nil, fmt.Errorf("hosts: watch directory %s: %w", dir, err)
 		}
 	}
-	b.watcher = w
+	b.watcher, b.watched = w, dirs
 	go b.run()
 	return b, nil
 }
@@ -430,11 +437,21 @@ func (b *Backend) run() {
 // identity changed, and publishes a new index when any content changed.
 func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) {
 	for _, f := range b.files {
-		if dirty[f] || !checkDirs[f.dir] {
+		if dirty[f] || !checkDirs[f.dir] && (f.targetDir == "" || !checkDirs[f.targetDir]) {
 			continue
 		}
 		if fsutil.Moved(f.path, f.info) {
 			dirty[f] = true
+		}
+	}
+	for f := range dirty {
+		// A symlink pointed elsewhere: watch where it points now.
+		if f.targetDir = fsutil.TargetDir(f.path); f.targetDir != "" && !b.watched[f.targetDir] {
+			if err := b.watcher.Add(f.targetDir); err != nil {
+				b.logger.Warn("hosts: watch directory", "dir", f.targetDir, "error", err)
+			} else {
+				b.watched[f.targetDir] = true
+			}
 		}
 	}
 	if len(dirty) == 0 {

@@ -177,6 +177,48 @@ func TestSymlinkSwap(t *testing.T) {
 	eventually(t, s, name, "A 10.0.0.9")
 }
 
+// A hosts file that is a symlink into another directory (conf/hosts ->
+// /srv/data/real.hosts): a change of the file it names is applied, as a
+// change of the link is; after the link is pointed into a third
+// directory, changes there are applied too.
+func TestSymlinkIntoAnotherDirectory(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"conf", "data", "data2"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace := func(path, content string) {
+		t.Helper()
+		writeFile(t, path+".tmp", content)
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := filepath.Join(root, "data", "real.hosts")
+	writeFile(t, real, "10.0.0.1 web.example.internal\n")
+	link := filepath.Join(root, "conf", "hosts")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(openBackend(t, link), nil, time.Hour, true, nil)
+	expect(t, s, name, "A 10.0.0.1")
+	replace(real, "10.0.0.2 web.example.internal\n")
+	eventually(t, s, name, "A 10.0.0.2")
+
+	other := filepath.Join(root, "data2", "other.hosts")
+	writeFile(t, other, "10.0.0.3 web.example.internal\n")
+	if err := os.Symlink(other, link+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(link+".new", link); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, name, "A 10.0.0.3")
+	replace(other, "10.0.0.4 web.example.internal\n")
+	eventually(t, s, name, "A 10.0.0.4")
+}
+
 func TestUnrelatedFilesIgnored(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "hosts")
