@@ -30,7 +30,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 		return cfg
 	}
 	cfg.TLS = p.serverTLS(m)
-	cfg.Listen = p.listen(m, cfg.TLS != nil)
+	cfg.Listen = p.listen(m, cfg.TLS != nil, false)
 	cfg.HTTP = p.http(m)
 	p.log(m, &cfg.Log)
 	p.acl(m, &cfg.ACL)
@@ -64,14 +64,20 @@ func hostPort(s string) (string, error) {
 	return net.JoinHostPort(ip.String(), strconv.Itoa(pn)), nil
 }
 
-func (p *Parser) listen(m *Mapping, haveTLS bool) []Listen {
+// listen reads a listen list: the top level's, or a view's (inView), where
+// leaving it out means every listen entry.
+func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 	vals, nodes, path, present := m.Strings("listen")
 	if !present {
 		return []Listen{{Addr: DefaultListen}}
 	}
 	if len(vals) == 0 {
 		if n, _ := m.Get("listen"); n != nil && n.Kind == yaml.SequenceNode {
-			p.Errorf(n, path, "no listen addresses (omit listen for the default %q)", DefaultListen)
+			if inView {
+				p.Errorf(n, path, "no listen addresses (omit listen to match queries on every listen entry)")
+			} else {
+				p.Errorf(n, path, "no listen addresses (omit listen for the default %q)", DefaultListen)
+			}
 		}
 		return nil
 	}

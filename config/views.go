@@ -45,7 +45,7 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 		v.Clients = p.prefixes(vm, "clients")
 		if vm.Has("listen") {
 			_, lpath := vm.Get("listen")
-			v.Listen = p.listen(vm, true)
+			v.Listen = p.listen(vm, true, true)
 			for j, l := range v.Listen {
 				if !containsListen(listen, l) {
 					p.ErrorAt(l.Pos, IndexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
