@@ -278,3 +278,53 @@ func TestPrometheusAlerts(t *testing.T) {
 		}
 	}
 }
+
+// TestPostinstallOwnership runs the package's postinstall script with
+// the commands it calls replaced by stand-ins that log their arguments
+// (nothing on this machine is changed): a first install gives /etc/dnsd
+// and its config to group dnsd; an upgrade leaves the group alone unless
+// it is root (what RPM leaves behind), and then gives it back to dnsd.
+func TestPostinstallOwnership(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		group string // what stat says
+		want  []string
+		not   []string
+	}{
+		{"first install (deb)", []string{"configure", ""}, "root", []string{"chown root:dnsd /etc/dnsd /etc/dnsd/dnsd.yaml", "chmod 0750 /etc/dnsd"}, []string{"chgrp"}},
+		{"first install (rpm)", []string{"1"}, "root", []string{"chown root:dnsd /etc/dnsd /etc/dnsd/dnsd.yaml"}, []string{"chgrp"}},
+		{"upgrade, group reset to root (rpm)", []string{"2"}, "root", []string{"chgrp dnsd /etc/dnsd", "chgrp dnsd /etc/dnsd/dnsd.yaml"}, []string{"chown", "chmod"}},
+		{"upgrade, the operator's group kept (deb)", []string{"configure", "1.0.0"}, "dnsadmins", nil, []string{"chown", "chmod", "chgrp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := t.TempDir()
+			log := filepath.Join(bin, "log")
+			for _, cmd := range []string{"chown", "chmod", "chgrp", "getent", "systemctl", "runuser", "useradd", "adduser"} {
+				writeFile(t, filepath.Join(bin, cmd), "#!/bin/sh\necho \""+cmd+" $*\" >> \"$LOG\"\n")
+			}
+			writeFile(t, filepath.Join(bin, "stat"), "#!/bin/sh\necho "+tc.group+"\n")
+			for _, f := range []string{"chown", "chmod", "chgrp", "getent", "systemctl", "runuser", "useradd", "adduser", "stat"} {
+				if err := os.Chmod(filepath.Join(bin, f), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command("/bin/sh", append([]string{"contrib/packaging/postinstall.sh"}, tc.args...)...)
+			cmd.Env = []string{"PATH=" + bin, "LOG=" + log}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("postinstall %v: %v\n%s", tc.args, err, out)
+			}
+			got, _ := os.ReadFile(log)
+			for _, w := range tc.want {
+				if !strings.Contains(string(got), w+"\n") {
+					t.Errorf("postinstall %v did not run %q; ran:\n%s", tc.args, w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(string(got), n+" ") {
+					t.Errorf("postinstall %v ran %s; ran:\n%s", tc.args, n, got)
+				}
+			}
+		})
+	}
+}

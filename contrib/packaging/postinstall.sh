@@ -26,11 +26,20 @@ fi
 
 # /etc/dnsd holds what dnsd reads (kubeconfigs, keys, password files):
 # readable by group dnsd, by no one else. Set on first install only, so an
-# operator's own choice survives upgrades.
+# operator's own choice survives upgrades - except group root, which is
+# what RPM leaves on an upgrade (it applies the package's root:root to the
+# directory, and to the config file when it replaces an unmodified one),
+# and with which the dnsd user could not read its config.
 if [ "$upgrade" = false ]; then
 	chown root:dnsd /etc/dnsd /etc/dnsd/dnsd.yaml
 	chmod 0750 /etc/dnsd
 	chmod 0640 /etc/dnsd/dnsd.yaml
+else
+	for f in /etc/dnsd /etc/dnsd/dnsd.yaml; do
+		if [ "$(stat -c %G "$f" 2>/dev/null)" = root ]; then
+			chgrp dnsd "$f"
+		fi
+	done
 fi
 
 if [ -d /run/systemd/system ]; then
