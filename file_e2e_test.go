@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,59 @@ func replaceFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond)
+}
+
+// TestFileDelegation: a zone file that delegates a subdomain (NS records
+// below the apex) answers questions at and below the cut with a referral:
+// NOERROR, not authoritative, the cut's NS records in authority and their
+// addresses (glue) in additional - the glue is not answered as the
+// zone's own data. DS at the cut is the parent's: answered. Names beside
+// the cut are answered as before.
+func TestFileDelegation(t *testing.T) {
+	s := specStart(t, `listen: ["LISTEN"]
+zones:
+  example.internal:
+    - file: {path: example.internal.zone}
+`, map[string]string{"example.internal.zone": `$TTL 300
+@        IN SOA ns1 hostmaster 1 7200 3600 1209600 60
+@        IN NS  ns1
+ns1      IN A   10.0.0.53
+www      IN A   10.0.0.80
+sub      IN NS  ns.sub
+sub      IN NS  ns1
+sub      IN DS  12345 13 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF
+ns.sub   IN A   10.0.5.53
+`})
+	for _, name := range []string{"host.sub.example.internal.", "sub.example.internal.", "ns.sub.example.internal.", "a.b.sub.example.internal."} {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeNS} {
+			r := dnstest.Ask(t, s.addr, name, qt)
+			var ns, glue []string
+			for _, rr := range r.Ns {
+				if n, ok := rr.(*dns.NS); ok && n.Hdr.Name == "sub.example.internal." {
+					ns = append(ns, n.Ns)
+				}
+			}
+			for _, rr := range r.Extra {
+				if a, ok := rr.(*dns.A); ok {
+					glue = append(glue, a.Hdr.Name+"="+a.A.String())
+				}
+			}
+			slices.Sort(ns)
+			slices.Sort(glue)
+			if r.Rcode != dns.RcodeSuccess || r.Authoritative || len(r.Answer) != 0 ||
+				!slices.Equal(ns, []string{"ns.sub.example.internal.", "ns1.example.internal."}) ||
+				!slices.Equal(glue, []string{"ns.sub.example.internal.=10.0.5.53", "ns1.example.internal.=10.0.0.53"}) {
+				t.Errorf("%s %s: want a referral to sub.example.internal with glue, got\n%v", name, dns.TypeToString[qt], r)
+			}
+		}
+	}
+	if r := dnstest.Ask(t, s.addr, "sub.example.internal.", dns.TypeDS); len(r.Answer) != 1 || !r.Authoritative {
+		t.Errorf("DS at the cut: want the parent's authoritative answer, got %v", r)
+	}
+	if got := dnstest.RData(dnstest.Ask(t, s.addr, "www.example.internal.", dns.TypeA)); got != "NOERROR:10.0.0.80" {
+		t.Errorf("a name beside the cut: %s", got)
+	}
+	if r := dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA); r.Rcode != dns.RcodeNameError || !r.Authoritative {
+		t.Errorf("a missing name beside the cut: %v", r)
+	}
 }

@@ -26,6 +26,11 @@ func NewSource(b *Backend) *Source { return &Source{b: b} }
 // Found for an empty non-terminal, else NotMine.
 func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
 	z := s.b.snapshot().z
+	if z.referrals != nil {
+		if m := z.referral(q.Name, q.Type); m != nil {
+			return pipeline.Result{Status: pipeline.Answered, Msg: m}
+		}
+	}
 	if rrs, ok := z.names[q.Name]; ok {
 		return pipeline.Result{Status: pipeline.Found, RRs: rrs}
 	}

@@ -35,6 +35,12 @@ type zone struct {
 	names     map[string][]dns.RR // owner → records, owners lower case
 	order     []string            // owners in order of first appearance (transfers list them so)
 	ents      map[string]bool     // empty non-terminals
+	// referrals: for each zone cut (a name below the apex with NS
+	// records: a delegation), the answer to a question at or below it —
+	// its NS records in authority, their addresses held here (glue) in
+	// additional, not authoritative. Read-only once built; nil when the
+	// file delegates nothing.
+	referrals map[string]*dns.Msg
 	wildcards bool
 	soa       *dns.SOA // the file's SOA at the origin, nil when none
 	records   int
@@ -153,6 +159,7 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 		}
 	}
 	z.sum = h.Sum64()
+	z.delegations(c.Zones)
 	for name := range z.names {
 		pc.Step()
 		top := zoneOf(name, c.Zones)
@@ -197,6 +204,54 @@ func (z *zone) add(rr dns.RR, zones []string) {
 	}
 	z.names[name] = append(rrs, rr)
 	z.records++
+}
+
+// delegations finds the zone cuts - names below an apex of zones that
+// hold NS records - and makes their referrals.
+func (z *zone) delegations(zones []string) {
+	for _, name := range z.order {
+		if slices.Contains(zones, name) {
+			continue
+		}
+		var ns []dns.RR
+		for _, rr := range z.names[name] {
+			if rr.Header().Rrtype == dns.TypeNS {
+				ns = append(ns, rr)
+			}
+		}
+		if len(ns) == 0 {
+			continue
+		}
+		m := new(dns.Msg)
+		m.Response = true
+		m.Ns = ns
+		for _, rr := range ns {
+			for _, a := range z.names[strings.ToLower(rr.(*dns.NS).Ns)] {
+				if t := a.Header().Rrtype; t == dns.TypeA || t == dns.TypeAAAA {
+					m.Extra = append(m.Extra, a)
+				}
+			}
+		}
+		if z.referrals == nil {
+			z.referrals = make(map[string]*dns.Msg)
+		}
+		z.referrals[name] = m
+	}
+}
+
+// referral returns the referral for name when it lies at or below a zone
+// cut (the closest one), nil otherwise. A question for DS at the cut is
+// the parent's to answer (RFC 4035 section 3.1.4.1): no referral.
+func (z *zone) referral(name string, qtype uint16) *dns.Msg {
+	for n := name; n != ""; n = pipeline.Parent(n) {
+		if m, ok := z.referrals[n]; ok {
+			if n == name && qtype == dns.TypeDS {
+				return nil
+			}
+			return m
+		}
+	}
+	return nil
 }
 
 // zoneOf returns the longest of zones that holds name.
