@@ -32,9 +32,9 @@ const maxFileSize = 512 << 20
 // zone is one parse of a file source: every record by lower-case owner,
 // the apex SOA and what it took to build it.
 type zone struct {
-	names     map[string][]dns.RR // owner → records, owners lower case
-	order     []string            // owners in order of first appearance (transfers list them so)
-	ents      map[string]bool     // empty non-terminals
+	names map[string][]dns.RR // owner → records, owners lower case
+	order []string            // owners in order of first appearance (transfers list them so)
+	ents  map[string]bool     // empty non-terminals
 	// referrals: for each zone cut (a name below the apex with NS
 	// records: a delegation), the answer to a question at or below it —
 	// its NS records in authority, their addresses held here (glue) in
