@@ -463,3 +463,20 @@ func TestSymlinkIntoAnotherDirectory(t *testing.T) {
 		return r.Status == pipeline.Found && r.RRs[0].(*dns.A).A.String() == "10.0.0.2"
 	})
 }
+
+// A zone key of several names: each apex's own SOA is that zone's.
+func TestSOAPerApex(t *testing.T) {
+	c := &Config{Origin: "two.test.", Zones: []string{"two.test.", "sub.two.test."}, Records: []Record{
+		{Text: "@ IN SOA ns1 hostmaster 55 7200 3600 1209600 60"},
+		{Text: "sub.two.test. IN SOA ns1.two.test. hostmaster.two.test. 66 7200 3600 1209600 60"},
+	}}
+	s := NewSource(open(t, c, false))
+	for zone, want := range map[string]uint32{"two.test.": 55, "sub.two.test.": 66} {
+		if soa := s.SOA(zone); soa == nil || soa.Serial != want {
+			t.Errorf("SOA(%s) = %v, want serial %d", zone, soa, want)
+		}
+	}
+	if s.SOA("other.test.") != nil {
+		t.Error("a SOA for a zone the key does not name")
+	}
+}

@@ -59,10 +59,7 @@ func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
 // nil when the file has none there. When the file is the zone's only
 // local source, it is the zone's SOA (pipeline.SOAer).
 func (s *Source) SOA(zone string) *dns.SOA {
-	if soa := s.b.snapshot().z.soa; soa != nil && soa.Hdr.Name == zone {
-		return soa
-	}
-	return nil
+	return s.b.snapshot().z.soas[zone]
 }
 
 // List calls yield with every record at names in zone, wildcards as they

@@ -42,7 +42,8 @@ type zone struct {
 	// file delegates nothing.
 	referrals map[string]*dns.Msg
 	wildcards bool
-	soa       *dns.SOA // the file's SOA at the origin, nil when none
+	soa       *dns.SOA            // the file's first SOA at an apex, nil when none
+	soas      map[string]*dns.SOA // the file's SOA at each apex of the zone key that has one
 	records   int
 	files     []string      // the zone file and every file it includes
 	infos     []os.FileInfo // files' identity, size and time when read
@@ -192,8 +193,16 @@ func (z *zone) add(rr dns.RR, zones []string) {
 		return
 	}
 	hdr.Name = name
-	if soa, ok := rr.(*dns.SOA); ok && z.soa == nil && slices.Contains(zones, name) {
-		z.soa = soa
+	if soa, ok := rr.(*dns.SOA); ok && slices.Contains(zones, name) {
+		if z.soa == nil {
+			z.soa = soa
+		}
+		if z.soas[name] == nil {
+			if z.soas == nil {
+				z.soas = make(map[string]*dns.SOA, len(zones))
+			}
+			z.soas[name] = soa
+		}
 	}
 	if strings.HasPrefix(name, "*.") {
 		z.wildcards = true
