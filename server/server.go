@@ -358,13 +358,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.stopping.Store(true)
+	// Answers still being resolved halfway to ctx's deadline (a forward
+	// to upstreams that do not answer: up to timeout x upstreams) are
+	// cancelled then, so that the stop ends in time: their clients get
+	// SERVFAIL, and a reader answering a batch inline is free to exit.
+	drained := make(chan struct{})
+	defer close(drained)
+	go func() {
+		t := time.NewTimer(drainFor(ctx))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.log.Warn("answers still in flight at stop: cancelling them (their clients get SERVFAIL)")
+			s.cancel()
+		case <-drained:
+		}
+	}()
 	for _, u := range units {
 		u.stop()
 	}
-	s.loops.Wait() // readers and accept loops exit promptly after stop
 
 	finished := make(chan struct{})
 	go func() {
+		s.loops.Wait() // readers and accept loops exit after stop, once their batch is answered
 		s.handlers.Wait()
 		close(finished)
 	}()
@@ -390,6 +406,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	return nil
 }
+
+// drainFor is how long Shutdown lets answers in flight finish before it
+// cancels them: half of what is left to ctx's deadline, drainGrace when it
+// has none.
+func drainFor(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d)/2, 0)
+	}
+	return drainGrace
+}
+
+// drainGrace: see drainFor.
+const drainGrace = 5 * time.Second
 
 // setRcvBufs applies limits.udp_rcvbuf to every UDP socket (new ones and
 // those kept from before, so a reload applies a change), and says once

@@ -577,11 +577,49 @@ func TestShutdownWaitsForInFlightQuery(t *testing.T) {
 	}
 }
 
-func TestShutdownGivesUpAtDeadline(t *testing.T) {
+// TestShutdownCancelsSlowAnswers: an answer still being resolved halfway
+// to Shutdown's deadline (a forward to upstreams that never answer) is
+// cancelled then - its client, over UDP, gets SERVFAIL - and Shutdown
+// completes in time without an error.
+func TestShutdownCancelsSlowAnswers(t *testing.T) {
 	entered := make(chan struct{})
 	res := &fakeResolver{fn: func(ctx context.Context, req *pipeline.Request) pipeline.Response {
 		close(entered)
 		<-ctx.Done() // a resolver that honours cancellation
+		return pipeline.Response{}
+	}}
+	s := New(Options{Resolver: res})
+	if err := s.Apply(context.Background(), loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}}); err != nil {
+		t.Fatal(err)
+	}
+	replied := make(chan *dns.Msg, 1)
+	go func() {
+		r, _ := tryExchange("udp", s.Addrs()[1].String(), query("stuck.test.", dns.TypeA), nil)
+		replied <- r
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown = %v, want nil (the slow answer cancelled)", err)
+	}
+	if took := time.Since(start); took < 800*time.Millisecond || took > 1900*time.Millisecond {
+		t.Errorf("Shutdown took %v, want about 1 s (half the time to its deadline)", took)
+	}
+	if r := <-replied; r == nil || r.Rcode != dns.RcodeServerFailure {
+		t.Errorf("the cancelled query got %v, want SERVFAIL", r)
+	}
+}
+
+// TestShutdownGivesUpAtDeadline: a resolver that ignores cancellation
+// does not hold Shutdown past its deadline.
+func TestShutdownGivesUpAtDeadline(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	res := &fakeResolver{fn: func(ctx context.Context, req *pipeline.Request) pipeline.Response {
+		close(entered)
+		<-release // ignores ctx
 		return pipeline.Response{}
 	}}
 	s := New(Options{Resolver: res})
