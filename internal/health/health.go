@@ -129,7 +129,24 @@ func Cause(err error) string {
 			}
 		}
 	}
-	return msg
+	return withoutLocalAddr(msg)
+}
+
+// withoutLocalAddr drops the local address of a connection's error ("read
+// tcp 127.0.0.1:52874->10.0.0.1:443: read: connection reset by peer"
+// becomes "read tcp 10.0.0.1:443: ..."): its port is new at every attempt,
+// and a cause that differs only there is the same cause, logged once.
+func withoutLocalAddr(msg string) string {
+	i := strings.Index(msg, "->")
+	if i <= 0 {
+		return msg
+	}
+	j := strings.LastIndexByte(msg[:i], ' ')
+	local := msg[j+1 : i]
+	if j < 0 || !strings.Contains(local, ":") || strings.ContainsAny(local, "\"'") {
+		return msg
+	}
+	return msg[:j+1] + msg[i+2:]
 }
 
 // unquote strips one level of double quotes around s.

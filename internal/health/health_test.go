@@ -27,6 +27,12 @@ func TestCause(t *testing.T) {
 			"authentication failed, invalid user ID or password"},
 		{&url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/services?limit=500", Err: errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")},
 			"dial tcp 127.0.0.1:6443: connect: connection refused"},
+		// A connection's local port is new at every attempt: dropped, so
+		// that two attempts failing alike have one cause.
+		{&url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: errors.New("read tcp 127.0.0.1:52874->127.0.0.1:6443: read: connection reset by peer")},
+			"read tcp 127.0.0.1:6443: read: connection reset by peer"},
+		{errors.New("raw-read tcp [::1]:59084->[::1]:2379: use of closed network connection"),
+			"raw-read tcp [::1]:2379: use of closed network connection"},
 		{errors.New("plain"), "plain"},
 		{nil, ""},
 	} {
