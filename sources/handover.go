@@ -92,6 +92,42 @@ func (h *handover) Serial() uint32 {
 	return s
 }
 
+// troubled is a source whose backend connects to a server (etcd,
+// kubernetes): Endpoint names it, Problem says why it cannot be used now
+// ("" when it can). /ready reports them.
+type troubled interface {
+	Endpoint() string
+	Problem() string
+}
+
+// Endpoint is the replacement's: the server this slot is moving to.
+func (h *handover) Endpoint() string {
+	if tr, ok := h.next.(troubled); ok {
+		return tr.Endpoint()
+	}
+	return ""
+}
+
+// Problem says, until next has synced, that the previous backend still
+// answers and why neither is well when they are not: /ready stays 200
+// (the zone is answered) but names the handover and its causes.
+func (h *handover) Problem() string {
+	if h.current() == h.next {
+		if tr, ok := h.next.(troubled); ok {
+			return tr.Problem()
+		}
+		return ""
+	}
+	p := "replacement not synced yet, the previous backend answers"
+	if tr, ok := h.next.(troubled); ok && tr.Problem() != "" {
+		p += ": " + tr.Problem()
+	}
+	if tr, ok := h.prev.(troubled); ok && tr.Problem() != "" {
+		p += "; the previous backend: " + tr.Problem()
+	}
+	return p
+}
+
 // Synced: the slot answers (from prev) even before next has synced.
 func (h *handover) Synced() bool { return true }
 

@@ -74,3 +74,34 @@ func TestHandoverSerialMovesAtTheSwitch(t *testing.T) {
 		t.Fatalf("serial went back from %d to %d", after, s)
 	}
 }
+
+// troubledSource is a stub whose backend reports a server and a problem.
+type troubledSource struct {
+	stubSource
+	endpoint, problem string
+}
+
+func (s *troubledSource) Endpoint() string { return s.endpoint }
+func (s *troubledSource) Problem() string  { return s.problem }
+
+// A handover names the replacement's server and, until it has synced,
+// says that the previous backend answers and why either is unwell (so
+// /ready keeps the causes during an outage); after the switch, the
+// replacement's own problem.
+func TestHandoverProblem(t *testing.T) {
+	next := &troubledSource{endpoint: "http://10.0.0.2:2379", problem: "connection refused"}
+	prev := &troubledSource{stubSource: stubSource{synced: true}, endpoint: "http://10.0.0.1:2379", problem: "i/o timeout"}
+	h := &handover{next: next, nextSync: next, prev: prev}
+	var _ troubled = h
+	if h.Endpoint() != "http://10.0.0.2:2379" {
+		t.Errorf("endpoint %q", h.Endpoint())
+	}
+	want := "replacement not synced yet, the previous backend answers: connection refused; the previous backend: i/o timeout"
+	if got := h.Problem(); got != want {
+		t.Errorf("problem %q, want %q", got, want)
+	}
+	next.synced, next.problem = true, ""
+	if got := h.Problem(); got != "" {
+		t.Errorf("after the switch, a healthy replacement: problem %q", got)
+	}
+}
