@@ -12,25 +12,28 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 )
 
-// Key identifies a cached response: the question, the two flags that
-// change what an upstream answers, and which upstreams answered.
+// Key identifies a cached response: the question (class IN: dnsd answers
+// no other), the two flags that change what an upstream answers, and
+// which upstreams answered. It fits 24 bytes: the cache's maps hash and
+// compare whole keys at every lookup.
 type Key struct {
-	Name  string // lower case, fully qualified
-	Type  uint16
-	Class uint16
-	DO    bool // DNSSEC OK: the answer carries RRSIGs
-	CD    bool // checking disabled: the answer may be unvalidated
-	// Upstreams names the upstreams asked (Pool.answersKey): two views,
-	// or two zones, forwarding to different resolvers never share an
-	// answer (an office view's internal resolver and everyone else's
-	// public one). Sources forwarding to the same upstreams do.
-	Upstreams string
+	Name string // lower case, fully qualified
+	Type uint16
+	DO   bool // DNSSEC OK: the answer carries RRSIGs
+	CD   bool // checking disabled: the answer may be unvalidated
+	// Upstreams names the upstreams asked (Cache.UpstreamsID of the
+	// pool's answersKey): two views, or two zones, forwarding to
+	// different resolvers never share an answer (an office view's
+	// internal resolver and everyone else's public one). Sources
+	// forwarding to the same upstreams do. A number, not the text: the
+	// cache's maps hash their whole key at every lookup.
+	Upstreams uint32
 }
 
 func (k Key) String() string {
 	b := make([]byte, 0, len(k.Name)+8)
 	b = append(b, k.Name...)
-	b = append(b, 0, byte(k.Type>>8), byte(k.Type), byte(k.Class>>8), byte(k.Class), flag(k.DO), flag(k.CD))
+	b = append(b, 0, byte(k.Type>>8), byte(k.Type), flag(k.DO), flag(k.CD))
 	return string(b)
 }
 
@@ -79,7 +82,12 @@ type Cache struct {
 	seed maphash.Seed
 	n    atomic.Int64 // entries
 	mu   sync.Mutex   // serialises Configure and Retain
-	now  func() int64 // unix nanos; clock.read except in tests
+	// upstreams numbers the upstream sets of pools (UpstreamsID).
+	upstreams struct {
+		sync.Mutex
+		ids map[string]uint32
+	}
+	now func() int64 // unix nanos; clock.read except in tests
 	// clock is the coarse clock the cache reads (see clockTick); Close
 	// stops it.
 	clock *coarseClock
@@ -276,6 +284,24 @@ func (c *Cache) Configure(cfg CacheConfig) {
 			return true
 		})
 	}
+}
+
+// UpstreamsID is the number of an upstream set (a pool's answersKey) in
+// cache keys: the same set gets the same number for the cache's life,
+// across reloads; the first set is 1 (0 is a pool made without a cache's
+// number, in tests).
+func (c *Cache) UpstreamsID(set string) uint32 {
+	c.upstreams.Lock()
+	defer c.upstreams.Unlock()
+	if id, ok := c.upstreams.ids[set]; ok {
+		return id
+	}
+	if c.upstreams.ids == nil {
+		c.upstreams.ids = make(map[string]uint32)
+	}
+	id := uint32(len(c.upstreams.ids) + 1)
+	c.upstreams.ids[set] = id
+	return id
 }
 
 // Retain drops the entries for which keep is false, and those expired

@@ -58,7 +58,7 @@ func startDoHUpstream(t *testing.T, name string) *dohUpstream {
 		}
 		m := new(dns.Msg)
 		m.SetReply(q)
-		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("192.0.2.53")})
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Ttl: 60}, A: net.ParseIP("192.0.2.53")})
 		out, _ := m.Pack()
 		w.Header().Set("Content-Type", "application/dns-message")
 		_, _ = w.Write(out)

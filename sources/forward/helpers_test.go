@@ -106,15 +106,15 @@ func (u *upstreamServer) handle(w dns.ResponseWriter, r *dns.Msg) {
 	case rcode != dns.RcodeSuccess:
 	case strings.HasPrefix(name, "nx."):
 		m.Rcode = dns.RcodeNameError
-		m.Ns = append(m.Ns, &dns.SOA{Hdr: dns.RR_Header{Name: "test.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 3600},
+		m.Ns = append(m.Ns, &dns.SOA{Hdr: dns.RR_Header{Name: "test.", Rrtype: dns.TypeSOA, Ttl: 3600},
 			Ns: "ns.test.", Mbox: "h.test.", Serial: 1, Refresh: 1, Retry: 1, Expire: 1, Minttl: soaMin})
 	case q.Qtype == dns.TypeA:
-		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.ParseIP(ip)})
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Ttl: ttl}, A: net.ParseIP(ip)})
 	case q.Qtype == dns.TypeNS:
-		m.Answer = append(m.Answer, &dns.NS{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl}, Ns: "a.root-servers.net."})
+		m.Answer = append(m.Answer, &dns.NS{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeNS, Ttl: ttl}, Ns: "a.root-servers.net."})
 	case q.Qtype == dns.TypeTXT: // a large answer: 40 records
 		for i := 0; i < 40; i++ {
-			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: ttl}, Txt: []string{strings.Repeat("x", 60)}})
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Ttl: ttl}, Txt: []string{strings.Repeat("x", 60)}})
 		}
 	}
 	if o := r.IsEdns0(); o != nil {

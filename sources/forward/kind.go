@@ -175,6 +175,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		if err != nil {
 			return nil, nil, err
 		}
+		p.answers = cache.UpstreamsID(opts.answersKey())
 		return p, p, nil
 	})
 	if err != nil {

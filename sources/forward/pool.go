@@ -91,9 +91,9 @@ var (
 // options, across zones and reloads. Safe for concurrent use.
 type Pool struct {
 	opts PoolOptions
-	// answers is opts.answersKey(), the Upstreams of this pool's cache
-	// keys.
-	answers string
+	// answers is the Upstreams of this pool's cache keys: the cache's
+	// number for opts.answersKey(), set by the kind when it makes the pool.
+	answers uint32
 	ups     []*upstream
 	log     *slog.Logger
 	met     *Metrics
@@ -170,7 +170,7 @@ func NewPool(o PoolOptions, met *Metrics, probes *LoopProbes, log *slog.Logger) 
 			return nil, fmt.Errorf("tls_ca: %w", err)
 		}
 	}
-	p := &Pool{opts: o, answers: o.answersKey(), log: log, met: met, probes: probes, loopZones: map[string]bool{}}
+	p := &Pool{opts: o, log: log, met: met, probes: probes, loopZones: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	sessions := tls.NewLRUClientSessionCache(64)
 	for _, u := range o.Upstreams {
@@ -348,11 +348,7 @@ func (p *Pool) order(buf []*upstream) []*upstream {
 // attempt.
 func packQuery(k Key, udpSize uint16) ([]byte, error) {
 	m := &dns.Msg{MsgHdr: dns.MsgHdr{RecursionDesired: true, CheckingDisabled: k.CD}}
-	class := k.Class
-	if class == 0 {
-		class = dns.ClassINET
-	}
-	m.Question = []dns.Question{{Name: k.Name, Qtype: k.Type, Qclass: class}}
+	m.Question = []dns.Question{{Name: k.Name, Qtype: k.Type, Qclass: dns.ClassINET}}
 	if udpSize == 0 {
 		return m.Pack()
 	}
@@ -503,7 +499,7 @@ func (p *Pool) CheckLoop(zone string) {
 			return
 		}
 		for i, pr := range probes {
-			k := Key{Name: names[i], Type: dns.TypeHINFO, Class: dns.ClassINET}
+			k := Key{Name: names[i], Type: dns.TypeHINFO}
 			wire, err := packQuery(k, p.opts.UDPSize)
 			if err != nil {
 				continue

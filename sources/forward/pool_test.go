@@ -16,7 +16,7 @@ import (
 	"github.com/dnsd/dnsd/config"
 )
 
-func keyA(name string) Key { return Key{Name: name, Type: dns.TypeA, Class: dns.ClassINET} }
+func keyA(name string) Key { return Key{Name: name, Type: dns.TypeA} }
 
 func exchangeA(t *testing.T, p *Pool, name string) (*dns.Msg, error) {
 	t.Helper()
@@ -215,7 +215,7 @@ func TestTruncatedRetriedOverTCP(t *testing.T) {
 	u := startUpstream(t)
 	u.set(func(u *upstreamServer) { u.tc = true })
 	p := newPool(t, poolOpts(u.Addr))
-	m, err := p.Exchange(context.Background(), Key{Name: "big.test.", Type: dns.TypeTXT, Class: dns.ClassINET})
+	m, err := p.Exchange(context.Background(), Key{Name: "big.test.", Type: dns.TypeTXT})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestUDPAnswerMatching(t *testing.T) {
 				m.SetReply(q)
 				m.Id = id
 				m.Question[0].Name = name
-				m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)}}
+				m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Ttl: 60}, A: net.ParseIP(ip)}}
 				b, _ := m.Pack()
 				_, _ = pc.WriteTo(b, from)
 			}
@@ -380,7 +380,7 @@ func TestUDPAnswerMatching(t *testing.T) {
 func TestDOAndCDPassedUpstream(t *testing.T) {
 	u := startUpstream(t)
 	p := newPool(t, poolOpts(u.Addr))
-	if _, err := p.Exchange(context.Background(), Key{Name: "x.test.", Type: dns.TypeA, Class: dns.ClassINET, DO: true, CD: true}); err != nil {
+	if _, err := p.Exchange(context.Background(), Key{Name: "x.test.", Type: dns.TypeA, DO: true, CD: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !u.lastDO.Load() || !u.lastCD.Load() {

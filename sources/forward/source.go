@@ -95,7 +95,7 @@ func (s *Source) Lookup(ctx context.Context, q *pipeline.Question) pipeline.Resu
 	if s.pool == nil {
 		return pipeline.Result{Status: pipeline.Failed, Err: errDryRun}
 	}
-	k := Key{Name: q.Name, Type: q.Type, Class: dns.ClassINET, DO: q.DO, CD: q.CD, Upstreams: s.pool.answers}
+	k := Key{Name: q.Name, Type: q.Type, DO: q.DO, CD: q.CD, Upstreams: s.pool.answers}
 	now := s.cache.now()
 	e := s.cache.get(k, now)
 	if e != nil && now < e.expires() {
@@ -126,7 +126,7 @@ func (s *Source) Pin(name string, qtype uint16, do, cd bool, m *dns.Msg) (any, u
 	}
 	now := s.cache.now()
 	// Lookup has just counted this answer: peek, not get.
-	e := s.cache.peek(Key{Name: name, Type: qtype, Class: dns.ClassINET, DO: do, CD: cd, Upstreams: s.pool.answers}, now)
+	e := s.cache.peek(Key{Name: name, Type: qtype, DO: do, CD: cd, Upstreams: s.pool.answers}, now)
 	if e == nil || now >= e.expires() || e.capped.Load() || e.response(now) != m {
 		return nil, 0
 	}

@@ -104,7 +104,7 @@ func TestPinSame(t *testing.T) {
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "lan.")
 	s.lookup(t, "www.example.", dns.TypeA)
 	m := s.lookup(t, "www.example.", dns.TypeA).Msg
-	before := s.cache.peek(Key{Name: "www.example.", Type: dns.TypeA, Class: dns.ClassINET, Upstreams: s.pool.answers}, s.cache.now()).hits.Load()
+	before := s.cache.peek(Key{Name: "www.example.", Type: dns.TypeA, Upstreams: s.pool.answers}, s.cache.now()).hits.Load()
 	tok, pinAge := s.Pin("www.example.", dns.TypeA, false, false, m)
 	if tok == nil {
 		t.Fatal("Pin is nil for the message the cache answers with")
@@ -171,7 +171,7 @@ func TestPinSame(t *testing.T) {
 	// A record living longer than its entry (the entry lives for the
 	// smallest TTL) is answered as stored in the entry's first second and
 	// capped after: such an answer is pinned only after that second.
-	k := Key{Name: "two.example.", Type: dns.TypeA, Class: dns.ClassINET, Upstreams: s.pool.answers}
+	k := Key{Name: "two.example.", Type: dns.TypeA, Upstreams: s.pool.answers}
 	two := new(dns.Msg)
 	two.SetQuestion(k.Name, k.Type)
 	two.Response = true

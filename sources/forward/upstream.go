@@ -133,11 +133,7 @@ func match(b []byte, id uint16, k Key) *dns.Msg {
 		return nil
 	}
 	q := m.Question[0]
-	class := k.Class
-	if class == 0 {
-		class = dns.ClassINET
-	}
-	if q.Qtype != k.Type || q.Qclass != class || !strings.EqualFold(q.Name, k.Name) {
+	if q.Qtype != k.Type || q.Qclass != dns.ClassINET || !strings.EqualFold(q.Name, k.Name) {
 		return nil
 	}
 	return m
@@ -324,7 +320,7 @@ func (u *upstream) countFailure(err error) {
 	}
 }
 
-var healthQuery = Key{Name: ".", Type: dns.TypeNS, Class: dns.ClassINET}
+var healthQuery = Key{Name: ".", Type: dns.TypeNS}
 
 func (u *upstream) probeLoop() {
 	wire, _ := packQuery(healthQuery, u.pool.opts.UDPSize) // ". NS" always packs
