@@ -73,6 +73,10 @@ type Daemon struct {
 
 	stopWait context.CancelFunc
 	waitDone chan struct{}
+	// readySent: the start's READY=1 has gone out. Until then a reload
+	// says neither RELOADING=1 nor READY=1: READY=1 waits for the start's
+	// sync wait.
+	readySent atomic.Bool
 }
 
 // Start loads the config and starts serving. It returns once every
@@ -141,6 +145,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			if opts.Started != nil {
 				opts.Started()
 			}
+			d.readySent.Store(true)
 			if err := d.notify.send(sd.SdNotifyReady); err != nil {
 				d.logger.Warn("sd_notify", "err", err)
 			}
@@ -165,10 +170,12 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	defer d.mu.Unlock()
 	// A burst: new backends load, and the reload waits for their sync.
 	defer d.opts.Bulk.Begin()()
-	if err := d.notify.send(reloading()); err != nil {
-		d.logger.Warn("sd_notify", "err", err)
+	if d.readySent.Load() {
+		if err := d.notify.send(reloading()); err != nil {
+			d.logger.Warn("sd_notify", "err", err)
+		}
+		defer func() { _ = d.notify.send(sd.SdNotifyReady) }()
 	}
-	defer func() { _ = d.notify.send(sd.SdNotifyReady) }()
 	start := time.Now()
 	err := d.reload(ctx)
 	d.metrics.Reload(err == nil)

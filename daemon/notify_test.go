@@ -227,3 +227,36 @@ collect:
 		t.Fatalf("notify messages %q; want only READY=1", got)
 	}
 }
+
+// TestNotifyReadyWaitsForStartSync: a SIGHUP while the start still waits
+// for a source's first sync (an etcd endpoint where nothing listens,
+// sync_timeout 2s) does not make dnsd say READY=1 early: no RELOADING=1
+// or READY=1 before the start's wait is over.
+func TestNotifyReadyWaitsForStartSync(t *testing.T) {
+	msgs := listenNotify(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "dnsd.yaml")
+	cfg := fmt.Sprintf("listen: [%q]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n  dead.internal:\n    - etcd: {endpoints: [\"http://%s\"], sync_timeout: 2s}\n", freeAddr(t), freeAddr(t))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- Run(ctx, Options{ConfigPath: cfgPath, LogOutput: io.Discard}, signals) }()
+	time.Sleep(300 * time.Millisecond)
+	signals <- syscall.SIGHUP
+	select {
+	case m := <-msgs:
+		if m.text != "READY=1" || m.at.Sub(start) < 1800*time.Millisecond {
+			t.Errorf("first message %q %v after the start; want READY=1 once the 2 s sync wait is over", m.text, m.at.Sub(start))
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no READY=1")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
