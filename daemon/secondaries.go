@@ -103,6 +103,9 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 				continue
 			}
 			live[zone] = true
+			if !p.ZoneSynced(zone) {
+				continue // a secondary's transfer would fail: wait
+			}
 			st := s.zones[zone]
 			if st == nil {
 				st = &zoneState{}
@@ -156,6 +159,12 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 	var err error
 	for try := 1; try <= s.tries; try++ {
 		start := time.Now()
+		if try > 1 {
+			// A retry carries the zone's SOA as it is now.
+			if now := s.current().ZoneSOA(zone); now != nil {
+				soa = now
+			}
+		}
 		m := new(dns.Msg)
 		m.SetNotify(zone)
 		m.Answer = []dns.RR{soa}

@@ -149,3 +149,43 @@ func TestNotifyGivesUp(t *testing.T) {
 		t.Errorf("%d attempts, want %d", len(got), notifyTries)
 	}
 }
+
+// syncingSource is a serialSource that has synced only when told.
+type syncingSource struct {
+	serialSource
+	synced atomic.Bool
+}
+
+func (s *syncingSource) Synced() bool                     { return s.synced.Load() }
+func (s *syncingSource) WaitSynced(context.Context) error { return nil }
+
+// No NOTIFY for a zone whose sources have not synced (the secondary's
+// transfer would fail); once they have, it goes out. A retry carries the
+// zone's SOA as it is at the retry.
+func TestNotifyWaitsForSyncAndRetriesCurrentSOA(t *testing.T) {
+	sec := startSecondary(t, 1) // the first NOTIFY is lost
+	src := &syncingSource{}
+	src.serial.Store(100)
+	var cur atomic.Pointer[pipeline.Pipeline]
+	cur.Store(notifyPipeline(t, src, "example.", sec.addr))
+	s := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s.check, s.gap, s.timeout = 10*time.Millisecond, 50*time.Millisecond, 300*time.Millisecond
+	s.start()
+	defer s.Close()
+	time.Sleep(200 * time.Millisecond)
+	if got := sec.serials(); len(got) != 0 {
+		t.Fatalf("NOTIFYs %v before the zone's source synced", got)
+	}
+	src.synced.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sec.serials()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	src.serial.Store(101) // changed while the first NOTIFY waits for an answer
+	for len(sec.serials()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := sec.serials(); len(got) < 2 || got[0] != 100 || got[1] != 101 {
+		t.Errorf("NOTIFYs %v, want 100 (lost) then the retry with the current serial 101", got)
+	}
+}

@@ -103,6 +103,22 @@ func (p *Pipeline) ZoneSOA(zone string) *dns.SOA {
 	return z.soa(z.name, z.apexTTL())
 }
 
+// ZoneSynced reports whether every source of a top-level zone that syncs
+// in the background has synced (false when zone is not one): until then a
+// transfer fails, so NOTIFY waits.
+func (p *Pipeline) ZoneSynced(zone string) bool {
+	z := p.table.zones[strings.ToLower(dns.Fqdn(zone))]
+	if z == nil {
+		return false
+	}
+	for i := range z.entries {
+		if sy, ok := z.entries[i].src.(Syncer); ok && !sy.Synced() {
+			return false
+		}
+	}
+	return true
+}
+
 // TransferRequest is an AXFR or IXFR query as the server received it.
 type TransferRequest struct {
 	Msg    *dns.Msg // parsed: one question, AXFR or IXFR (IXFR: the client's SOA in Ns)
