@@ -4,7 +4,6 @@ package main
 // and drive it as an operator would, with real sockets, files and signals.
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/dnsd/dnsd/internal/logtest"
 	"github.com/dnsd/dnsd/internal/testpki"
 
 	"github.com/miekg/dns"
@@ -83,22 +83,7 @@ type proc struct {
 	done   chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logtest.Buffer
 
 func startDnsd(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()

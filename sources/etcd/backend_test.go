@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,27 +17,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/dnsd/dnsd/internal/logtest"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
 // logBuf collects a backend's log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuf = logtest.Buffer
 
 // fixture is a backend on a real etcd and a pipeline serving it.
 type fixture struct {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/dnsd/dnsd/internal/logtest"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/internal/turns/turnstest"
 	"github.com/dnsd/dnsd/pipeline"
@@ -194,25 +194,6 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination the watch goroutine writes to while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
 // What a watched file's changes log: a breakage once per change — again
 // when the file was good in between, even if it breaks the same way —
 // and records outside the zone at every load that has them.
@@ -230,7 +211,7 @@ func TestWatchLogs(t *testing.T) {
 	}
 	good, bad := "a IN A 10.0.0.1\n", "a IN A 10.0.0.999\n"
 	write(good)
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	b, err := Open(&Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}, true, slog.New(slog.NewTextHandler(logs, nil)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +220,7 @@ func TestWatchLogs(t *testing.T) {
 	s := NewSource(b)
 	wait := func(what string, n int) {
 		t.Helper()
-		dnstest.Eventually(t, what, 5*time.Second, func() bool { return logs.count(what) == n })
+		dnstest.Eventually(t, what, 5*time.Second, func() bool { return logs.Count(what) == n })
 	}
 	write(bad)
 	wait("zone file not applied", 1)

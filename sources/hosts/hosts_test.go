@@ -1,7 +1,6 @@
 package hosts
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,31 +11,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/logtest"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
 )
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logtest.Buffer
 
 func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
 	t.Helper()
