@@ -155,7 +155,14 @@ zones:
 	for i := range junk {
 		junk[i] = 0xff
 	}
-	for _, b := range [][]byte{{0xde, 0xad}, rb, junk} {
+	// A header alone that claims a question, and a query whose header
+	// claims an answer record it does not hold: shorter than they say.
+	headerOnly := []byte{0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0}
+	q := new(dns.Msg)
+	q.SetQuestion("db.example.internal.", dns.TypeA)
+	qb, _ := q.Pack()
+	qb[7] = 1 // ANCOUNT 1, no answer record
+	for _, b := range [][]byte{{0xde, 0xad}, rb, junk, headerOnly, qb} {
 		if _, err := conn.Write(b); err != nil {
 			t.Fatal(err)
 		}
@@ -165,8 +172,8 @@ zones:
 		t.Errorf("a malformed packet was answered (%d bytes)", n)
 	}
 	metrics := scrape(t, s.base)
-	if v := metricValue(metrics, "dnsd_dropped_total", `reason="malformed"`); v != 3 {
-		t.Errorf(`dnsd_dropped_total{reason="malformed"} = %v, want 3`, v)
+	if v := metricValue(metrics, "dnsd_dropped_total", `reason="malformed"`); v != 5 {
+		t.Errorf(`dnsd_dropped_total{reason="malformed"} = %v, want 5`, v)
 	}
 	if strings.Contains(metrics, `reason="policy"`) {
 		t.Errorf("old drop reason still exported")

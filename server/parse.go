@@ -95,6 +95,15 @@ func (sc *scratch) parseQuery(in []byte) (q *dns.Msg, lower string, ok bool) {
 	if err := q.Unpack(in); err != nil {
 		return nil, "", false
 	}
+	// miekg/dns stops a section at the message's end and takes its count
+	// for a lie; a message shorter than its header says (a header alone
+	// that claims a question) is unparseable: dropped, never answered.
+	if len(in) >= 12 && (int(binary.BigEndian.Uint16(in[4:])) != len(q.Question) ||
+		int(binary.BigEndian.Uint16(in[6:])) != len(q.Answer) ||
+		int(binary.BigEndian.Uint16(in[8:])) != len(q.Ns) ||
+		int(binary.BigEndian.Uint16(in[10:])) != len(q.Extra)) {
+		return nil, "", false
+	}
 	if len(q.Question) == 1 {
 		lower = sc.q.lowerOf(q.Question[0].Name)
 	}
