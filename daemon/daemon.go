@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,7 +139,12 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d.stopWait = cancel
 	go func() {
 		defer close(d.waitDone)
-		d.waitSynced(waitCtx, p, syncTimeout(cfg))
+		// Every backend up to its own sources' sync_timeout.
+		for _, name := range set.WaitFresh(waitCtx) {
+			if waitCtx.Err() == nil {
+				d.logger.Warn("source not synced within its sync_timeout; its names answer SERVFAIL until it is", "backend", name)
+			}
+		}
 		if waitCtx.Err() == nil {
 			if opts.Started != nil {
 				opts.Started()
@@ -204,11 +208,9 @@ func (d *Daemon) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// New backends sync before the swap (up to their sync_timeout); kept
-	// ones are not waited for, synced or not.
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout(cfg))
-	unsynced := set.WaitFresh(syncCtx)
-	cancel()
+	// New backends sync before the swap (each up to its own sources'
+	// sync_timeout); kept ones are not waited for, synced or not.
+	unsynced := set.WaitFresh(ctx)
 	if err := ctx.Err(); err != nil {
 		set.Release()
 		return fmt.Errorf("reload abandoned: %w", err)
@@ -381,41 +383,6 @@ func (d *Daemon) stopNow(cancelReloads context.CancelFunc, reloadDone chan struc
 // ready reports whether every source of the current pipeline has synced,
 // and why not (see readiness).
 func (d *Daemon) ready() (bool, string) { return readiness(d.sw.current().p.Sources()) }
-
-// waitSynced waits until every source of p that syncs asynchronously has
-// synced, or ctx ends. With limit > 0 it also stops after limit.
-func (d *Daemon) waitSynced(ctx context.Context, p *pipeline.Pipeline, limit time.Duration) {
-	if limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	for _, s := range p.Sources() {
-		if sy, ok := s.(pipeline.Syncer); ok && !sy.Synced() {
-			if err := sy.WaitSynced(ctx); err != nil {
-				d.logger.Warn("source not synced within its sync_timeout; its names answer SERVFAIL until it is", "source", s.Kind())
-			}
-		}
-	}
-}
-
-// syncTimeout is the longest sync_timeout of cfg's sources, in every
-// view (0 when none syncs asynchronously).
-func syncTimeout(cfg *config.Config) time.Duration {
-	var longest time.Duration
-	zones := slices.Clone(cfg.Zones)
-	for _, v := range cfg.Views {
-		zones = append(zones, v.Zones...)
-	}
-	for _, z := range zones {
-		for _, s := range z.Sources {
-			if w, ok := s.Settings.(config.SyncWaiter); ok {
-				longest = max(longest, w.SyncWait())
-			}
-		}
-	}
-	return longest
-}
 
 func pipelineOptions(cfg *config.Config, logger *slog.Logger, journal *pipeline.Journal) pipeline.Options {
 	var addrs []netip.Addr

@@ -140,6 +140,9 @@ type Set struct {
 	handovers handovers
 	once      sync.Once
 	serving   bool // built while another pipeline serves (see kind.Env)
+	// waits: how long WaitFresh waits for each backend's first sync, the
+	// longest sync_timeout of the sources over it in this build.
+	waits map[string]time.Duration
 }
 
 // Release drops the Set's references and stops backends left unused,
@@ -155,10 +158,12 @@ func (s *Set) Release() {
 }
 
 // WaitFresh waits until every backend this Set started and that syncs
-// asynchronously (pipeline.Syncer) has synced, or ctx ends; it returns the
-// names of those still not synced. Backends kept from earlier builds are
-// not waited for (a reload waits for the new backends only).
+// asynchronously (pipeline.Syncer) has synced, each at most its own
+// sync_timeout from the call (the longest of the sources over it), or ctx
+// ends; it returns the backends that had not synced by then. Backends
+// kept from an earlier Set are not waited for.
 func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
+	start := time.Now()
 	s.reg.mu.Lock()
 	var wait []*backend
 	for _, k := range s.Fresh {
@@ -169,7 +174,10 @@ func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 	s.reg.mu.Unlock()
 	for _, b := range wait {
 		if sy, ok := b.value.(pipeline.Syncer); ok && !sy.Synced() {
-			if err := sy.WaitSynced(ctx); err != nil {
+			wctx, cancel := context.WithDeadline(ctx, start.Add(s.waits[b.key]))
+			err := sy.WaitSynced(wctx)
+			cancel()
+			if err != nil {
 				unsynced = append(unsynced, b.key)
 			}
 		}
@@ -251,6 +259,12 @@ func (r *Registry) zones(ctx context.Context, cfg *config.Config, cz []config.Zo
 			key := ""
 			if len(set.keys) > held {
 				key = set.keys[len(set.keys)-1]
+				if w, ok := sc.Settings.(config.SyncWaiter); ok {
+					if set.waits == nil {
+						set.waits = make(map[string]time.Duration)
+					}
+					set.waits[key] = max(set.waits[key], w.SyncWait())
+				}
 			}
 			if !r.dryRun {
 				src = r.handOver(set, sl, key, src)

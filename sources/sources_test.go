@@ -21,6 +21,7 @@ import (
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 	"github.com/dnsd/dnsd/sources/hosts"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -184,6 +185,36 @@ func TestOutsideNamesLogged(t *testing.T) {
 	defer set2.Release()
 	if n := strings.Count(logs.String(), "outside the zone"); n != 1 {
 		t.Fatalf("logged %d times, want once (at load, not at every reload)", n)
+	}
+}
+
+// WaitFresh waits for each backend up to its own sources' sync_timeout,
+// not the longest of the config: a backend that cannot sync (sync_timeout
+// 300ms) is given up on after 300 ms although another source, which has
+// synced, allows 8 s.
+func TestWaitFreshPerBackendTimeout(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	cfg := load(t, t.TempDir(), fmt.Sprintf("zones:\n  live.test:\n    - etcd: {endpoints: [%q], sync_timeout: 8s}\n  dead.test:\n    - etcd: {endpoints: [\"http://%s\"], sync_timeout: 300ms}\n", srv.Endpoint(), dead))
+	reg := NewRegistry(Options{})
+	defer reg.Close()
+	_, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	start := time.Now()
+	got := set.WaitFresh(context.Background())
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("WaitFresh took %v: it waited past the unsyncable backend's own 300 ms", took)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], dead) {
+		t.Errorf("unsynced %q, want the dead endpoint's backend only", got)
 	}
 }
 
