@@ -255,8 +255,8 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 	// holds only as an empty non-terminal (no records of any type: the
 	// parents of /etc/hosts names) is the world's, not that source's
 	// (example.com MX, com NS): a forward source after it is asked, and
-	// only its NXDOMAIN (or its failure) gives way to the local NODATA,
-	// which never denies the names below.
+	// anything but its NOERROR (NXDOMAIN, which would deny the names
+	// below, a failure, REFUSED when busy) gives way to the local NODATA.
 	var ent outcome
 	// wild: a local source with wildcards said NotMine since the last
 	// wildcard search (a search that found nothing needs repeating only
@@ -271,7 +271,7 @@ func (r *resolution) ask(z *zone, name string, qtype uint16, localOnly bool) out
 					return ent
 				}
 				res := e.src.Lookup(r.ctx, q)
-				if res.Status == Answered && res.Msg != nil && res.Msg.Rcode != dns.RcodeNameError {
+				if res.Status == Answered && res.Msg != nil && res.Msg.Rcode == dns.RcodeSuccess {
 					return outcome{status: Answered, msg: res.Msg, e: e, decided: true}
 				}
 				return ent
