@@ -76,6 +76,12 @@ func TestExtendedDNSErrors(t *testing.T) {
 			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeFiltered, ExtraText: "blocked by policy"})
 			_ = w.WriteMsg(m)
 			return
+		case "bogus.example.com.":
+			m.Rcode = dns.RcodeServerFailure
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeDNSBogus, ExtraText: "bad signature"})
+			_ = w.WriteMsg(m)
+			return
 		case "sinkhole.example.com.":
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.ParseIP("192.0.2.66")})
 			m.SetEdns0(1232, false)
@@ -104,6 +110,12 @@ zones:
 	}
 	wantEDE(t, "ACL", ednsQuery(t, s.addr, "127.0.0.2", "x.example.com", true), dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "")
 	wantEDE(t, "upstream's own EDE", ednsQuery(t, s.addr, "", "filtered.example.com", true), dns.RcodeNameError, dns.ExtendedErrorCodeFiltered, "blocked by policy")
+	// Every upstream failed, the one upstream saying why: SERVFAIL with
+	// our EDE 22 and, after it, the upstream's own.
+	r := ednsQuery(t, s.addr, "", "bogus.example.com", true)
+	if ede, _ := edeOf(r); r.Rcode != dns.RcodeServerFailure || len(ede) != 2 || !strings.HasPrefix(ede[0], "22:") || ede[1] != "6:bad signature" {
+		t.Errorf("an upstream's SERVFAIL with EDE 6: %s with EDE %v, want SERVFAIL with 22 then 6", dns.RcodeToString[r.Rcode], ede)
+	}
 	// An answer with an upstream's EDE is cached like any other (TTL
 	// 300), the EDE with it.
 	before := up.Queries()
@@ -131,7 +143,7 @@ zones:
 	}
 	up.Stop()
 	time.Sleep(1500 * time.Millisecond)
-	r := ednsQuery(t, s.addr, "", "stale.example.com", true)
+	r = ednsQuery(t, s.addr, "", "stale.example.com", true)
 	if dnstest.RData(r) != "NOERROR:192.0.2.1" {
 		t.Fatalf("expired entry, upstream gone: %v, want the stale answer", r)
 	}

@@ -540,7 +540,14 @@ func failureEDE(e *entry, err error) []dns.RR {
 		return []dns.RR{EDE(dns.ExtendedErrorCodeNotReady, e.kind+": not synced yet")}
 	}
 	if errors.Is(err, ErrUnreachable) {
-		return []dns.RR{EDE(dns.ExtendedErrorCodeNoReachableAuthority, e.kind+": no upstream answered")}
+		opt := EDE(dns.ExtendedErrorCodeNoReachableAuthority, e.kind+": no upstream answered")
+		var theirs UpstreamEDEs
+		if errors.As(err, &theirs) {
+			for _, x := range theirs {
+				opt.Option = append(opt.Option, x)
+			}
+		}
+		return []dns.RR{opt}
 	}
 	return nil
 }

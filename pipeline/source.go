@@ -11,6 +11,7 @@ import (
 	"errors"
 	"math"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -268,6 +269,20 @@ func InZone(name, zone string) bool {
 // depends on answered (every forward upstream failed): the response
 // carries Extended DNS Error 22, No Reachable Authority.
 var ErrUnreachable = errors.New("no upstream answered")
+
+// UpstreamEDEs is wrapped by a Failed result's error when the servers a
+// source asked said why they failed: their Extended DNS Errors (a
+// resolver's "DNSSEC Bogus" on SERVFAIL), which the response carries
+// after the source's own.
+type UpstreamEDEs []*dns.EDNS0_EDE
+
+func (e UpstreamEDEs) Error() string {
+	parts := make([]string, len(e))
+	for i, x := range e {
+		parts[i] = x.String()
+	}
+	return "upstream said: " + strings.Join(parts, "; ")
+}
 
 // EDE returns an OPT record holding one Extended DNS Error (RFC 8914). A
 // response's OPT is never sent as it is: the server copies the EDE

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,7 +275,8 @@ func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
 		return nil, errLoop
 	}
 	var errs []error
-	var plain []byte // the query without EDNS0, packed when first needed
+	var theirs pipeline.UpstreamEDEs // why upstreams answered SERVFAIL or REFUSED
+	var plain []byte                 // the query without EDNS0, packed when first needed
 	for _, u := range order {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -296,6 +298,13 @@ func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
 		}
 		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
 			errs = append(errs, fmt.Errorf("%s: %s", u.label, dns.RcodeToString[m.Rcode]))
+			if opt := m.IsEdns0(); opt != nil {
+				for _, o := range opt.Option {
+					if x, ok := o.(*dns.EDNS0_EDE); ok && len(theirs) < maxUpstreamEDEs && !slices.ContainsFunc(theirs, func(y *dns.EDNS0_EDE) bool { return *x == *y }) {
+						theirs = append(theirs, x)
+					}
+				}
+			}
 			continue
 		}
 		stripOPT(m)
@@ -304,8 +313,16 @@ func (p *Pool) Exchange(ctx context.Context, k Key) (*dns.Msg, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if len(theirs) > 0 {
+		errs = append(errs, theirs)
+	}
 	return nil, fmt.Errorf("%w: every upstream failed: %w", pipeline.ErrUnreachable, errors.Join(errs...))
 }
+
+// maxUpstreamEDEs bounds the upstreams' Extended DNS Errors a failure
+// passes on (distinct ones; their text is the upstreams', bounded by
+// their message size).
+const maxUpstreamEDEs = 4
 
 // order returns the upstreams to try, in policy order: the usable ones,
 // or when none is, the first one that is not a loop.
