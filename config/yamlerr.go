@@ -61,7 +61,20 @@ func syntaxError(file string, data []byte, err error, decode func([]byte) error)
 			}
 		}
 	}
+	if last := lineCount(data); pos.Line > last {
+		// A problem at the end of the input ("listen: [" and nothing
+		// after): its last line.
+		pos.Line, pos.Col = last, 1
+	}
 	return &Error{Pos: pos, Msg: "invalid YAML: " + msg}
+}
+
+// lineCount is how many lines data has for YAML: every line break (LF,
+// CR not before LF, NEL, LS, PS) starts one.
+func lineCount(data []byte) int {
+	s := string(data)
+	return 1 + strings.Count(s, "\n") + strings.Count(s, "\r") - strings.Count(s, "\r\n") +
+		strings.Count(s, "\u0085") + strings.Count(s, "\u2028") + strings.Count(s, "\u2029")
 }
 
 // yamlProblem splits a yaml.v3 error into its line (0 when it gives none)
