@@ -116,6 +116,11 @@ func Cause(err error) string {
 	if st, ok := status.FromError(err); ok {
 		msg = st.Message()
 	}
+	if strings.Contains(msg, "error reading server preface") && strings.Contains(msg, "use of closed network connection") {
+		// gRPC gave up waiting for the server's first frame and closed
+		// the connection itself: the server accepted it and said nothing.
+		return "the server accepted the connection but did not answer (no HTTP/2 preface)"
+	}
 	for changed := true; changed; {
 		changed = false
 		msg = strings.TrimSpace(msg)

@@ -33,6 +33,10 @@ func TestCause(t *testing.T) {
 			"read tcp 127.0.0.1:6443: read: connection reset by peer"},
 		{errors.New("raw-read tcp [::1]:59084->[::1]:2379: use of closed network connection"),
 			"raw-read tcp [::1]:2379: use of closed network connection"},
+		// A server that accepts and never speaks: gRPC closes the
+		// connection itself; say what happened, not its words for it.
+		{status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: read tcp 127.0.0.1:59084->127.0.0.1:22099: use of closed network connection"`),
+			"the server accepted the connection but did not answer (no HTTP/2 preface)"},
 		{errors.New("plain"), "plain"},
 		{nil, ""},
 	} {
