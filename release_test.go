@@ -297,7 +297,7 @@ func checkManPage(t *testing.T, path, title, section string, sections []string) 
 
 // runMaintainerScripts runs the package's scripts as dpkg and rpm call
 // them, with the system commands they use (systemctl, systemd-sysusers,
-// runuser, chown, chmod) replaced by stubs that record their arguments, and
+// runuser, chown, chmod, chgrp) replaced by stubs that record their arguments, and
 // the paths they touch (/etc/dnsd, /run/systemd/system, /usr/bin/dnsd)
 // moved into a scratch directory: nothing on this machine changes.
 func runMaintainerScripts(t *testing.T, control, dnsd string) {
@@ -320,6 +320,7 @@ func runMaintainerScripts(t *testing.T, control, dnsd string) {
 	stub("systemd-sysusers", "exit 0")
 	stub("chown", "exit 0")
 	stub("chmod", "exit 0")
+	stub("chgrp", "exit 0")
 	stub("runuser", `shift 3; exec "$@"`) // runuser -u dnsd -- CMD...
 	script := func(name string) string {
 		text := strings.NewReplacer("/usr/bin/dnsd", dnsd, "/etc/dnsd", etc, "/run/systemd/system", filepath.Join(dir, "run/systemd/system")).
@@ -352,7 +353,8 @@ func runMaintainerScripts(t *testing.T, control, dnsd string) {
 		{name: "rpm install", script: "postinst", args: []string{"1"}, config: good,
 			want: []string{"chown root:dnsd"}, not: []string{"systemctl restart"}},
 		{name: "rpm upgrade, bad config", script: "postinst", args: []string{"2"}, config: bad,
-			not: []string{"chown", "systemctl restart"}, stderr: "NOT restarting"},
+			want: []string{"chgrp dnsd " + etc}, // group root (as RPM leaves it): given back to dnsd
+			not:  []string{"chown", "systemctl restart"}, stderr: "NOT restarting"},
 		{name: "deb remove", script: "prerm", args: []string{"remove"}, want: []string{"systemctl disable --now dnsd.service"}},
 		{name: "deb upgrade prerm", script: "prerm", args: []string{"upgrade", "1.2.3-1"}, not: []string{"systemctl"}},
 		{name: "rpm erase", script: "prerm", args: []string{"0"}, want: []string{"systemctl disable --now dnsd.service"}},
