@@ -180,6 +180,21 @@ zones:
 		t.Errorf("dnsd_source_synced: %s", grep(metrics, "dnsd_source_synced"))
 	}
 
+	// pods: insecure -> verified on a reload: a pod watch is added to the
+	// connection, no second connection (no re-list of the services); a
+	// made-up pod address is no longer answered.
+	cfgFile := filepath.Join(dir, "dnsd.yaml")
+	writeFile(t, cfgFile, strings.Replace(readFile(t, cfgFile), "pods: insecure", "pods: verified", 1))
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 2)
+	waitAnswer(t, addr, "1-2-3-4.default.pod.cluster.local", dns.TypeA, "NXDOMAIN:")
+	if n := strings.Count(p.stderr.String(), "kubernetes connection opened"); n != 1 {
+		t.Errorf("after turning pods: verified on: %d connections opened, want 1", n)
+	}
+	if n := strings.Count(p.stderr.String(), "watching pods on this connection"); n != 1 {
+		t.Errorf("the pod watch was started %d times, want 1", n)
+	}
+
 	p.stop(syscall.SIGTERM)
 }
 

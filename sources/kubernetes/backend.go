@@ -159,7 +159,13 @@ type Backend struct {
 	services cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 	ns       cache.SharedIndexInformer
-	pods     cache.SharedIndexInformer // nil unless pods are watched
+	// pods is nil until a source needs it (pods: verified): podInformer
+	// starts it on this connection then, so turning pods on is no new
+	// connection and no re-list of the rest. Read under podsMu.
+	pods     cache.SharedIndexInformer
+	podsMu   sync.Mutex
+	newInf   func(resource string, indexers cache.Indexers) cache.SharedIndexInformer
+	ctx      context.Context // the informers' (cancelled by Close)
 	podNames bool
 	// health is the connection's problem (shared with the transport);
 	// listErr the last list/watch error of each informer.
@@ -218,35 +224,52 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 		_ = inf.SetTransform(b.strip)
 		return inf
 	}
+	b.newInf = informer
 	b.services = informer(resServices, cache.Indexers{})
 	b.slices = informer(resSlices, cache.Indexers{byServiceIndex: sliceServiceIndex})
 	b.ns = informer(resNamespace, cache.Indexers{})
-	if opts.Pods {
-		b.pods = informer(resPods, cache.Indexers{})
-	}
 	b.count(b.services, "service")
 	b.count(b.slices, "endpointslice")
 	b.count(b.ns, "namespace")
-	if b.pods != nil {
-		b.count(b.pods, "pod")
-	}
 	for _, inf := range b.informers() {
 		b.watchErrors(inf)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
-	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
+	b.ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	for _, inf := range b.informers() {
-		b.running.Go(func() { inf.RunWithContext(ctx) })
+		b.running.Go(func() { inf.RunWithContext(b.ctx) })
+	}
+	if opts.Pods {
+		b.podInformer()
 	}
 	return b
 }
 
+// podInformer returns the Pod informer, starting it on first use (nil
+// once the backend is closed and it never ran).
+func (b *Backend) podInformer() cache.SharedIndexInformer {
+	b.podsMu.Lock()
+	defer b.podsMu.Unlock()
+	if b.pods != nil || b.ctx.Err() != nil {
+		return b.pods
+	}
+	inf := b.newInf(resPods, cache.Indexers{})
+	b.count(inf, "pod")
+	b.watchErrors(inf)
+	b.running.Go(func() { inf.RunWithContext(b.ctx) })
+	b.pods = inf
+	b.logger.Info("kubernetes: watching pods on this connection (pods: verified)", "host", b.endpoint)
+	return inf
+}
+
 func (b *Backend) informers() []cache.SharedIndexInformer {
 	l := []cache.SharedIndexInformer{b.services, b.slices, b.ns}
+	b.podsMu.Lock()
 	if b.pods != nil {
 		l = append(l, b.pods)
 	}
+	b.podsMu.Unlock()
 	return l
 }
 
@@ -336,7 +359,9 @@ func (b *Backend) Synced() bool {
 // context is cancelled).
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
+		b.podsMu.Lock() // no pod informer starts after this
 		b.cancel()
+		b.podsMu.Unlock()
 		done := make(chan struct{})
 		go func() {
 			b.running.Wait()

@@ -105,9 +105,17 @@ func TestIntegrationRecords(t *testing.T) {
 	must[*corev1.Pod](t)(c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p1, metav1.UpdateOptions{}))
 
 	// Two sources over one backend (one connection, shared informers):
-	// cluster names with verified pods, and expose: external.
-	b := realBackend(t, c, true)
+	// cluster names with verified pods, and expose: external. The backend
+	// was opened without a pod watch: the source with pods: verified
+	// starts one on it.
+	b := realBackend(t, c, false)
+	if len(b.informers()) != 3 {
+		t.Fatalf("a backend opened without pods watches %d resources, want 3", len(b.informers()))
+	}
 	_, p := realSource(t, b, Options{Zones: realZones, TTL: 5 * time.Second, Pods: PodsVerified, Namespaces: []string{ns, "default"}})
+	if len(b.informers()) != 4 {
+		t.Fatalf("after a pods: verified source: %d informers, want 4 (the pod watch added)", len(b.informers()))
+	}
 	_, px := realSource(t, b, Options{Zones: []string{"example.com.", "in-addr.arpa."}, External: true})
 
 	z := "." + ns + ".svc.cluster.local."

@@ -21,8 +21,9 @@ import (
 
 // Kind is the kubernetes source kind. It holds the kind's process-lifetime
 // state: its metrics (registered once) and the cluster connections, shared
-// by every source with the same kubeconfig and context (and pod watching),
-// whatever their other settings, across zones and reloads.
+// by every source with the same kubeconfig and context (and whether
+// endpoints keep their pods' names), whatever their other settings, across
+// zones and reloads; pods: verified starts a Pod informer on it.
 type Kind struct {
 	mu         sync.Mutex
 	metrics    *Metrics
@@ -77,9 +78,12 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		}
 		return dryRunSource{ttl: pipeline.TTLSeconds(c.TTL)}, nil
 	}
-	withPods := c.Pods == PodsVerified && c.Expose != "external"
+	// One connection per kubeconfig and context (and whether endpoints
+	// keep their pods' names, which the objects are stored with); a
+	// source with pods: verified starts the Pod informer on it when it
+	// needs it (Backend.podInformer).
 	podNames := c.EndpointPodNames && c.Expose != "external"
-	clientKey := fmt.Sprintf("kubeconfig=%q context=%q pods=%t pod_names=%t", c.Kubeconfig, c.Context, withPods, podNames)
+	clientKey := fmt.Sprintf("kubeconfig=%q context=%q pod_names=%t", c.Kubeconfig, c.Context, podNames)
 	ns := slices.Clone(c.Namespaces)
 	slices.Sort(ns)
 	key := fmt.Sprintf("%s zones=%q ttl=%s pods=%s namespaces=%q endpoint_pod_names=%t expose=%s",
@@ -98,9 +102,9 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			if err != nil {
 				return nil, err
 			}
-			env.Logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context, "pods", withPods)
+			env.Logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context)
 			return NewBackend(api, BackendOptions{
-				Pods: withPods, PodNames: podNames, Logger: logger, Metrics: metrics,
+				PodNames: podNames, Logger: logger, Metrics: metrics,
 				Health: cc.Health, Endpoint: rc.Host, Serials: env.Serials,
 			}), nil
 		})

@@ -137,8 +137,8 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 	switch s.pods {
 	case PodsDisabled, PodsInsecure:
 	case PodsVerified:
-		if b.pods == nil && !opts.External {
-			return nil, errors.New("kubernetes: pods: verified needs a backend that watches pods")
+		if !opts.External && b.podInformer() == nil {
+			return nil, errors.New("kubernetes: the connection is closed")
 		}
 	default:
 		return nil, fmt.Errorf("kubernetes: unknown pods mode %q", s.pods)
@@ -201,7 +201,7 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 		return nil, err
 	}
 	if s.pods == PodsVerified {
-		if err := src.register(b.pods, func(obj any) { src.enqueueMeta(kindPod, obj) }, nil); err != nil {
+		if err := src.register(b.podInformer(), func(obj any) { src.enqueueMeta(kindPod, obj) }, nil); err != nil {
 			src.Close()
 			return nil, err
 		}
@@ -512,7 +512,7 @@ func (src *Source) apply(k objKey) {
 		src.ix.set("n/"+k.key, namespaceRecords(&src.s, ns))
 	case kindPod:
 		var p *corev1.Pod
-		if obj, ok, _ := src.b.pods.GetIndexer().GetByKey(k.key); ok {
+		if obj, ok, _ := src.b.podInformer().GetIndexer().GetByKey(k.key); ok {
 			p, _ = obj.(*corev1.Pod)
 		}
 		src.ix.set("p/"+k.key, podRecords(&src.s, p))
