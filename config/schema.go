@@ -110,7 +110,7 @@ func EnumSchema(desc, def string, values ...string) *Schema {
 // DurationSchema is a Go DurationSchema string; the integer 0 is one too.
 func DurationSchema(desc string, def time.Duration) *Schema {
 	return &Schema{Description: desc + " A Go duration: 500ms, 5s, 1m30s, 1h (no days).", Default: fmtDuration(def),
-		AnyOf: []*Schema{{Type: "string", Pattern: durationP}, {Const: 0}, {Type: "null"}}}
+		AnyOf: []*Schema{{Type: "string", Pattern: durationP}, {Const: 0}, {Const: "0"}, {Type: "null"}}}
 }
 
 // fmtDuration writes a default the way the docs do (1h, 5m, 500ms).
