@@ -7,15 +7,6 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 )
 
-// troubled is implemented by sources whose backend connects to a server
-// (etcd, kubernetes): Endpoint names the server (never credentials),
-// Problem says why it cannot be used right now ("connection refused",
-// "x509: ...", "401 Unauthorized"), "" when it can.
-type troubled interface {
-	Endpoint() string
-	Problem() string
-}
-
 // readiness is /ready's verdict on a pipeline's sources: ready when every
 // source has synced. The reason names each source that has not, with its
 // backend and the cause when one is known (one line each); a ready
@@ -30,7 +21,7 @@ func readiness(srcs []pipeline.Source) (bool, string) {
 		}
 		line := s.Kind()
 		problem := ""
-		if tr, ok := s.(troubled); ok {
+		if tr, ok := s.(pipeline.Troubled); ok {
 			if ep := tr.Endpoint(); ep != "" {
 				line += " " + ep
 			}

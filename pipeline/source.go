@@ -104,6 +104,15 @@ type Syncer interface {
 	WaitSynced(ctx context.Context) error
 }
 
+// Troubled is implemented by sources whose backend connects to a server
+// (etcd, kubernetes): Endpoint names the server (never credentials),
+// Problem says why it cannot be used right now ("connection refused",
+// "x509: ...", "401 Unauthorized"), "" when it can. /ready reports them.
+type Troubled interface {
+	Endpoint() string
+	Problem() string
+}
+
 // Request is one query as the server hands it to the pipeline. The server
 // has already checked it: exactly one question, opcode QUERY, class IN,
 // EDNS version 0, not AXFR/IXFR.

@@ -52,6 +52,7 @@ var (
 	_ pipeline.Source     = (*handover)(nil)
 	_ pipeline.Syncer     = (*handover)(nil)
 	_ pipeline.Wildcarder = (*handover)(nil)
+	_ pipeline.Troubled   = (*handover)(nil)
 )
 
 func (h *handover) current() pipeline.Source {
@@ -92,17 +93,9 @@ func (h *handover) Serial() uint32 {
 	return s
 }
 
-// troubled is a source whose backend connects to a server (etcd,
-// kubernetes): Endpoint names it, Problem says why it cannot be used now
-// ("" when it can). /ready reports them.
-type troubled interface {
-	Endpoint() string
-	Problem() string
-}
-
 // Endpoint is the replacement's: the server this slot is moving to.
 func (h *handover) Endpoint() string {
-	if tr, ok := h.next.(troubled); ok {
+	if tr, ok := h.next.(pipeline.Troubled); ok {
 		return tr.Endpoint()
 	}
 	return ""
@@ -112,20 +105,26 @@ func (h *handover) Endpoint() string {
 // answers and why neither is well when they are not: /ready stays 200
 // (the zone is answered) but names the handover and its causes.
 func (h *handover) Problem() string {
+	next := problemOf(h.next)
 	if h.current() == h.next {
-		if tr, ok := h.next.(troubled); ok {
-			return tr.Problem()
-		}
-		return ""
+		return next
 	}
 	p := "replacement not synced yet, the previous backend answers"
-	if tr, ok := h.next.(troubled); ok && tr.Problem() != "" {
-		p += ": " + tr.Problem()
+	if next != "" {
+		p += ": " + next
 	}
-	if tr, ok := h.prev.(troubled); ok && tr.Problem() != "" {
-		p += "; the previous backend: " + tr.Problem()
+	if prev := problemOf(h.prev); prev != "" {
+		p += "; the previous backend: " + prev
 	}
 	return p
+}
+
+// problemOf is s's Problem, "" when it has none or is not Troubled.
+func problemOf(s pipeline.Source) string {
+	if tr, ok := s.(pipeline.Troubled); ok {
+		return tr.Problem()
+	}
+	return ""
 }
 
 // Synced: the slot answers (from prev) even before next has synced.

@@ -92,7 +92,7 @@ func TestHandoverProblem(t *testing.T) {
 	next := &troubledSource{endpoint: "http://10.0.0.2:2379", problem: "connection refused"}
 	prev := &troubledSource{stubSource: stubSource{synced: true}, endpoint: "http://10.0.0.1:2379", problem: "i/o timeout"}
 	h := &handover{next: next, nextSync: next, prev: prev}
-	var _ troubled = h
+	var _ pipeline.Troubled = h
 	if h.Endpoint() != "http://10.0.0.2:2379" {
 		t.Errorf("endpoint %q", h.Endpoint())
 	}
