@@ -278,8 +278,12 @@ type rotors struct {
 
 // step is the next rotation step for name (lower case) and qtype.
 func (r *rotors) step(name string, qtype uint16) uint32 {
-	h := maphash.String(r.seed, name) ^ uint64(qtype)*0x9E3779B97F4A7C15
-	return r.slots[h%rotorSlots].Add(1)
+	return r.slots[r.slot(name, qtype)].Add(1)
+}
+
+// slot is the counter name (lower case) and qtype turn.
+func (r *rotors) slot(name string, qtype uint16) uint64 {
+	return (maphash.String(r.seed, name) ^ uint64(qtype)*0x9E3779B97F4A7C15) % rotorSlots
 }
 
 // rotateAnswer copies answer into *buf (reused between queries: no

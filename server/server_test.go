@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"maps"
 	"net"
@@ -1169,9 +1168,7 @@ func TestRotatePerName(t *testing.T) {
 	}}
 	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Rotate: true})
 	// Two names in different counter slots (names share a slot by hash).
-	slot := func(name string, qt uint16) uint64 {
-		return (maphash.String(ts.rotors.seed, name) ^ uint64(qt)*0x9E3779B97F4A7C15) % rotorSlots
-	}
+	slot := ts.rotors.slot
 	names := []string{"a.test."}
 	for i := 0; len(names) < 2; i++ {
 		if n := fmt.Sprintf("b%d.test.", i); slot(n, dns.TypeA) != slot(names[0], dns.TypeA) {
