@@ -64,6 +64,7 @@ type Options struct {
 // pipeline.Source and pipeline.Syncer.
 type Source struct {
 	b      *Backend
+	pods   cache.SharedIndexInformer // b's, when pods: verified (nil otherwise)
 	s      settings
 	ix     *index
 	logger *slog.Logger
@@ -125,6 +126,7 @@ type objKey struct {
 
 // NewSource starts a view of b. Close it before closing b.
 func NewSource(b *Backend, opts Options) (*Source, error) {
+	var pods cache.SharedIndexInformer
 	s := settings{
 		ttl:      pipeline.TTLSeconds(opts.TTL),
 		podNames: opts.EndpointPodNames,
@@ -137,7 +139,10 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 	switch s.pods {
 	case PodsDisabled, PodsInsecure:
 	case PodsVerified:
-		if !opts.External && b.podInformer() == nil {
+		if opts.External {
+			break
+		}
+		if pods = b.podInformer(); pods == nil {
 			return nil, errors.New("kubernetes: the connection is closed")
 		}
 	default:
@@ -171,6 +176,7 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 	}
 	src := &Source{
 		b:        b,
+		pods:     pods,
 		s:        s,
 		ix:       newIndex(roots, &b.serial),
 		logger:   logger,
@@ -201,7 +207,7 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 		return nil, err
 	}
 	if s.pods == PodsVerified {
-		if err := src.register(b.podInformer(), func(obj any) { src.enqueueMeta(kindPod, obj) }, nil); err != nil {
+		if err := src.register(pods, func(obj any) { src.enqueueMeta(kindPod, obj) }, nil); err != nil {
 			src.Close()
 			return nil, err
 		}
@@ -512,7 +518,7 @@ func (src *Source) apply(k objKey) {
 		src.ix.set("n/"+k.key, namespaceRecords(&src.s, ns))
 	case kindPod:
 		var p *corev1.Pod
-		if obj, ok, _ := src.b.podInformer().GetIndexer().GetByKey(k.key); ok {
+		if obj, ok, _ := src.pods.GetIndexer().GetByKey(k.key); ok {
 			p, _ = obj.(*corev1.Pod)
 		}
 		src.ix.set("p/"+k.key, podRecords(&src.s, p))
