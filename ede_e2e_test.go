@@ -67,26 +67,26 @@ func TestExtendedDNSErrors(t *testing.T) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		q := r.Question[0]
+		// sayWhy sends m with an EDE saying why.
+		sayWhy := func(code uint16, text string) {
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: code, ExtraText: text})
+			_ = w.WriteMsg(m)
+		}
 		switch q.Name {
 		case "slow.example.com.":
 			time.Sleep(time.Second)
 		case "filtered.example.com.":
 			m.Rcode = dns.RcodeNameError
-			m.SetEdns0(1232, false)
-			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeFiltered, ExtraText: "blocked by policy"})
-			_ = w.WriteMsg(m)
+			sayWhy(dns.ExtendedErrorCodeFiltered, "blocked by policy")
 			return
 		case "bogus.example.com.":
 			m.Rcode = dns.RcodeServerFailure
-			m.SetEdns0(1232, false)
-			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeDNSBogus, ExtraText: "bad signature"})
-			_ = w.WriteMsg(m)
+			sayWhy(dns.ExtendedErrorCodeDNSBogus, "bad signature")
 			return
 		case "sinkhole.example.com.":
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.ParseIP("192.0.2.66")})
-			m.SetEdns0(1232, false)
-			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeFiltered, ExtraText: "sinkholed"})
-			_ = w.WriteMsg(m)
+			sayWhy(dns.ExtendedErrorCodeFiltered, "sinkholed")
 			return
 		}
 		if q.Qtype == dns.TypeA {

@@ -86,17 +86,26 @@ func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *pip
 	return p
 }
 
+// startNotifier runs the NOTIFY loop over a pipeline in which src serves
+// zone example. with sec as its notify target, looking every 10 ms, with
+// the given gap between rounds and timeout per attempt. cur holds the
+// pipeline the loop reads (a test may swap it). Closed when the test ends.
+func startNotifier(t *testing.T, src pipeline.Source, sec *secondary, gap, timeout time.Duration) (s *secondaries, cur *atomic.Pointer[pipeline.Pipeline]) {
+	t.Helper()
+	cur = new(atomic.Pointer[pipeline.Pipeline])
+	cur.Store(notifyPipeline(t, src, "example.", sec.addr))
+	s = newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s.check, s.gap, s.timeout = 10*time.Millisecond, gap, timeout
+	s.start()
+	t.Cleanup(s.Close)
+	return s, cur
+}
+
 func TestNotifyCoalescedAndRetried(t *testing.T) {
 	sec := startSecondary(t, 1) // the first NOTIFY is lost
 	src := &serialSource{}
 	src.serial.Store(100)
-	var cur atomic.Pointer[pipeline.Pipeline]
-	cur.Store(notifyPipeline(t, src, "example.", sec.addr))
-	m := metrics.New("test", "test")
-	s := newSecondaries(cur.Load, m, slog.New(slog.DiscardHandler))
-	s.check, s.gap, s.timeout = 10*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond
-	s.start()
-	defer s.Close()
+	s, cur := startNotifier(t, src, sec, 300*time.Millisecond, 100*time.Millisecond)
 
 	waitUntil := func(what string, ok func([]uint32) bool) {
 		t.Helper()
@@ -139,10 +148,7 @@ func TestNotifyGivesUp(t *testing.T) {
 	sec := startSecondary(t, 1000) // never answers
 	src := &serialSource{}
 	src.serial.Store(1)
-	p := notifyPipeline(t, src, "example.", sec.addr)
-	s := newSecondaries(func() *pipeline.Pipeline { return p }, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
-	s.check, s.gap, s.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
-	s.start()
+	s, _ := startNotifier(t, src, sec, time.Hour, 50*time.Millisecond)
 	time.Sleep(500 * time.Millisecond)
 	s.Close() // returns: the loop and its sends are stopped
 	if got := sec.serials(); len(got) != notifyTries {
@@ -166,12 +172,7 @@ func TestNotifyWaitsForSyncAndRetriesCurrentSOA(t *testing.T) {
 	sec := startSecondary(t, 1) // the first NOTIFY is lost
 	src := &syncingSource{}
 	src.serial.Store(100)
-	var cur atomic.Pointer[pipeline.Pipeline]
-	cur.Store(notifyPipeline(t, src, "example.", sec.addr))
-	s := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
-	s.check, s.gap, s.timeout = 10*time.Millisecond, 50*time.Millisecond, 300*time.Millisecond
-	s.start()
-	defer s.Close()
+	startNotifier(t, src, sec, 50*time.Millisecond, 300*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 	if got := sec.serials(); len(got) != 0 {
 		t.Fatalf("NOTIFYs %v before the zone's source synced", got)
