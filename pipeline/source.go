@@ -157,8 +157,9 @@ type Response struct {
 // largest of its sources' serials read before the sources were asked
 // (every source raises its Serial after its data changed, so a later
 // change always breaks the stamp; a zone file's own SOA serial may stay
-// the same across an edit, so it is not what a stamp holds), plus, for a forwarded answer, the forward source's token for
-// the cache entry it answered from. The zero Stamp is never fresh.
+// the same across an edit, so it is not what a stamp holds), plus, for a
+// forwarded answer, the forward source's token for the cache entry it
+// answered from. The zero Stamp is never fresh.
 type Stamp struct {
 	z      *zone
 	serial uint32
