@@ -94,6 +94,7 @@ type table struct {
 type zone struct {
 	name    string // lower case FQDN
 	nsName  string // ns.dns.<zone>
+	nsUp    string // dns.<zone>: exists as an empty non-terminal above nsName
 	mbox    string // hostmaster.<zone>
 	entries []entry
 	built   uint32 // the generation's serial: the least serial of the zone
@@ -198,9 +199,9 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 				errs = append(errs, fmt.Errorf("pipeline: zone %q declared twice", name))
 				continue
 			}
-			z := &zone{name: name, nsName: "ns.dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial, gen: p}
+			z := &zone{name: name, nsName: "ns.dns." + name, nsUp: "dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial, gen: p}
 			if name == "." {
-				z.nsName, z.mbox = "ns.dns.", "hostmaster."
+				z.nsName, z.nsUp, z.mbox = "ns.dns.", "dns.", "hostmaster."
 				t.root = z
 			}
 			t.zones[name] = z

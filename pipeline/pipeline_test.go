@@ -230,6 +230,12 @@ func TestResolve(t *testing.T) {
 			answer: []string{"ns.dns.corp. 5 IN AAAA 2001:db8::53"}},
 		{name: "ns.dns.<zone> from source data", qname: "ns.dns.example.", qtype: A, aa: true, source: "etcd", zone: "example.",
 			answer: []string{"ns.dns.example. 300 IN A 192.0.2.53"}},
+		{name: "dns.<zone>, parent of ns.dns.<zone>, is NODATA", qname: "dns.corp.", qtype: A, aa: true, source: "kubernetes", zone: "corp.",
+			ns: []string{soa("corp.", 11, 5)}},
+		{name: "dns.<zone> ANY is NODATA", qname: "dns.corp.", qtype: ANY, aa: true, source: "kubernetes", zone: "corp.",
+			ns: []string{soa("corp.", 11, 5)}},
+		{name: "below dns.<zone> is NXDOMAIN", qname: "x.dns.corp.", qtype: A, rcode: nx, aa: true, source: "kubernetes", zone: "corp.",
+			ns: []string{soa("corp.", 11, 5)}},
 		{name: "ns.dns.<zone> other type NODATA", qname: "ns.dns.corp.", qtype: TXT, aa: true, source: "kubernetes", zone: "corp.",
 			ns: []string{soa("corp.", 11, 5)}},
 

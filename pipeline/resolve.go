@@ -366,6 +366,8 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 		case apex: // the apex always exists
 		case name == z.nsName:
 			rrs = r.p.nsAddrRRs(owner, ttl)
+		case name == z.nsUp: // exists because nsName does: NODATA
+			rrs = nil
 		default:
 			m.Rcode = dns.RcodeNameError
 			r.negative(z, ttl)

@@ -25,8 +25,8 @@ package pipeline
 // any failure does: a name must not leak to a forward source because a
 // local one could not say whether it exists.
 func (r *resolution) wildcard(z *zone, name string, n int) (o outcome, ok bool) {
-	if name == z.name || name == z.nsName {
-		return outcome{}, false // both exist whatever the sources say
+	if name == z.name || name == z.nsName || name == z.nsUp {
+		return outcome{}, false // they exist whatever the sources say
 	}
 	entries := z.entries[:n]
 	q := &r.buf.q
@@ -34,6 +34,10 @@ func (r *resolution) wildcard(z *zone, name string, n int) (o outcome, ok bool) 
 
 	ce := z.name
 	for up := Parent(name); up != z.name && up != ""; up = Parent(up) {
+		if up == z.nsUp { // exists whatever the sources say
+			ce = up
+			break
+		}
 		q.Name = up
 		found, fo, failed := r.known(entries, q, false)
 		if failed {

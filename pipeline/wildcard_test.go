@@ -81,6 +81,8 @@ func TestWildcardRFC4592(t *testing.T) {
 		{name: "the wildcard's parent is an empty non-terminal", qname: "apps.example.", qtype: A, source: "hosts", ns: []string{soaWild}},
 		{name: "ns.dns.<zone> stays synthesized", qname: "ns.dns.example.", qtype: A, source: "file",
 			answer: []string{"ns.dns.example. 300 IN A 192.0.2.53"}},
+		{name: "dns.<zone> exists above ns.dns.<zone>", qname: "dns.example.", qtype: A, source: "file", ns: []string{soaData}},
+		{name: "below dns.<zone>", qname: "x.dns.example.", qtype: A, rcode: nx, source: "file", ns: []string{soaData}},
 
 		// Below a deeper wildcard, CNAME, ANY, additional section.
 		{name: "deeper wildcard wins", qname: "web.apps.example.", qtype: A, source: "hosts",
