@@ -100,6 +100,8 @@ acl: {allow: [127.0.0.1/32]}
 zones:
   etcd.internal:
     - etcd: {endpoints: ["http://127.0.0.1:%d"], sync_timeout: 100ms}
+  alias.internal:
+    - file: {records: ["tofiltered CNAME filtered.example.com.", "tosinkhole CNAME sinkhole.example.com.", "tostale CNAME stale.example.com.", "toother CNAME other.example.com."]}
   .:
     - forward: {upstreams: [%q], timeout: 300ms, max_concurrent: 1}
 `, dead, up.Addr), nil)
@@ -110,6 +112,8 @@ zones:
 	}
 	wantEDE(t, "ACL", ednsQuery(t, s.addr, "127.0.0.2", "x.example.com", true), dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "")
 	wantEDE(t, "upstream's own EDE", ednsQuery(t, s.addr, "", "filtered.example.com", true), dns.RcodeNameError, dns.ExtendedErrorCodeFiltered, "blocked by policy")
+	// The same at the end of a local CNAME chain.
+	wantEDE(t, "upstream's own EDE through a CNAME", ednsQuery(t, s.addr, "", "tofiltered.alias.internal", true), dns.RcodeNameError, dns.ExtendedErrorCodeFiltered, "blocked by policy")
 	// Every upstream failed, the one upstream saying why: SERVFAIL with
 	// our EDE 22 and, after it, the upstream's own.
 	r := ednsQuery(t, s.addr, "", "bogus.example.com", true)
@@ -129,12 +133,14 @@ zones:
 	if n := up.Queries() - before; n != 1 {
 		t.Errorf("an answer with an EDE, asked 3 times, reached the upstream %d times, want 1 (cached)", n)
 	}
+	wantEDE(t, "upstream's EDE on an answer through a CNAME", ednsQuery(t, s.addr, "", "tosinkhole.alias.internal", true), dns.RcodeSuccess, dns.ExtendedErrorCodeFiltered, "sinkholed")
 
 	// max_concurrent 1: a second client while slow.example.com is waited for.
 	done := make(chan struct{})
 	go func() { defer close(done); ednsQuery(t, s.addr, "", "slow.example.com", true) }()
 	time.Sleep(200 * time.Millisecond)
 	wantEDE(t, "over max_concurrent", ednsQuery(t, s.addr, "", "other.example.com", true), dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "busy")
+	wantEDE(t, "over max_concurrent through a CNAME", ednsQuery(t, s.addr, "", "toother.alias.internal", true), dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "busy")
 	<-done
 
 	// Stale: cached with a 1 s TTL, then the upstream goes away.
@@ -148,5 +154,10 @@ zones:
 		t.Fatalf("expired entry, upstream gone: %v, want the stale answer", r)
 	}
 	wantEDE(t, "served stale", r, dns.RcodeSuccess, dns.ExtendedErrorCodeStaleAnswer, "")
+	r = ednsQuery(t, s.addr, "", "tostale.alias.internal", true)
+	if got := dnstest.RData(r); !strings.HasSuffix(got, "192.0.2.1") {
+		t.Errorf("stale answer through a CNAME: %s", got)
+	}
+	wantEDE(t, "served stale through a CNAME", r, dns.RcodeSuccess, dns.ExtendedErrorCodeStaleAnswer, "")
 	wantEDE(t, "no upstream", ednsQuery(t, s.addr, "", "never-seen.example.com", true), dns.RcodeServerFailure, dns.ExtendedErrorCodeNoReachableAuthority, "forward")
 }

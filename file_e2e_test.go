@@ -155,6 +155,7 @@ sub      IN NS  ns.sub
 sub      IN NS  ns1
 sub      IN DS  12345 13 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF
 ns.sub   IN A   10.0.5.53
+tosub    IN CNAME host.sub
 `})
 	for _, name := range []string{"host.sub.example.internal.", "sub.example.internal.", "ns.sub.example.internal.", "a.b.sub.example.internal."} {
 		for _, qt := range []uint16{dns.TypeA, dns.TypeNS} {
@@ -178,6 +179,19 @@ ns.sub   IN A   10.0.5.53
 				t.Errorf("%s %s: want a referral to sub.example.internal with glue, got\n%v", name, dns.TypeToString[qt], r)
 			}
 		}
+	}
+	// A CNAME into the delegation: the CNAME, then the same referral.
+	r := dnstest.Ask(t, s.addr, "tosub.example.internal.", dns.TypeA)
+	var glue []string
+	for _, rr := range r.Extra {
+		if a, ok := rr.(*dns.A); ok {
+			glue = append(glue, a.Hdr.Name+"="+a.A.String())
+		}
+	}
+	slices.Sort(glue)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || len(r.Ns) != 2 ||
+		!slices.Equal(glue, []string{"ns.sub.example.internal.=10.0.5.53", "ns1.example.internal.=10.0.0.53"}) {
+		t.Errorf("a CNAME into the delegation: want the CNAME, then the referral with its glue, got\n%v", r)
 	}
 	if r := dnstest.Ask(t, s.addr, "sub.example.internal.", dns.TypeDS); len(r.Answer) != 1 || !r.Authoritative {
 		t.Errorf("DS at the cut: want the parent's authoritative answer, got %v", r)

@@ -198,13 +198,18 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 				}
 				return resp
 			}
-			// End of a chain that left the local zones: complete it with
-			// the upstream's answer (or its negative authority).
+			// End of a chain that left the local zones (or reached a
+			// delegation): complete it with that answer, its negative
+			// authority or referral, and its additional section — glue,
+			// and the OPT whose Extended DNS Errors (stale, busy, the
+			// upstream's own) the server passes on. Not its AD bit: the
+			// local part of the chain is not validated.
 			m.Answer = append(m.Answer, o.msg.Answer...)
 			m.Rcode = o.msg.Rcode
 			if len(o.msg.Answer) == 0 {
 				m.Ns = append(m.Ns, o.msg.Ns...)
 			}
+			m.Extra = append(m.Extra, o.msg.Extra...)
 			return resp
 		}
 		cname := r.answer(z, name, owner, qt, &o)
