@@ -34,6 +34,7 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/dnsd/dnsd/internal/grpctls"
 	"github.com/dnsd/dnsd/internal/health"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
@@ -284,6 +285,19 @@ func (b *Backend) connect() (*clientv3.Client, error) {
 		b.trouble(b.diagnose())
 	}()
 	defer func() { close(waiting); <-done }()
+	dial := []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: grpcbackoff.Config{
+			BaseDelay:  b.opts.RetryMin,
+			Multiplier: 1.6,
+			Jitter:     0.2,
+			MaxDelay:   min(b.opts.RetryMax, 5*time.Second),
+		},
+		MinConnectTimeout: b.opts.DialTimeout,
+	})}
+	if tc := b.opts.TLS; tc != nil && tc.ServerName != "" {
+		// After the client's own credentials: this one wins.
+		dial = append(dial, grpc.WithTransportCredentials(grpctls.Named(tc)))
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   b.opts.Endpoints,
 		TLS:         b.opts.TLS,
@@ -298,15 +312,7 @@ func (b *Backend) connect() (*clientv3.Client, error) {
 		PermitWithoutStream:  true,
 		// gRPC's default reconnect backoff grows to 2 minutes: after an
 		// outage etcd would be noticed late. Keep it within RetryMax.
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: grpcbackoff.Config{
-				BaseDelay:  b.opts.RetryMin,
-				Multiplier: 1.6,
-				Jitter:     0.2,
-				MaxDelay:   min(b.opts.RetryMax, 5*time.Second),
-			},
-			MinConnectTimeout: b.opts.DialTimeout,
-		})},
+		DialOptions: dial,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(b.opts.Endpoints, ","), err)

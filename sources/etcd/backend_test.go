@@ -408,6 +408,19 @@ func TestTLSAndAuth(t *testing.T) {
 	if err := nocert.b.WaitSynced(ctx); err == nil {
 		t.Error("synced without a client certificate")
 	}
+	// The certificate names etcd.test, not 127.0.0.1 (the endpoint's
+	// host): verified against server_name; another name fails.
+	wrongName := openFixture(t, srv, func(o *Options) {
+		tc := srv.Certs.ClientTLS(t)
+		tc.ServerName = "other.test"
+		o.TLS = tc
+		o.Username, o.Password = "dnsd", password
+	})
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	if err := wrongName.b.WaitSynced(ctx2); err == nil {
+		t.Error("synced with a server_name the certificate does not name")
+	}
 	for _, l := range []*logBuf{f.log, bad.log, nocert.log} {
 		if strings.Contains(l.String(), password) {
 			t.Fatalf("a password was logged:\n%s", l.String())

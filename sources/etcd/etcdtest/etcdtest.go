@@ -16,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/grpctls"
 	"github.com/dnsd/dnsd/internal/testpki"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Options configure a Server.
@@ -159,6 +161,8 @@ func (s *Server) Client() *clientv3.Client {
 	cfg := clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if s.Certs != nil {
 		cfg.TLS = s.Certs.ClientTLS(s.t)
+		// The certificate names etcd.test, not the address dialled.
+		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(grpctls.Named(cfg.TLS))}
 	}
 	if s.opts.Auth {
 		cfg.Username, cfg.Password = s.opts.Username, s.opts.Password
@@ -273,8 +277,10 @@ func (c *Certs) ClientTLS(t testing.TB) *tls.Config {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
 }
 
-// writeCerts generates a CA, a server certificate for 127.0.0.1 and the
-// name etcd.test, and a client certificate, as PEM files in dir.
+// writeCerts generates a CA, a server certificate for the name etcd.test
+// only (not for 127.0.0.1, the address clients dial: they must verify
+// the name, as dnsd's server_name says), and a client certificate, as
+// PEM files in dir.
 func writeCerts(t testing.TB, dir string) *Certs {
 	t.Helper()
 	c := &Certs{
@@ -286,7 +292,7 @@ func writeCerts(t testing.TB, dir string) *Certs {
 		ServerName: "etcd.test",
 	}
 	ca := testpki.NewCA(t, "dnsd test CA")
-	server := ca.Issue(t, c.ServerName, x509.ExtKeyUsageServerAuth, c.ServerName, "127.0.0.1")
+	server := ca.Issue(t, c.ServerName, x509.ExtKeyUsageServerAuth, c.ServerName)
 	client := ca.Issue(t, "dnsd", x509.ExtKeyUsageClientAuth)
 	testpki.WriteFile(t, c.CA, ca.CertPEM)
 	testpki.WriteFile(t, c.ServerCert, server.CertPEM)
