@@ -373,6 +373,30 @@ func TestSpecProtocol(t *testing.T) {
 
 // --- §3 names, zones, §4.3–5 ---------------------------------------------
 
+// Names outside the zone key's names are ignored, in files and inline
+// entries alike: no PTR points at them, even from a reverse zone of the
+// same key; an address with a name inside and one outside answers only
+// the inside one.
+func TestHostsNamesOutsideZoneGetNoPTR(t *testing.T) {
+	s := specStart(t, `listen: ["LISTEN"]
+zones:
+  example.internal 10.100.0.0/16:
+    - hosts:
+        files: [a.hosts]
+        entries: ["10.100.0.9 out.elsewhere.", "10.100.0.10 in"]
+`, map[string]string{"a.hosts": "10.100.0.7 other.example.org\n10.100.0.8 in2.example.internal other.example.org\n"})
+	for name, want := range map[string]string{
+		"7.0.100.10.in-addr.arpa.":  "NXDOMAIN:",
+		"8.0.100.10.in-addr.arpa.":  "NOERROR:in2.example.internal.",
+		"9.0.100.10.in-addr.arpa.":  "NXDOMAIN:",
+		"10.0.100.10.in-addr.arpa.": "NOERROR:in.example.internal.",
+	} {
+		if got := dnstest.RData(dnstest.Ask(t, s.addr, name, dns.TypePTR)); got != want {
+			t.Errorf("%s PTR: %s, want %s", name, got, want)
+		}
+	}
+}
+
 func TestSpecZonesAndNames(t *testing.T) {
 	s := specStart(t, specHostsCfg, nil)
 	const zone = "example.internal."

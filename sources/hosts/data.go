@@ -336,6 +336,9 @@ func newPartParser(first, lines, size int, pace *turns.Pacing) *partParser {
 
 // lines parses data: whole lines, the last one ending the part when it
 // has no newline.
+// utf8BOM is the byte order mark some editors write at a file's start.
+const utf8BOM = "\uFEFF"
+
 func (p *partParser) lines(data []byte) {
 	d := p.b.d
 	for len(data) > 0 {
@@ -348,6 +351,9 @@ func (p *partParser) lines(data []byte) {
 		p.pc.Step()
 		lineNo := p.lineNo
 		p.lineNo++
+		if lineNo == 1 && len(line) >= len(utf8BOM) && string(line[:len(utf8BOM)]) == utf8BOM {
+			line = line[len(utf8BOM):] // as some editors save a file
+		}
 		addr, a, s, kind, field := parseLine(line, p.arena[:0], p.spans[:0])
 		p.arena, p.spans = a, s
 		if kind != lineOK {

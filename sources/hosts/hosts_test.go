@@ -476,6 +476,16 @@ func TestLookupHitDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// A file saved with a UTF-8 byte order mark (and CRLF line ends) loads
+// its first line.
+func TestByteOrderMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, path, "\uFEFF10.0.0.1 bom.example.internal\r\n10.0.0.2 two.example.internal\r\n")
+	s := NewSource(openBackend(t, path), nil, time.Hour, true, nil)
+	expect(t, s, "bom.example.internal.", "A 10.0.0.1")
+	expect(t, s, "two.example.internal.", "A 10.0.0.2")
+}
+
 // TestList: a transfer lists the inline entries and the files' names in
 // the zone, PTR records only in reverse zones and only with reverse on.
 func TestList(t *testing.T) {
@@ -504,6 +514,14 @@ func TestList(t *testing.T) {
 		"3.0.0.10.in-addr.arpa. 3600 IN PTR c.example.internal.",
 	}; !slices.Equal(got, want) {
 		t.Errorf("reverse zone: %q, want %q", got, want)
+	}
+	// Within its zone key's names, b.other.internal is outside: no PTR.
+	within := NewSource(openBackend(t, path), entries, time.Hour, true, nil).Within([]string{"example.internal.", "10.in-addr.arpa."})
+	if got, want := list(within, "10.in-addr.arpa."), []string{
+		"1.0.0.10.in-addr.arpa. 3600 IN PTR a.example.internal.",
+		"3.0.0.10.in-addr.arpa. 3600 IN PTR c.example.internal.",
+	}; !slices.Equal(got, want) {
+		t.Errorf("reverse zone, names outside the zone ignored: %q, want %q", got, want)
 	}
 	noRev := NewSource(openBackend(t, path), nil, time.Hour, false, nil)
 	if got := list(noRev, "10.in-addr.arpa."); len(got) != 0 {

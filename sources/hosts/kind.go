@@ -58,7 +58,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		env.Logger.Warn("hosts entries' names outside the zone are ignored", "zone", z.Key, "names", n, "example", example)
 	}
 	if len(h.Files) == 0 {
-		return NewSource(nil, h.Entries, h.TTL, h.Reverse, env.Serials), nil
+		return NewSource(nil, h.Entries, h.TTL, h.Reverse, env.Serials).Within(z.Names), nil
 	}
 	files := filesKey(h.Files)
 	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
@@ -80,7 +80,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			env.Logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
 		}
 	}
-	return NewViewSource(view, h.Entries, h.TTL, h.Reverse, env.Serials), nil
+	return NewViewSource(view, h.Entries, h.TTL, h.Reverse, env.Serials).Within(z.Names), nil
 }
 
 // entriesOutside counts the names of inline entries outside zones (which

@@ -16,7 +16,8 @@ import (
 // A file read a chunk at a time, whole or in halves, gives what its
 // content parsed from memory gives: the same pairs, bad lines, logs and
 // hash, whatever the chunk size, with lines cut by chunks, lines longer
-// than a chunk, no final newline, CRLF and an empty file.
+// than a chunk, no final newline, CRLF, a byte order mark and an empty
+// file.
 func TestScanMatchesMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	lines := []string{
@@ -37,6 +38,9 @@ func TestScanMatchesMemory(t *testing.T) {
 			fmt.Fprintf(&b, l+"\n", j%250, j, j)
 		}
 		data := strings.TrimSuffix(b.String(), "\n"[:rng.IntN(2)])
+		if rng.IntN(4) == 0 {
+			data = "\uFEFF" + data // a byte order mark
+		}
 		path := filepath.Join(dir, fmt.Sprintf("h%d", i))
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,9 @@ type Source struct {
 	ttl     uint32
 	reverse bool
 	serial  uint32 // taken when the Source is made: its inline entries' serial
+	// zones: when set, the names the source answers for; a PTR whose
+	// name lies outside them is not given (the name is ignored).
+	zones []string
 }
 
 var (
@@ -57,6 +61,14 @@ func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeli
 	if len(entries) > 0 {
 		s.inline = newTTLIndex(buildIndex([]*fileData{entriesData(entries)}, nil), s.ttl)
 	}
+	return s
+}
+
+// Within makes the source ignore names outside zones (its zone key's
+// names, reverse zones included): they get no PTR records. Forward names
+// outside them are never asked. It returns s.
+func (s *Source) Within(zones []string) *Source {
+	s.zones = zones
 	return s
 }
 
@@ -110,6 +122,13 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 	if !found {
 		return pipeline.Result{Status: pipeline.NotMine}
 	}
+	if s.zones != nil && (len(parts[1]) > 0 || len(parts[3]) > 0) {
+		parts[1], parts[3] = s.ptrsWithin(parts[1]), s.ptrsWithin(parts[3])
+		if len(parts[0])+len(parts[1])+len(parts[2])+len(parts[3]) == 0 {
+			// An address's name: it exists only for its PTRs.
+			return pipeline.Result{Status: pipeline.NotMine}
+		}
+	}
 	var rrs []dns.RR
 	sets, total := 0, 0
 	for _, p := range parts {
@@ -128,11 +147,38 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
 }
 
+// ptrsWithin returns the PTR records among rrs whose names lie in
+// s.zones: rrs itself when all do (the slices are shared), else a copy
+// of the ones that do.
+func (s *Source) ptrsWithin(rrs []dns.RR) []dns.RR {
+	for i, rr := range rrs {
+		if p, ok := rr.(*dns.PTR); ok && !inZones(p.Ptr, s.zones) {
+			kept := slices.Clone(rrs[:i])
+			for _, rr := range rrs[i+1:] {
+				if p, ok := rr.(*dns.PTR); !ok || inZones(p.Ptr, s.zones) {
+					kept = append(kept, rr)
+				}
+			}
+			return kept
+		}
+	}
+	return rrs
+}
+
 var _ pipeline.Lister = (*Source)(nil)
 
 // List yields every record of the inline entries and the files at names
 // in zone (PTR records only when reverse is on), for zone transfers.
 func (s *Source) List(zone string, yield func(dns.RR) bool) error {
+	if s.zones != nil {
+		all := yield
+		yield = func(rr dns.RR) bool {
+			if p, ok := rr.(*dns.PTR); ok && !inZones(p.Ptr, s.zones) {
+				return true
+			}
+			return all(rr)
+		}
+	}
 	if s.inline != nil && !s.inline.list(zone, s.reverse, yield) {
 		return nil
 	}
