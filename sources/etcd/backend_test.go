@@ -474,31 +474,34 @@ func TestNotSyncedServfail(t *testing.T) {
 }
 
 // Malformed values are skipped, logged once per key revision and
-// counted; the name's other records keep working.
+// counted; the name's other records keep working. A member the format
+// does not know is ignored, as SkyDNS and CoreDNS ignore it; a misspelt
+// one that leaves no record is reported as such.
 func TestMalformedValues(t *testing.T) {
 	srv := etcdtest.Start(t, etcdtest.Options{})
 	srv.Put("/skydns/internal/example/db/x1", `{"host":"10.0.0.1"}`)
 	srv.Put("/skydns/internal/example/db/x2", `{"host":"10.0.0.300"}`)
-	srv.Put("/skydns/internal/example/db/x3", `{"host":"10.0.0.3","colour":"red"}`)
+	srv.Put("/skydns/internal/example/db/x3", `{"hots":"10.0.0.3"}`)
 	srv.Put("/skydns/internal/example/db/x4", `not json`)
+	srv.Put("/skydns/internal/example/db/x5", `{"host":"10.0.0.5","key":"/skydns/internal/example/db/x5","colour":"red"}`)
 	srv.Put("/skydns/internal/example/bad.label", `{"host":"10.0.0.9"}`)
 	f := openFixture(t, srv, nil)
 	f.waitSynced()
-	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1")
+	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1,A 10.0.0.5")
 	if got := metricValue(f.m.malformed.WithLabelValues(f.b.opts.Name)); got != 4 {
 		t.Errorf("malformed = %v, want 4", got)
 	}
 	log := f.log.String()
-	for _, want := range []string{"x2 revision=", "bad IP address", "unknown field", "x4 revision=", "bad.label"} {
+	for _, want := range []string{"x2 revision=", "bad IP address", "x3 revision=", "no record", "x4 revision=", "bad.label"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
 	// A fix is picked up; a new bad revision is logged again.
 	srv.Put("/skydns/internal/example/db/x2", `{"host":"10.0.0.2"}`)
-	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1,A 10.0.0.2")
+	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1,A 10.0.0.2,A 10.0.0.5")
 	srv.Put("/skydns/internal/example/db/x2", `{"host":"::zz"}`)
-	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1")
+	f.eventually("db.example.internal", dns.TypeA, "NOERROR:A 10.0.0.1,A 10.0.0.5")
 	if got := metricValue(f.m.malformed.WithLabelValues(f.b.opts.Name)); got != 5 {
 		t.Errorf("malformed = %v, want 5", got)
 	}

@@ -217,12 +217,13 @@ func parseValue(name string, data []byte, ttl uint32) (parsed, error) {
 	return parsed{rrs: rrs, group: v.Group, ownTTL: ownTTL}, nil
 }
 
-// decodeValue decodes a value with encoding/json, strictly: no unknown
-// member, nothing after the object.
+// decodeValue decodes a value with encoding/json: nothing after the
+// object. A member the format does not know is ignored, as SkyDNS and
+// CoreDNS ignore it (tools write extra ones, such as "key"); a misspelt
+// member that leaves nothing to answer is caught as "no record".
 func decodeValue(data []byte) (value, error) {
 	var v value
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
 		return value{}, fmt.Errorf("bad JSON: %w", err)
 	}
