@@ -38,6 +38,7 @@ func TestDoHListener(t *testing.T) {
 http: "127.0.0.1:%d"
 tls: {cert: tls.crt, key: tls.key}
 acl: {allow: [127.0.0.1/32]}
+limits: {rate_per_client: 1} # UDP only: DoH, as TCP, is never rate-limited
 zones:
   example.internal:
     - hosts: {entries: ["10.0.0.7 web", "10.0.0.8 web"], ttl: 90s}

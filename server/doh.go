@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/miekg/dns"
 )
@@ -23,7 +22,8 @@ import (
 // serveRaw like any other query: the same ACL (by the HTTP client's
 // address; a refused client gets 200 with a REFUSED message), the same
 // pipeline. Connections count against max_tcp_connections and
-// max_tcp_per_client; a client over rate_per_client gets 429.
+// max_tcp_per_client; as TCP, DoH is never rate-limited (rate_per_client
+// is for UDP, whose client addresses can be forged).
 
 const dohPath = "/dns-query"
 
@@ -95,11 +95,6 @@ func (s *Server) serveDoH(u *unit, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := httpClient(r)
-	st := s.set.Load()
-	if st.rate > 0 && !s.limiter.allow(client, st.rate, time.Now()) {
-		http.Error(w, "over the rate limit", http.StatusTooManyRequests)
-		return
-	}
 	s.handlers.Add(1)
 	defer s.handlers.Done()
 	if s.stopping.Load() {
