@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -400,6 +401,13 @@ func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline, set *Set) {
 
 // Synced reports every running backend by name and whether its first sync
 // is done (backends that load synchronously, like hosts, always are).
+//
+// The name is the backend's key without its "secrets=" part: that is a
+// hash salted anew by every process (it tells a changed password or
+// certificate apart without showing it), and a metric label must not
+// change with each restart. Two backends whose keys differ only there (the
+// old and the new during a reload that changed a secret) are one name,
+// synced when both are.
 func (r *Registry) Synced(yield func(name string, synced bool)) {
 	r.mu.Lock()
 	type row struct {
@@ -407,12 +415,22 @@ func (r *Registry) Synced(yield func(name string, synced bool)) {
 		synced bool
 	}
 	rows := make([]row, 0, len(r.backends))
+	at := make(map[string]int, len(r.backends))
 	for _, b := range r.backends {
 		ok := true
 		if s, isSyncer := b.value.(pipeline.Syncer); isSyncer {
 			ok = s.Synced()
 		}
-		rows = append(rows, row{b.key, ok})
+		name := b.key
+		if i := strings.Index(name, " secrets="); i >= 0 {
+			name = name[:i]
+		}
+		if j, dup := at[name]; dup {
+			rows[j].synced = rows[j].synced && ok
+			continue
+		}
+		at[name] = len(rows)
+		rows = append(rows, row{name, ok})
 	}
 	r.mu.Unlock()
 	for _, rw := range rows {
