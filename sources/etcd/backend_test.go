@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -513,6 +514,46 @@ func TestMalformedValues(t *testing.T) {
 	if n := strings.Count(f.log.String(), "etcd value skipped"); n != 5 {
 		t.Errorf("%d 'skipped' log lines, want 5 (once per key revision)", n)
 	}
+}
+
+// While the connection stays down, the cause follows what the retries
+// fail with: a server that accepts and hangs up, then nothing listening.
+func TestCauseFollowsRetries(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	f := &fixture{t: t, log: &logBuf{}, m: NewMetrics()}
+	b, err := Open(Options{
+		Endpoints: []string{"http://" + ln.Addr().String()},
+		Prefix:    "/skydns",
+		TTL:       time.Minute,
+		Logger:    slog.New(slog.NewTextHandler(f.log, nil)),
+		Metrics:   f.m,
+		RetryMin:  20 * time.Millisecond,
+		RetryMax:  200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dnstest.Eventually(t, "a cause while the server hangs up", 10*time.Second, func() bool { return b.Problem() != "" })
+	if p := b.Problem(); strings.Contains(p, "refused") {
+		t.Fatalf("cause %q while the server accepts", p)
+	}
+	ln.Close()
+	dnstest.Eventually(t, "the cause to become the refused connections", 10*time.Second, func() bool {
+		return strings.Contains(b.Problem(), "connection refused")
+	})
 }
 
 // One endpoint of several is dead: the client uses the live one.

@@ -85,11 +85,30 @@ func (b *Backend) diagnose() string {
 	return strings.Join(causes, "; ")
 }
 
+// reprobeEvery is how often the cause is asked again while the
+// connection stays in TRANSIENT_FAILURE.
+const reprobeEvery = 2 * time.Second
+
 // waitState waits for conn to leave state st (false when the backend is
 // closed). An attempt that stays CONNECTING longer than diagnoseAfter (a
 // server that drops packets makes gRPC wait up to DialTimeout) is
-// diagnosed meanwhile, so its cause is known in a few seconds.
+// diagnosed meanwhile, so its cause is known in a few seconds. gRPC keeps
+// a failed connection in TRANSIENT_FAILURE while it retries, whatever
+// each retry fails with (a reset connection, then refused ones): the
+// cause is asked again every reprobeEvery, so that it follows.
 func (b *Backend) waitState(conn *grpc.ClientConn, st connectivity.State) bool {
+	for st == connectivity.TransientFailure {
+		ctx, cancel := context.WithTimeout(b.ctx, reprobeEvery)
+		changed := conn.WaitForStateChange(ctx, st)
+		cancel()
+		if changed {
+			return true
+		}
+		if b.ctx.Err() != nil {
+			return false
+		}
+		b.trouble(b.probe(conn))
+	}
 	if st == connectivity.Connecting {
 		ctx, cancel := context.WithTimeout(b.ctx, diagnoseAfter)
 		changed := conn.WaitForStateChange(ctx, st)
