@@ -216,6 +216,10 @@ func (d *Daemon) reload(ctx context.Context) error {
 		return fmt.Errorf("reload abandoned: %w", err)
 	}
 	for _, name := range unsynced {
+		if set.Covered(name) {
+			d.logger.Warn("new backend not synced within its sync_timeout; the backend it replaces answers until it is", "backend", name)
+			continue
+		}
 		d.logger.Warn("new backend not synced within its sync_timeout; its names answer SERVFAIL until it is", "backend", name)
 	}
 

@@ -186,10 +186,16 @@ func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		if unsynced := set2.WaitFresh(ctx); len(unsynced) != c.unsynced {
+		unsynced := set2.WaitFresh(ctx)
+		if len(unsynced) != c.unsynced {
 			t.Fatalf("%s during the outage: %d unsynced new backends, want %d", c.what, len(unsynced), c.unsynced)
 		}
 		cancel()
+		for _, key := range unsynced {
+			if !set2.Covered(key) { // what the reload's warning says
+				t.Errorf("%s: the unsynced replacement is not covered by the old backend", c.what)
+			}
+		}
 		reg.Swapped(cfg2, p2, set2)
 		sets[len(sets)-1].Release() // the old generation is done
 		sets = append(sets, set2)
@@ -212,6 +218,21 @@ func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A zone added with an etcd that cannot sync has no backend before
+	// it: not covered, its names answer SERVFAIL.
+	dead := fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
+	cfg3 := load(t, dir, conf(localhost, "45s")+fmt.Sprintf("  two.test:\n    - etcd: {endpoints: [%q], sync_timeout: 100ms}\n", dead))
+	_, set3, err := reg.Build(context.Background(), cfg3, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	unsynced := set3.WaitFresh(ctx)
+	cancel()
+	if len(unsynced) != 1 || set3.Covered(unsynced[0]) {
+		t.Errorf("a new zone's unsynced backend: %q, covered %v; want one, not covered", unsynced, len(unsynced) == 1 && set3.Covered(unsynced[0]))
+	}
+	set3.Release()
 	sets[len(sets)-1].Release()
 }
 

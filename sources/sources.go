@@ -144,7 +144,15 @@ type Set struct {
 	// waits: how long WaitFresh waits for each backend's first sync, the
 	// longest sync_timeout of the sources over it in this build.
 	waits map[string]time.Duration
+	// covered: backends none of whose unsynced slots answer SERVFAIL (a
+	// handover keeps the replaced backend answering each of them).
+	covered map[string]bool
 }
+
+// Covered reports whether the replaced backends answer every zone of
+// backend key while it syncs (handovers): its names do not answer
+// SERVFAIL meanwhile.
+func (s *Set) Covered(key string) bool { return s.covered[key] }
 
 // Release drops the Set's references and stops backends left unused,
 // including old backends its handovers still held.
@@ -269,6 +277,19 @@ func (r *Registry) zones(ctx context.Context, cfg *config.Config, cz []config.Zo
 			}
 			if !r.dryRun {
 				src = r.handOver(set, sl, key, src)
+				if _, ok := src.(*handover); ok {
+					if _, seen := set.covered[key]; !seen {
+						if set.covered == nil {
+							set.covered = make(map[string]bool)
+						}
+						set.covered[key] = true
+					}
+				} else if key != "" {
+					if set.covered == nil {
+						set.covered = make(map[string]bool)
+					}
+					set.covered[key] = false // a slot without one
+				}
 			}
 			set.slots[sl] = slotSource{key: key, src: src}
 			spec.Sources = append(spec.Sources, pipeline.SourceEntry{Source: src, Fallthrough: sc.Fallthrough})
