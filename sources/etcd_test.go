@@ -237,13 +237,14 @@ func TestEtcdReloadDuringOutageHandsOver(t *testing.T) {
 }
 
 // Sources of one connection with different ttls share one client and
-// watch; each answers with its own ttl, and a change reaches both.
+// watch (an endpoint written with a trailing slash is the same one); each
+// answers with its own ttl, and a change reaches both.
 func TestEtcdViewsPerTTL(t *testing.T) {
 	srv := etcdtest.Start(t, etcdtest.Options{})
 	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
 	srv.Put("/skydns/test/two/y", `{"host":"10.0.0.2","ttl":7}`)
 	dir := t.TempDir()
-	cfg := load(t, dir, fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%[1]q], ttl: 30s}\n  two.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n  three.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n", srv.Endpoint()))
+	cfg := load(t, dir, fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%[1]q], ttl: 30s}\n  two.test:\n    - etcd: {endpoints: [%[1]q], ttl: 60s}\n  three.test:\n    - etcd: {endpoints: [\"%[1]s/\"], ttl: 60s}\n", srv.Endpoint())) // a trailing slash: the same endpoint
 	ek := etcd.NewKind()
 	reg := NewRegistry(Options{Kinds: []kind.Kind{ek}})
 	defer reg.Close()

@@ -62,6 +62,8 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 			b.Errorf(nodes[i], ipath, "bad endpoint %q: %v", s, err)
 			continue
 		}
+		// http://h:2379/ is http://h:2379: one connection, one backend.
+		s = strings.TrimSuffix(s, "/")
 		if seen[s] {
 			b.Errorf(nodes[i], ipath, "duplicate endpoint %q", s)
 			continue
