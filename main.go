@@ -128,6 +128,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	// A log reader that goes away (a pipe to a logger that exited) must
+	// not stop the server: writes to it fail instead of killing dnsd.
+	signal.Ignore(syscall.SIGPIPE)
 	err = daemon.Run(context.Background(), daemon.Options{
 		ConfigPath: cfgPath, Version: version, Commit: buildCommit(), LogOutput: stderr, Started: started, Bulk: bulk,
 	}, signals)

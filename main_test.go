@@ -4,6 +4,7 @@ package main
 // and drive it as an operator would, with real sockets, files and signals.
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -550,5 +551,50 @@ func TestReloadListen(t *testing.T) {
 	waitAnswer(t, a2, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	if _, err := query(t, "tcp", a1, "a.example.internal", dns.TypeA); err == nil {
 		t.Fatalf("%s still answers over TCP after it was removed from listen", a1)
+	}
+}
+
+// dnsd whose log reader goes away (a pipe to a logger that exited) keeps
+// serving: a write to the broken pipe does not kill it.
+func TestLogReaderGone(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.7 web"]}
+`, port))
+	cmd := exec.Command(dnsdBin)
+	cmd.Dir = dir
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr, cmd.Stdout = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || !strings.Contains(line, "dnsd starting") {
+		t.Fatalf("first log line %q, %v", line, err)
+	}
+	r.Close() // the reader is gone; the next log lines meet a broken pipe
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitAnswer(t, addr, "web.example.internal", dns.TypeA, "NOERROR:10.0.0.7")
+	for range 3 {
+		_ = cmd.Process.Signal(syscall.SIGHUP) // each logs a line or two
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("dnsd exited with its log reader gone: %v", err)
+	default:
+	}
+	if got := dnstest.RData(dnstest.Ask(t, addr, "web.example.internal.", dns.TypeA)); got != "NOERROR:10.0.0.7" {
+		t.Errorf("after the log reader went away: %s", got)
 	}
 }
