@@ -598,3 +598,29 @@ zones:
 		t.Errorf("after the log reader went away: %s", got)
 	}
 }
+
+// An http address that cannot be bound stops the start with its place in
+// dnsd.yaml, as a listen entry's does.
+func TestHTTPBindErrorPositioned(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+http: "%s"
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.7 web"]}
+`, freePort(t), held.Addr()))
+	cmd := exec.Command(dnsdBin)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("started with its http address taken:\n%s", out)
+	}
+	if want := "dnsd.yaml:2:7: http " + held.Addr().String() + ": "; !strings.Contains(string(out), want) {
+		t.Errorf("no %q in the output:\n%s", want, out)
+	}
+}

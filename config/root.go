@@ -32,6 +32,9 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	cfg.TLS = p.serverTLS(m)
 	cfg.Listen = p.listen(m, cfg.TLS != nil, false)
 	cfg.HTTP = p.http(m)
+	if n, _ := m.Get("http"); n != nil {
+		cfg.HTTPPos = p.Pos(n)
+	}
 	p.log(m, &cfg.Log)
 	p.acl(m, &cfg.ACL)
 	p.limits(m, &cfg.Limits)

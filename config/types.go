@@ -25,10 +25,12 @@ type Config struct {
 	Listen []Listen
 	TLS    *TLS   // nil when absent
 	HTTP   string // "" = disabled
-	Log    Log
-	ACL    ACL
-	Limits Limits
-	Cache  Cache
+	// HTTPPos is where http is set (for errors such as a failed bind).
+	HTTPPos Pos
+	Log     Log
+	ACL     ACL
+	Limits  Limits
+	Cache   Cache
 	// Rotate: answers rotate the order of their A and AAAA records, one
 	// step per response (key rotate, default false).
 	Rotate bool

@@ -128,6 +128,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if cfg.HTTP != "" {
 		if d.http, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.reg.FlushCache, d.logger); err != nil {
+			err = fmt.Errorf("%s: %w", cfg.HTTPPos, err)
 			_ = d.srv.Shutdown(ctx)
 			d.reg.Close()
 			return nil, err
@@ -226,6 +227,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 	var newHTTP *httpServer
 	if cfg.HTTP != "" && (d.http == nil || d.http.addr != cfg.HTTP) {
 		if newHTTP, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.reg.FlushCache, d.logger); err != nil {
+			err = fmt.Errorf("%s: %w", cfg.HTTPPos, err)
 			set.Release()
 			return err
 		}
