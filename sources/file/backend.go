@@ -94,21 +94,26 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 
 // watchDirs watches the directories of the zone's files.
 func (b *Backend) watchDirs(z *zone) error {
-	seen := map[string]bool{}
-	for _, f := range z.files {
-		// A symlink into another directory: that one too, where the
-		// file it names changes.
-		for _, d := range []string{filepath.Dir(f), fsutil.TargetDir(f)} {
-			if d == "" || seen[d] {
-				continue
-			}
-			seen[d] = true
-			if err := b.watcher.Add(d); err != nil {
-				return err
-			}
+	for _, d := range b.dirs(z) {
+		if err := b.watcher.Add(d); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// dirs are the directories of the zone's files and, for a symlink into
+// another directory, that one too, where the file it names changes.
+func (b *Backend) dirs(z *zone) []string {
+	var dirs []string
+	for _, f := range z.files {
+		for _, d := range []string{filepath.Dir(f), fsutil.TargetDir(f)} {
+			if d != "" && !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
 }
 
 // Close stops watching and waits for the watch goroutine.
@@ -137,10 +142,19 @@ func (b *Backend) run() {
 	timer.Stop()
 	defer timer.Stop()
 	named := false // an event since the last reload named a file of the zone
+	rewatch := time.NewTicker(fsutil.RewatchEvery)
+	defer rewatch.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-rewatch.C:
+			// A directory removed (or unmounted) and back: read again.
+			if dirs := fsutil.Rewatch(b.watcher, b.dirs(b.snapshot().z)); len(dirs) > 0 {
+				b.logger.Info("zone file: watching a directory again", "dirs", dirs)
+				named = true
+				timer.Reset(debounce)
+			}
 		case ev, ok := <-b.watcher.Events:
 			if !ok {
 				return

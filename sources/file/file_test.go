@@ -445,6 +445,46 @@ func TestSymlinkIntoAnotherDirectory(t *testing.T) {
 	})
 }
 
+// The zone file's directory removed and made again (the kernel drops
+// its watch with it): the last zone is served meanwhile, and the new file
+// is read within a few seconds, with no reload; then edits as usual.
+func TestDirectoryRemovedAndBack(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "z.zone")
+	if err := os.WriteFile(path, []byte("a IN A 10.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(open(t, &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}, true))
+	addr := func() string {
+		r := lookup(t, s, "a.z.test.")
+		if r.Status != pipeline.Found || len(r.RRs) == 0 {
+			return ""
+		}
+		return r.RRs[0].(*dns.A).A.String()
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := addr(); got != "10.0.0.1" {
+		t.Fatalf("with the directory gone: %q, want the last zone's 10.0.0.1", got)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("a IN A 10.0.0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Eventually(t, "the file in the directory made again", 10*time.Second, func() bool { return addr() == "10.0.0.2" })
+	if err := os.WriteFile(path, []byte("a IN A 10.0.0.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Eventually(t, "an edit after", 5*time.Second, func() bool { return addr() == "10.0.0.3" })
+}
+
 // A zone key of several names: each apex's own SOA is that zone's.
 func TestSOAPerApex(t *testing.T) {
 	c := &Config{Origin: "two.test.", Zones: []string{"two.test.", "sub.two.test."}, Records: []Record{

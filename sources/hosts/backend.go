@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -370,16 +371,29 @@ func (b *Backend) run() {
 			}
 		}
 	}
+	rewatch := time.NewTicker(fsutil.RewatchEvery)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 		emptyTimer.Stop()
+		rewatch.Stop()
 	}()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-rewatch.C:
+			// A directory removed (or unmounted) and back: read its files.
+			for _, dir := range fsutil.Rewatch(b.watcher, slices.Collect(maps.Keys(b.watched))) {
+				b.logger.Info("hosts: watching a directory again", "dir", dir)
+				for _, f := range b.files {
+					if f.dir == dir || f.targetDir == dir {
+						dirty[f] = true
+					}
+				}
+				arm()
+			}
 		case ev, ok := <-b.watcher.Events:
 			if !ok {
 				return

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 const name = "web.example.internal."
@@ -120,6 +123,40 @@ func TestDeletedFileKeepsData(t *testing.T) {
 	if !strings.Contains(logs.String(), "hosts file readable again") {
 		t.Errorf("recovery not logged:\n%s", logs)
 	}
+}
+
+// The file's directory removed and made again (the kernel drops its
+// watch with it): the last data is kept meanwhile, and the new file is
+// read within a few seconds, with no reload.
+func TestDirectoryRemovedAndBack(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hosts")
+	writeFile(t, path, "10.0.0.1 web.example.internal\n")
+	logger, logs := testLogger(t)
+	b, err := OpenBackend([]string{path}, time.Hour, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := NewSource(b, nil, time.Hour, true, nil)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Eventually(t, "the deletion logged", 5*time.Second, func() bool { return strings.Contains(logs.String(), "hosts file unreadable") })
+	expect(t, s, name, "A 10.0.0.1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "10.0.0.7 web.example.internal\n")
+	dnstest.Eventually(t, "the file in the directory made again", 10*time.Second, func() bool {
+		return slices.Equal(records(s, name), []string{"A 10.0.0.7"})
+	})
+	// And it is watched again: an edit is read as usual.
+	writeFile(t, path, "10.0.0.8 web.example.internal\n")
+	eventually(t, s, name, "A 10.0.0.8")
 }
 
 func TestUnreadableFileKeepsData(t *testing.T) {
