@@ -15,8 +15,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dnsd/dnsd/config"
@@ -264,24 +266,35 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		}
 	}
 
+	want := make(map[unitKey]bool)
+	for _, l := range listen {
+		for _, k := range unitKeys(l) {
+			want[k] = true
+		}
+	}
 	var (
-		order    []unitKey
-		want     = make(map[unitKey]bool)
-		bound    []*unit
-		closeAll = func() {
+		order []unitKey
+		seen  = make(map[unitKey]bool)
+		bound []*unit
+		// freed: units being removed that were closed early, because a new
+		// address needs their port (127.0.0.1:53 → 0.0.0.0:53); a failed
+		// Apply binds them again.
+		freed []*unit
+		undo  = func() {
 			for _, u := range bound {
 				u.closeSockets()
 			}
+			s.rebind(ctx, freed)
 		}
 	)
 	for _, l := range listen {
 		keys := unitKeys(l)
 		var missing []unitKey
 		for _, k := range keys {
-			if want[k] {
+			if seen[k] {
 				continue
 			}
-			want[k] = true
+			seen[k] = true
 			order = append(order, k)
 			if s.units[k] == nil {
 				missing = append(missing, k)
@@ -291,8 +304,14 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 			continue
 		}
 		us, err := bindUnits(ctx, l.Addr, missing)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			if f := s.freePorts(missing, want); len(f) > 0 {
+				freed = append(freed, f...)
+				us, err = bindUnits(ctx, l.Addr, missing)
+			}
+		}
 		if err != nil {
-			closeAll()
+			undo()
 			return fmt.Errorf("%slisten %s: %w", where(l), l, err)
 		}
 		bound = append(bound, us...)
@@ -321,6 +340,61 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 	}
 	s.order = order
 	return nil
+}
+
+// freePorts stops and closes the units that Apply is removing (not in
+// want) and that hold the port of one of keys for the same transport, so
+// that keys can be bound; it returns them. s.mu is held.
+func (s *Server) freePorts(keys []unitKey, want map[unitKey]bool) []*unit {
+	var freed []*unit
+	for k, u := range s.units {
+		if want[k] || !slices.ContainsFunc(keys, func(n unitKey) bool { return u.holdsPortOf(n) }) {
+			continue
+		}
+		delete(s.units, k)
+		u.stop()
+		u.closeSockets()
+		u.loops.Wait()
+		s.log.Info("stopped listening to free its port", "proto", k.proto, "addr", u.addr().String())
+		freed = append(freed, u)
+	}
+	return freed
+}
+
+// holdsPortOf reports whether u holds the port that k would bind, for the
+// same transport (UDP, or TCP for tcp, tls and https).
+func (u *unit) holdsPortOf(k unitKey) bool {
+	if (u.key.proto == "udp") != (k.proto == "udp") {
+		return false
+	}
+	_, port, err := net.SplitHostPort(k.addr)
+	if err != nil || port == "0" {
+		return false
+	}
+	_, held, err := net.SplitHostPort(u.addr().String())
+	return err == nil && held == port
+}
+
+// rebind binds and starts again the units freePorts closed, after an
+// Apply that failed. s.mu is held.
+func (s *Server) rebind(ctx context.Context, units []*unit) {
+	for _, old := range units {
+		// The address as written, with the port it had (port 0 resolved).
+		addr := old.key.addr
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			if _, port, err := net.SplitHostPort(old.addr().String()); err == nil {
+				addr = net.JoinHostPort(host, port)
+			}
+		}
+		us, err := bindUnits(ctx, addr, []unitKey{old.key})
+		if err != nil {
+			s.log.Error("cannot listen again after a failed reload", "proto", old.key.proto, "addr", old.key.addr, "err", err)
+			continue
+		}
+		s.units[old.key] = us[0]
+		s.start(us[0])
+		s.log.Info("listening", "proto", old.key.proto, "addr", us[0].addr().String())
+	}
 }
 
 // Addrs returns the bound addresses (port 0 resolved) in listen order:

@@ -715,6 +715,50 @@ func TestApplyFailsAsAWholeOnBindConflict(t *testing.T) {
 	exchange(t, "tcp", freeTCP, query("k.test.", dns.TypeA), nil)
 }
 
+// A listen change onto a port the server holds itself (127.0.0.1:P to
+// 0.0.0.0:P and back) applies: the old sockets make way for the new. An
+// Apply that fails after that listens on the old address again.
+func TestApplyMovesOntoItsOwnPort(t *testing.T) {
+	allow := Settings{ACL: config.ACL{Default: true}}
+	ts := startServer(t, nil, []config.Listen{{Addr: "127.0.0.1:0"}}, allow)
+	port := ts.Addrs()[0].(*net.TCPAddr).Port
+	loop := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ask := func(what string) {
+		t.Helper()
+		for _, proto := range []string{"udp", "tcp"} {
+			if r := exchange(t, proto, loop, query("k.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+				t.Fatalf("%s, %s: %v", what, proto, r)
+			}
+		}
+	}
+	ask("before")
+	wild := []config.Listen{{Addr: net.JoinHostPort("0.0.0.0", strconv.Itoa(port))}}
+	if err := ts.Apply(context.Background(), wild, allow); err != nil {
+		t.Fatalf("127.0.0.1:%d to 0.0.0.0:%d: %v", port, port, err)
+	}
+	if addrs := ts.Addrs(); len(addrs) != 2 || !strings.HasPrefix(addrs[0].String(), "0.0.0.0:") {
+		t.Errorf("Addrs after the move: %v", addrs)
+	}
+	ask("on 0.0.0.0")
+	if err := ts.Apply(context.Background(), []config.Listen{{Addr: loop}}, allow); err != nil {
+		t.Fatalf("back to %s: %v", loop, err)
+	}
+	ask("back on 127.0.0.1")
+
+	// Onto the same port, but another entry cannot be bound: the whole
+	// Apply fails and the old address serves again.
+	occupied, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer occupied.Close()
+	bad := append(slices.Clone(wild), config.Listen{Proto: "tcp", Addr: occupied.Addr().String()})
+	if err := ts.Apply(context.Background(), bad, Settings{}); err == nil {
+		t.Fatal("Apply onto an occupied port succeeded")
+	}
+	ask("after the failed move")
+}
+
 // On a wildcard address the reply must come from the address the client
 // sent to (127.0.0.2 here), else a connected client socket ignores it.
 func TestWildcardUDPRepliesFromQueriedAddress(t *testing.T) {
