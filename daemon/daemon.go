@@ -255,7 +255,39 @@ func (d *Daemon) reload(ctx context.Context) error {
 	}
 	dcancel()
 	old.set.Release()
+	d.metrics.KeepZones(configured(cfg))
 	return nil
+}
+
+// configured reports which view and zone pairs of the metrics cfg has
+// (a view's queries are answered from its own zones and the default
+// ones), and which zones it has at all.
+func configured(cfg *config.Config) (keep func(view, zone string) bool, zone func(string) bool) {
+	def := map[string]bool{}
+	all := map[string]bool{}
+	for _, z := range cfg.Zones {
+		for _, n := range z.Names {
+			def[n], all[n] = true, true
+		}
+	}
+	views := map[string]map[string]bool{}
+	for _, v := range cfg.Views {
+		own := map[string]bool{}
+		for _, z := range v.Zones {
+			for _, n := range z.Names {
+				own[n], all[n] = true, true
+			}
+		}
+		views[v.Name] = own
+	}
+	keep = func(view, zone string) bool {
+		if view == "" {
+			return def[zone]
+		}
+		own, ok := views[view]
+		return ok && (own[zone] || def[zone])
+	}
+	return keep, func(z string) bool { return all[z] }
 }
 
 // Shutdown stops accepting queries, finishes the ones in flight (until ctx

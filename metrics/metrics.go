@@ -37,8 +37,9 @@ type Metrics struct {
 	// tuple of Query's arguments (queryKey → *queryChildren): one map read
 	// instead of three label hashes and vector lookups. Bounded like the
 	// labels themselves (distinct arguments with the same labels share
-	// their children); series are never deleted, so a cached child is
-	// always the one /metrics reports.
+	// their children); series are deleted only by KeepZones, which drops
+	// their cached children with them, so a cached child is the one
+	// /metrics reports.
 	queries sync.Map
 	// recent holds some of the same entries, by where the argument
 	// strings are stored and the numbers: the strings a query is recorded
@@ -202,6 +203,48 @@ func (m *Metrics) children(k queryKey) *queryChildren {
 	}
 	v, _ := m.queries.LoadOrStore(k, c)
 	return v.(*queryChildren)
+}
+
+// KeepZones deletes the query series (dnsd_requests_total,
+// dnsd_responses_total, dnsd_request_duration_seconds) of zones and views
+// that the configuration no longer has, and the transfer and NOTIFY
+// series of zones it no longer has: after a reload, /metrics shows what
+// is configured (and what was counted for it), not every zone ever
+// served. keep reports whether a view ("" for none) and zone pair is
+// still configured; zone reports whether a zone is, in any view. Queries
+// that no zone matched ("none") are always kept. Call it once the old
+// configuration has stopped answering: a query it answers later makes
+// its series again.
+func (m *Metrics) KeepZones(keep func(view, zone string) bool, zone func(string) bool) {
+	gone := map[[2]string]bool{}
+	m.queries.Range(func(k, v any) bool {
+		q := k.(queryKey)
+		if q.zone == "" || keep(q.view, q.zone) {
+			return true
+		}
+		gone[[2]string{q.view, q.zone}] = true
+		m.queries.Delete(k)
+		return true
+	})
+	if len(gone) == 0 {
+		return
+	}
+	for i := range m.recent {
+		if c := m.recent[i].Load(); c != nil && gone[[2]string{c.key.view, c.key.zone}] {
+			m.recent[i].CompareAndSwap(c, nil)
+		}
+	}
+	for vz := range gone {
+		l := prometheus.Labels{"view": ViewLabel(vz[0]), "zone": vz[1]}
+		m.requests.DeletePartialMatch(l)
+		m.responses.DeletePartialMatch(l)
+		if !zone(vz[1]) {
+			z := prometheus.Labels{"zone": vz[1]}
+			m.duration.DeletePartialMatch(z)
+			m.transfers.DeletePartialMatch(z)
+			m.notifies.DeletePartialMatch(z)
+		}
+	}
 }
 
 // recentSlot places a tuple of Query's arguments in recent: by the

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Every query is counted under its labels, from many goroutines at once,
@@ -113,4 +115,54 @@ func BenchmarkQuery(b *testing.B) {
 			m.Query("", "example.internal.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", 50*time.Microsecond)
 		}
 	})
+}
+
+// KeepZones deletes the series of pairs no longer configured, keeps the
+// rest with their counts, and a later query of a deleted pair counts
+// from zero on a new series (not on a cached child /metrics no longer
+// reports).
+func TestKeepZones(t *testing.T) {
+	m := New("test", "none")
+	for range 3 {
+		m.Query("", "a.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
+		m.Query("", "b.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
+		m.Query("v1", "b.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
+		m.Query("", "", "udp", dns.TypeA, dns.RcodeRefused, "", time.Millisecond)
+	}
+	m.Transfer("b.test.", "ok")
+	// b.test. stays in view v1 only; the default view loses it.
+	m.KeepZones(func(view, zone string) bool { return zone == "a.test." || view == "v1" }, func(z string) bool { return z != "c.test." })
+	count := func(view, zone string) int {
+		n := 0
+		ch := make(chan prometheus.Metric, 100)
+		m.requests.Collect(ch)
+		close(ch)
+		for x := range ch {
+			var d dto.Metric
+			_ = x.Write(&d)
+			labels := map[string]string{}
+			for _, l := range d.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["view"] == view && labels["zone"] == zone {
+				n += int(d.GetCounter().GetValue())
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		view, zone string
+		want       int
+	}{{"default", "a.test.", 3}, {"default", "b.test.", 0}, {"v1", "b.test.", 3}, {"default", NoZone, 3}} {
+		if got := count(c.view, c.zone); got != c.want {
+			t.Errorf("view %s zone %s: %d, want %d", c.view, c.zone, got, c.want)
+		}
+	}
+	if got := testutil.ToFloat64(m.transfers.WithLabelValues("b.test.", "ok")); got != 1 {
+		t.Errorf("transfers of b.test., configured in a view: %v, want kept", got)
+	}
+	m.Query("", "b.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
+	if got := count("default", "b.test."); got != 1 {
+		t.Errorf("a query after the deletion: %d on the series, want 1", got)
+	}
 }
