@@ -22,6 +22,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -1159,6 +1160,27 @@ func TestDropReasonsAndRefusedRateLimited(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+
+	// A datagram longer than the read buffer is dropped unread, and
+	// counted as malformed too.
+	malformed := func() int {
+		ts.rec.mu.Lock()
+		defer ts.rec.mu.Unlock()
+		n := 0
+		for _, o := range ts.rec.obs {
+			if o.Dropped && o.DropReason == DropMalformed {
+				n++
+			}
+		}
+		return n
+	}
+	before := malformed()
+	big := pack(t, query("x.test.", dns.TypeA))
+	big = append(big, make([]byte, udpReadSize+100)...)
+	if _, err := c.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Eventually(t, "the oversized datagram counted as malformed", 5*time.Second, func() bool { return malformed() == before+1 })
 }
 
 // rotate: successive responses put each address of a name first in turn;

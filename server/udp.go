@@ -60,6 +60,7 @@ func (s *Server) readUDPEach(u *unit, conn *net.UDPConn) {
 		}
 		if flags&msgTrunc != 0 {
 			s.jobs.Put(j)
+			s.oversized(from.Addr())
 			continue
 		}
 		j.u, j.conn, j.from, j.n = u, conn, from, n
@@ -71,6 +72,14 @@ func (s *Server) readUDPEach(u *unit, conn *net.UDPConn) {
 		}
 		s.handlers.Add(1)
 		s.dispatch(j)
+	}
+}
+
+// oversized counts a UDP query longer than udpReadSize, dropped unread,
+// as malformed: it is no query dnsd can parse.
+func (s *Server) oversized(client netip.Addr) {
+	if s.observer != nil {
+		s.observer.Observe(Observation{Proto: protoUDP.String(), Client: client, Rcode: -1, Dropped: true, DropReason: DropMalformed})
 	}
 }
 

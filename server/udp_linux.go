@@ -446,11 +446,12 @@ func (r *udpReader) answer(b *udpBatch, sc *scratch, oobOut *oobBuf, queue bool)
 func (r *udpReader) answerOne(b *udpBatch, i int, sc *scratch, oobOut *oobBuf, queue bool) {
 	s := r.s
 	h := &b.hdrs[i]
+	from, ok := sockaddrAddrPort(&b.from[i], h.Hdr.Namelen)
 	if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
 		s.handlers.Done()
+		s.oversized(from.Addr())
 		return
 	}
-	from, ok := sockaddrAddrPort(&b.from[i], h.Hdr.Namelen)
 	if !ok {
 		s.handlers.Done()
 		return
