@@ -655,3 +655,32 @@ func TestReloadDropsRemovedZonesSeries(t *testing.T) {
 		t.Errorf("the kept zone's count:\n%s", grep(m, "dnsd_requests_total"))
 	}
 }
+
+// A reload that changes only a hosts source's ttl starts no backend: the
+// log says a view of the running one was added (no "backend started"),
+// and the new ttl is served.
+func TestReloadTTLStartsNoBackend(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	writeFile(t, filepath.Join(dir, "a.hosts"), "10.0.0.1 x.a.test\n")
+	conf := func(ttl string) {
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nzones:\n  a.test:\n    - hosts: {files: [a.hosts], ttl: %s}\n", port, ttl))
+	}
+	conf("1h")
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	started := strings.Count(p.stderr.String(), "backend started")
+	conf("30s")
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 1)
+	out := p.stderr.String()
+	if n := strings.Count(out, "backend started"); n != started {
+		t.Errorf("a ttl-only reload logged %d more \"backend started\":\n%s", n-started, out)
+	}
+	if !strings.Contains(out, "backend view added") || !strings.Contains(out, "backend view removed") {
+		t.Errorf("no view added and removed in the log:\n%s", out)
+	}
+	if r := dnstest.Ask(t, fmt.Sprintf("127.0.0.1:%d", port), "x.a.test.", dns.TypeA); len(r.Answer) != 1 || r.Answer[0].Header().Ttl != 30 {
+		t.Errorf("after the reload: %v, want TTL 30", r)
+	}
+}

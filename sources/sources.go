@@ -329,8 +329,8 @@ func (r *Registry) env(cfg *config.Config, set *Set, kindName string) *kind.Env 
 // fresh is true when this build started it.
 // The registry lock is held while opening, so two zones never open the
 // same backend twice.
-func (r *Registry) acquire(set *Set, kind, key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error) {
-	full := kind + " " + key
+func (r *Registry) acquire(set *Set, kindName, key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error) {
+	full := kindName + " " + key
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.backends[full]
@@ -344,10 +344,16 @@ func (r *Registry) acquire(set *Set, kind, key string, open func() (any, io.Clos
 			return nil, false, err
 		}
 		fresh = true
-		b = &backend{key: full, kind: kind, value: v, close: c}
+		b = &backend{key: full, kind: kindName, value: v, close: c}
 		r.backends[full] = b
 		set.Fresh = append(set.Fresh, full)
-		r.logger.Info("backend started", "kind", kind, "key", key, "took", time.Since(start).Round(time.Microsecond))
+		if sh, ok := c.(kind.Sharer); ok && !sh.OpenedShared() {
+			// Another ttl (or such) over a running backend: nothing new
+			// connects or reads.
+			r.logger.Info("backend view added, sharing a running backend", "kind", kindName, "key", key)
+		} else {
+			r.logger.Info("backend started", "kind", kindName, "key", key, "took", time.Since(start).Round(time.Microsecond))
+		}
 	}
 	b.refs++
 	set.keys = append(set.keys, full)
@@ -372,6 +378,8 @@ func (r *Registry) release(keys []string) {
 	for _, b := range stop {
 		if err := b.close.Close(); err != nil {
 			r.logger.Warn("backend stop", "kind", b.kind, "key", b.key, "err", err)
+		} else if sh, ok := b.close.(kind.Sharer); ok && !sh.ClosedShared() {
+			r.logger.Info("backend view removed; the backend it shares runs on", "kind", b.kind, "key", b.key)
 		} else {
 			r.logger.Info("backend stopped", "kind", b.kind, "key", b.key)
 		}

@@ -110,7 +110,9 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		if err != nil {
 			return nil, nil, err
 		}
+		opened := false
 		b, release, err := k.conns.Acquire(connKey, func() (*Backend, error) {
+			opened = true
 			return Open(Options{
 				Serials:   env.Serials,
 				Bulk:      env.Bulk,
@@ -130,7 +132,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			return nil, nil, err
 		}
 		view := b.View(c.TTL)
-		return view, &kind.View[*View]{Value: view, Release: release}, nil
+		return view, &kind.View[*View]{Value: view, Release: release, Opened: opened}, nil
 	})
 	if err != nil {
 		return nil, err

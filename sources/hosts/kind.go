@@ -62,14 +62,16 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	}
 	files := filesKey(h.Files)
 	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
+		opened := false
 		b, release, err := k.files.Acquire(files, func() (*Backend, error) {
+			opened = true
 			return OpenBackend(h.Files, h.TTL, Options{Logger: env.Logger, Serials: env.Serials, Bulk: env.Bulk, Paced: env.Serving})
 		})
 		if err != nil {
 			return nil, nil, err
 		}
 		view := b.View(h.TTL)
-		return view, &kind.View[*View]{Value: view, Release: release}, nil
+		return view, &kind.View[*View]{Value: view, Release: release, Opened: opened}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -131,9 +131,9 @@ type sharedEntry[T io.Closer] struct {
 
 // Acquire returns the value for key, opening it with open the first time,
 // and a release func that drops this reference (closing the value when it
-// was the last). release may be called more than once; only the first
-// call counts.
-func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, release func(), err error) {
+// was the last, and then reporting true). release may be called more than
+// once; only the first call counts.
+func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, release func() (closed bool), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.m[key]
@@ -150,10 +150,13 @@ func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, releas
 	}
 	e.refs++
 	var once sync.Once
-	return e.value, func() { once.Do(func() { s.release(key, e) }) }, nil
+	return e.value, func() (closed bool) {
+		once.Do(func() { closed = s.release(key, e) })
+		return closed
+	}, nil
 }
 
-func (s *Shared[T]) release(key string, e *sharedEntry[T]) {
+func (s *Shared[T]) release(key string, e *sharedEntry[T]) (closed bool) {
 	s.mu.Lock()
 	e.refs--
 	last := e.refs == 0 && s.m[key] == e
@@ -164,6 +167,7 @@ func (s *Shared[T]) release(key string, e *sharedEntry[T]) {
 	if last {
 		_ = e.value.Close()
 	}
+	return last
 }
 
 // CloseAll closes every value regardless of references (process exit).
@@ -178,20 +182,39 @@ func (s *Shared[T]) CloseAll() {
 }
 
 // View pairs a backend value with the release of what it shares: closing
-// it closes the value, then releases, once.
+// it closes the value, then releases, once. Opened says whether making
+// the value opened the shared part (a connection, a read of files) or
+// found it running: a view with another ttl starts no backend, and the
+// registry's log says which (see Sharer).
 type View[T io.Closer] struct {
 	Value   T
-	Release func()
+	Release func() (closed bool)
+	Opened  bool
 	once    sync.Once
+	closed  bool
 }
 
 // Close closes the value and releases the shared part, once.
 func (v *View[T]) Close() error {
 	v.once.Do(func() {
 		_ = v.Value.Close()
-		v.Release()
+		v.closed = v.Release()
 	})
 	return nil
+}
+
+// OpenedShared reports whether making the view opened its shared part.
+func (v *View[T]) OpenedShared() bool { return v.Opened }
+
+// ClosedShared reports whether closing the view closed its shared part
+// (it was the last view of it).
+func (v *View[T]) ClosedShared() bool { return v.closed }
+
+// Sharer is a backend's closer that is a view of something shared
+// (*View): whether making it opened, and closing it closed, that.
+type Sharer interface {
+	OpenedShared() bool
+	ClosedShared() bool
 }
 
 // Len reports how many values are open.

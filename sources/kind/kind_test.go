@@ -46,15 +46,43 @@ func TestSharedCountsHolders(t *testing.T) {
 func TestViewClosesThenReleases(t *testing.T) {
 	c := &closer{}
 	released := 0
-	v := &View[*closer]{Value: c, Release: func() {
+	v := &View[*closer]{Value: c, Release: func() bool {
 		if c.closed != 1 {
 			t.Error("released before the value was closed")
 		}
 		released++
+		return true
 	}}
 	_ = v.Close()
 	_ = v.Close()
 	if c.closed != 1 || released != 1 {
 		t.Fatalf("closed %d, released %d; want 1, 1", c.closed, released)
+	}
+	if !v.ClosedShared() {
+		t.Error("ClosedShared false after a release that closed the shared part")
+	}
+}
+
+// Views of one shared value: the first opens it, the last closes it, and
+// each says so (what the registry logs: a backend started or a view of
+// a running one).
+func TestViewsSayWhetherTheyOpenedAndClosed(t *testing.T) {
+	var s Shared[*closer]
+	view := func() *View[*closer] {
+		opened := false
+		_, release, err := s.Acquire("k", func() (*closer, error) { opened = true; return &closer{}, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &View[*closer]{Value: &closer{}, Release: release, Opened: opened}
+	}
+	a, b := view(), view()
+	if !a.OpenedShared() || b.OpenedShared() {
+		t.Errorf("opened: first %v, second %v; want true, false", a.OpenedShared(), b.OpenedShared())
+	}
+	_ = a.Close()
+	_ = b.Close()
+	if a.ClosedShared() || !b.ClosedShared() {
+		t.Errorf("closed: first %v, last %v; want false, true", a.ClosedShared(), b.ClosedShared())
 	}
 }

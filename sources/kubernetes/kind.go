@@ -90,7 +90,9 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		clientKey, strings.Join(z.Names, " "), c.TTL, c.Pods, strings.Join(ns, ","), c.EndpointPodNames, c.Expose)
 	v, _, err := env.Acquire(key, func() (any, io.Closer, error) {
 		metrics := k.registerMetrics(env)
+		opened := false
 		backend, release, err := k.clients.Acquire(clientKey, func() (*Backend, error) {
+			opened = true
 			k.redirectKlog(logger)
 			cc := cc
 			cc.Health = health.New(cc.Logger)
@@ -125,7 +127,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			release()
 			return nil, nil, err
 		}
-		return src, &kind.View[*Source]{Value: src, Release: release}, nil
+		return src, &kind.View[*Source]{Value: src, Release: release, Opened: opened}, nil
 	})
 	if err != nil {
 		return nil, err
