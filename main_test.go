@@ -684,3 +684,44 @@ func TestReloadTTLStartsNoBackend(t *testing.T) {
 		t.Errorf("after the reload: %v, want TTL 30", r)
 	}
 }
+
+// SIGTERM while a reload waits for the old pipeline's queries: a query
+// the old pipeline is forwarding still gets its answer (the stop drains
+// it with the rest), not a SERVFAIL because its backend was stopped.
+func TestStopDuringReloadDrainAnswersInFlight(t *testing.T) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		time.Sleep(2 * time.Second)
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("192.0.2.9")})
+		_ = w.WriteMsg(m)
+	})
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := func(zones string) {
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nzones:\n%s", port, zones))
+	}
+	conf(fmt.Sprintf("  fwd.test:\n    - forward: {upstreams: [%q], timeout: 20s}\n", up.Addr))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	answer := make(chan string, 1)
+	go func() {
+		c := &dns.Client{Timeout: 15 * time.Second}
+		m := new(dns.Msg)
+		m.SetQuestion("x.fwd.test.", dns.TypeA)
+		r, _, err := c.Exchange(m, fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		answer <- dnstest.RData(r)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	conf("  other.test:\n    - hosts: {entries: [\"10.0.0.1 x.other.test\"]}\n")
+	p.signal(syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond) // the reload waits for the query
+	p.stop(syscall.SIGTERM)
+	if got := <-answer; got != "NOERROR:192.0.2.9" {
+		t.Errorf("the query in flight through the stop: %s, want the upstream's answer", got)
+	}
+}

@@ -250,10 +250,18 @@ func (d *Daemon) reload(ctx context.Context) error {
 	}
 	d.cfg = cfg
 	dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
-	if err := old.drain(dctx); err != nil {
+	err = old.drain(dctx)
+	dcancel()
+	if err != nil && ctx.Err() != nil {
+		// Stopping: the server's shutdown drains (and at worst cancels)
+		// the old pipeline's queries with the rest, and the registry
+		// closes its backends after that; releasing them now would fail
+		// those queries at once.
+		return nil
+	}
+	if err != nil {
 		d.logger.Warn("queries still running on the old pipeline; stopping its backends anyway", "err", err)
 	}
-	dcancel()
 	old.set.Release()
 	d.metrics.KeepZones(configured(cfg))
 	return nil
