@@ -179,7 +179,11 @@ func (d *Daemon) Reload(ctx context.Context) error {
 		if err := d.notify.send(reloading()); err != nil {
 			d.logger.Warn("sd_notify", "err", err)
 		}
-		defer func() { _ = d.notify.send(sd.SdNotifyReady) }()
+		defer func() {
+			if ctx.Err() == nil { // else stopping: STOPPING=1 follows, not READY=1
+				_ = d.notify.send(sd.SdNotifyReady)
+			}
+		}()
 	}
 	start := time.Now()
 	err := d.reload(ctx)

@@ -260,3 +260,54 @@ func TestNotifyReadyWaitsForStartSync(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A stop during a reload: after RELOADING=1 comes STOPPING=1, never a
+// READY=1 for the abandoned reload.
+func TestNotifyStopDuringReload(t *testing.T) {
+	msgs := listenNotify(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "dnsd.yaml")
+	hostsOnly := fmt.Sprintf("listen: [%q]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", freeAddr(t))
+	if err := os.WriteFile(cfgPath, []byte(hostsOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signals := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{ConfigPath: cfgPath, LogOutput: io.Discard}, signals)
+	}()
+	var got []string
+	next := func() string {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			got = append(got, strings.SplitN(m.text, "\n", 2)[0])
+			return got[len(got)-1]
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no message after %q", got)
+			return ""
+		}
+	}
+	if m := next(); m != "READY=1" {
+		t.Fatalf("first message %q", m)
+	}
+	// A reload that waits for an etcd where nothing listens.
+	withEtcd := hostsOnly + fmt.Sprintf("  dead.internal:\n    - etcd: {endpoints: [\"http://%s\"], sync_timeout: 5s}\n", freeAddr(t))
+	if err := os.WriteFile(cfgPath, []byte(withEtcd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signals <- syscall.SIGHUP
+	if m := next(); m != "RELOADING=1" {
+		t.Fatalf("after SIGHUP %q", m)
+	}
+	time.Sleep(300 * time.Millisecond)
+	signals <- syscall.SIGTERM
+	if m := next(); m != "STOPPING=1" {
+		t.Errorf("messages %q: after RELOADING=1 the stop's STOPPING=1 must come next", got)
+	}
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
