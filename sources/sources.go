@@ -277,18 +277,13 @@ func (r *Registry) zones(ctx context.Context, cfg *config.Config, cz []config.Zo
 			}
 			if !r.dryRun {
 				src = r.handOver(set, sl, key, src)
-				if _, ok := src.(*handover); ok {
-					if _, seen := set.covered[key]; !seen {
-						if set.covered == nil {
-							set.covered = make(map[string]bool)
-						}
-						set.covered[key] = true
-					}
-				} else if key != "" {
+				if key != "" {
 					if set.covered == nil {
 						set.covered = make(map[string]bool)
 					}
-					set.covered[key] = false // a slot without one
+					_, handed := src.(*handover)
+					was, seen := set.covered[key]
+					set.covered[key] = handed && (was || !seen) // every slot so far
 				}
 			}
 			set.slots[sl] = slotSource{key: key, src: src}
