@@ -242,4 +242,12 @@ func (b *Backend) warnOutside(z *zone) {
 	if z.outside > 0 {
 		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
 	}
+	if z.conflicts > 0 {
+		b.logger.Warn("zone records beside a CNAME (or a CNAME beside other data) are ignored; the first written is kept",
+			"records", z.conflicts, "example", z.conflict)
+	}
+	if z.ttlFixed > 0 {
+		b.logger.Warn("zone records with another TTL than the first of their RRset get its TTL",
+			"records", z.ttlFixed, "example", z.ttlName)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -499,5 +500,60 @@ func TestSOAPerApex(t *testing.T) {
 	}
 	if s.SOA("other.test.") != nil {
 		t.Error("a SOA for a zone the key does not name")
+	}
+}
+
+// A name's data is kept valid whatever the file says: one copy of a
+// record, one TTL per RRset (the first's), a TTL above 2^31-1 read as 0,
+// no CNAME beside other data (the first written stays; both logged
+// once); names written with escapes or raw UTF-8 are found as queries
+// spell them.
+func TestRecordsMadeValid(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "z.zone")
+	zone := "$TTL 300\n" +
+		"dup A 10.0.0.1\ndup A 10.0.0.1\n" +
+		"ttl 300 A 10.0.0.2\nttl 600 A 10.0.0.3\n" +
+		"big 2147483648 A 10.0.0.4\n" +
+		"both CNAME dup\nboth A 10.0.0.5\n" +
+		"data A 10.0.0.6\ndata CNAME dup\n" +
+		"\\065bc A 10.0.0.7\n" +
+		"uni\xc3\xa9 A 10.0.0.8\n" +
+		"alias CNAME \\065bc\n"
+	if err := os.WriteFile(path, []byte(zone), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logtest.Buffer{}
+	b, err := Open(&Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}, false, slog.New(slog.NewTextHandler(logs, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := NewSource(b)
+	get := func(name string) []string {
+		var out []string
+		for _, rr := range s.Lookup(context.Background(), &pipeline.Question{Name: name, Type: dns.TypeA}).RRs {
+			out = append(out, strings.Join(strings.Fields(rr.String()), " "))
+		}
+		return out
+	}
+	for name, want := range map[string][]string{
+		"dup.z.test.":           {"dup.z.test. 300 IN A 10.0.0.1"},
+		"ttl.z.test.":           {"ttl.z.test. 300 IN A 10.0.0.2", "ttl.z.test. 300 IN A 10.0.0.3"},
+		"big.z.test.":           {"big.z.test. 0 IN A 10.0.0.4"},
+		"both.z.test.":          {"both.z.test. 300 IN CNAME dup.z.test."},
+		"data.z.test.":          {"data.z.test. 300 IN A 10.0.0.6"},
+		"abc.z.test.":           {"abc.z.test. 300 IN A 10.0.0.7"},
+		"uni\\195\\169.z.test.": {"uni\\195\\169.z.test. 300 IN A 10.0.0.8"},
+		"alias.z.test.":         {"alias.z.test. 300 IN CNAME Abc.z.test."},
+	} {
+		if got := get(name); !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	for _, want := range []string{"beside a CNAME", "records=2", "another TTL", "example=ttl.z.test."} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc64"
 	"io/fs"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,6 +51,13 @@ type zone struct {
 	sum       uint64        // hash of the files' content and the inline records
 	outside   int           // records ignored: outside the zone key's zones
 	example   string
+	// What add mended or left out, reported once per load (see
+	// Backend.warnRecords): records beside a CNAME or a CNAME beside
+	// other data (the first written stays), and records whose TTL was
+	// made their RRset's (RFC 2181 section 5.2). Duplicates are dropped
+	// silently (section 5).
+	conflicts, ttlFixed int
+	conflict, ttlName   string
 }
 
 // parseError is a zone file or inline record that does not parse.
@@ -174,11 +182,24 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 	return z, nil
 }
 
-// add files rr under its owner unless it is outside every zone.
+// add files rr under its owner unless it is outside every zone, and
+// keeps each name's data valid: one copy of a record (RFC 2181 section
+// 5), one TTL per RRset (section 5.2: the first record's), a TTL above
+// 2^31-1 read as 0 (section 8), no CNAME beside other data (RFC 1034
+// section 3.6.2; DNSSEC records aside: the first written stays). Names
+// with escapes or bytes outside printable ASCII are stored as queries
+// spell them (miekg/dns's presentation of their wire form).
 func (z *zone) add(rr dns.RR, zones []string) {
 	hdr := rr.Header()
 	if hdr.Rrtype == dns.TypeNone || hdr.Class != dns.ClassINET {
 		return
+	}
+	if needsCanon(hdr.Name) || hasNameData(rr) {
+		rr = canonical(rr)
+		hdr = rr.Header()
+	}
+	if hdr.Ttl > math.MaxInt32 {
+		hdr.Ttl = 0
 	}
 	name := strings.ToLower(hdr.Name)
 	in := false
@@ -211,8 +232,83 @@ func (z *zone) add(rr dns.RR, zones []string) {
 	if !seen {
 		z.order = append(z.order, name)
 	}
+	for _, old := range rrs {
+		ot := old.Header().Rrtype
+		if ot == hdr.Rrtype {
+			if dns.IsDuplicate(old, rr) {
+				return
+			}
+			if t := old.Header().Ttl; t != hdr.Ttl {
+				hdr.Ttl = t
+				if z.ttlFixed++; z.ttlName == "" {
+					z.ttlName = name
+				}
+			}
+		}
+		if (ot == dns.TypeCNAME || hdr.Rrtype == dns.TypeCNAME) && !besideCNAME(ot) && !besideCNAME(hdr.Rrtype) {
+			if z.conflicts++; z.conflict == "" {
+				z.conflict = name
+			}
+			return
+		}
+	}
 	z.names[name] = append(rrs, rr)
 	z.records++
+}
+
+// besideCNAME reports whether records of type t may share a name with a
+// CNAME (DNSSEC's own, RFC 4035 section 2.5).
+func besideCNAME(t uint16) bool {
+	return t == dns.TypeRRSIG || t == dns.TypeNSEC || t == dns.TypeNSEC3
+}
+
+// needsCanon reports whether name is not already as miekg/dns presents
+// it: an escape, or a byte it would escape.
+func needsCanon(name string) bool {
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c <= ' ' || c > '~', c == '\\', c == '"', c == '(', c == ')', c == ';', c == '@', c == '\'':
+			return true
+		}
+	}
+	return false
+}
+
+// hasNameData reports whether rr has a domain name in its data that
+// needsCanon (the targets dnsd follows or adds addresses for).
+func hasNameData(rr dns.RR) bool {
+	switch r := rr.(type) {
+	case *dns.CNAME:
+		return needsCanon(r.Target)
+	case *dns.NS:
+		return needsCanon(r.Ns)
+	case *dns.MX:
+		return needsCanon(r.Mx)
+	case *dns.SRV:
+		return needsCanon(r.Target)
+	case *dns.PTR:
+		return needsCanon(r.Ptr)
+	case *dns.DNAME:
+		return needsCanon(r.Target)
+	}
+	return false
+}
+
+// canonical is rr as a query's answer would carry it: packed to wire
+// form and read back, so that its names are spelt as miekg/dns spells
+// the names of queries (\065bc becomes Abc, raw UTF-8 becomes \DDD).
+// rr as it is when it does not pack.
+func canonical(rr dns.RR) dns.RR {
+	buf := make([]byte, dns.Len(rr)+64)
+	n, err := dns.PackRR(rr, buf, 0, nil, false)
+	if err != nil {
+		return rr
+	}
+	out, _, err := dns.UnpackRR(buf[:n], 0)
+	if err != nil {
+		return rr
+	}
+	return out
 }
 
 // delegations finds the zone cuts - names below an apex of zones that
