@@ -1,11 +1,16 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,11 +96,67 @@ func axfr(t *testing.T, addr, zone string, qtype uint16, serial uint32, key stri
 // unverified response (miekg's client would reject an unsigned one).
 func rawSigned(t *testing.T, addr string, m *dns.Msg, name, secret string) *dns.Msg {
 	t.Helper()
-	m.SetTsig(name, dns.HmacSHA256, 300, time.Now().Unix())
-	wire, _, err := dns.TsigGenerate(m, secret, "", false)
+	r, _, _ := rawSignedAt(t, addr, m, name, secret, time.Now().Unix())
+	return r
+}
+
+// rawSignedAt is rawSigned with the signature's time; it also returns the
+// response's wire form and the request's MAC, to verify the response.
+func rawSignedAt(t *testing.T, addr string, m *dns.Msg, name, secret string, at int64) (*dns.Msg, []byte, string) {
+	t.Helper()
+	m.SetTsig(name, dns.HmacSHA256, 300, at)
+	wire, mac, err := dns.TsigGenerate(m, secret, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, resp := rawExchange(t, addr, wire)
+	return r, resp, mac
+}
+
+// tsigResponseValid checks the HMAC-SHA256 MAC of a signed response
+// (wire, its TSIG record ts) to a request whose MAC was requestMAC, by
+// RFC 8945 section 4.3.3 - by hand: miekg/dns will not verify a NOTAUTH
+// message.
+func tsigResponseValid(t *testing.T, wire []byte, ts *dns.TSIG, secret, requestMAC string) bool {
+	t.Helper()
+	key, err := base64.StdEncoding.DecodeString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqMAC, _ := hex.DecodeString(requestMAC)
+	msg := slices.Clone(wire[:len(wire)-dns.Len(ts)]) // the TSIG record is last, uncompressed
+	binary.BigEndian.PutUint16(msg[0:], ts.OrigId)
+	binary.BigEndian.PutUint16(msg[10:], binary.BigEndian.Uint16(msg[10:])-1)
+	name := func(n string) []byte {
+		b := make([]byte, 256)
+		off, err := dns.PackDomainName(dns.CanonicalName(n), b, 0, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b[:off]
+	}
+	other, _ := hex.DecodeString(ts.OtherData)
+	var vars []byte
+	vars = append(vars, name(ts.Hdr.Name)...)
+	vars = binary.BigEndian.AppendUint16(vars, dns.ClassANY)
+	vars = binary.BigEndian.AppendUint32(vars, 0)
+	vars = append(vars, name(ts.Algorithm)...)
+	vars = append(vars, byte(ts.TimeSigned>>40), byte(ts.TimeSigned>>32), byte(ts.TimeSigned>>24), byte(ts.TimeSigned>>16), byte(ts.TimeSigned>>8), byte(ts.TimeSigned))
+	vars = binary.BigEndian.AppendUint16(vars, ts.Fudge)
+	vars = binary.BigEndian.AppendUint16(vars, ts.Error)
+	vars = binary.BigEndian.AppendUint16(vars, uint16(len(other)))
+	vars = append(vars, other...)
+	h := hmac.New(sha256.New, key)
+	h.Write(binary.BigEndian.AppendUint16(nil, uint16(len(reqMAC))))
+	h.Write(reqMAC)
+	h.Write(msg)
+	h.Write(vars)
+	return hex.EncodeToString(h.Sum(nil)) == strings.ToLower(ts.MAC)
+}
+
+// rawExchange sends one message over TCP and reads one back.
+func rawExchange(t *testing.T, addr string, wire []byte) (*dns.Msg, []byte) {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +179,7 @@ func rawSigned(t *testing.T, addr string, m *dns.Msg, name, secret string) *dns.
 	if err := r.Unpack(resp); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r, resp
 }
 
 func TestTransferProtocol(t *testing.T) {
@@ -195,6 +256,40 @@ func TestTransferProtocol(t *testing.T) {
 		r = rawSigned(t, s.addr, m, "xfr-key.", "b3RoZXIgc2VjcmV0")
 		if ts := r.IsTsig(); r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadSig || ts.MAC != "" {
 			t.Errorf("wrong secret: %v, want NOTAUTH with an unsigned BADSIG", r)
+		}
+		// A good signature an hour off: BADTIME, signed over the request's
+		// MAC, with the server's time (RFC 8945 section 5.2.3); for a
+		// transfer and for a signed SOA query.
+		for _, qt := range []uint16{dns.TypeAXFR, dns.TypeSOA} {
+			m = new(dns.Msg)
+			m.SetQuestion("signed.internal.", qt)
+			r, wire, mac := rawSignedAt(t, s.addr, m, "xfr-key.", xfrSecret, time.Now().Unix()-3600)
+			ts := r.IsTsig()
+			if r.Rcode != dns.RcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadTime || ts.MAC == "" || ts.OtherLen != 6 {
+				t.Fatalf("%s an hour off: %v, want NOTAUTH with a signed BADTIME and the server's time", dns.TypeToString[qt], r)
+			}
+			if !tsigResponseValid(t, wire, ts, xfrSecret, mac) {
+				t.Errorf("%s: the BADTIME response's MAC does not verify", dns.TypeToString[qt])
+			}
+			if at, err := strconv.ParseInt(ts.OtherData, 16, 64); err != nil || at < time.Now().Unix()-60 || at > time.Now().Unix()+60 {
+				t.Errorf("%s: BADTIME other data %q, want the server's time", dns.TypeToString[qt], ts.OtherData)
+			}
+		}
+	})
+
+	t.Run("EDNS", func(t *testing.T) {
+		// A transfer asked with an OPT gets one in every message
+		// (RFC 6891 section 6.1.1), as any other answer does.
+		m := new(dns.Msg)
+		m.SetAxfr("file.internal.")
+		m.SetEdns0(1232, false)
+		wire, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := rawExchange(t, s.addr, wire)
+		if r.Rcode != dns.RcodeSuccess || r.IsEdns0() == nil || len(r.Answer) == 0 {
+			t.Errorf("AXFR with EDNS: %v, want an answer with an OPT", r)
 		}
 	})
 
@@ -311,7 +406,7 @@ func TestTransferProtocol(t *testing.T) {
 	for _, want := range []string{
 		`dnsd_transfers_total{result="success",zone="example.internal."}`,
 		`dnsd_transfers_total{result="success",zone="signed.internal."}`,
-		`dnsd_transfers_total{result="notauth",zone="signed.internal."} 2`,
+		`dnsd_transfers_total{result="notauth",zone="signed.internal."} 3`, // BADKEY, BADSIG, BADTIME
 		`dnsd_transfers_total{result="refused",zone="denied.internal."}`,
 		`dnsd_transfers_total{result="refused",zone="none"}`,
 	} {

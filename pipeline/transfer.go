@@ -229,7 +229,9 @@ func checkTSIG(key *TSIGKey, req *TransferRequest) (TransferResult, bool) {
 	case err == nil:
 		return TransferResult{}, true
 	case errors.Is(err, dns.ErrTime):
-		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadTime}, false
+		// The signature is good, the clock is not: the error is signed
+		// (RFC 8945 section 5.2.3), so the key goes with it.
+		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadTime, Key: key, RequestMAC: ts.MAC}, false
 	case errors.Is(err, dns.ErrKeyAlg):
 		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
 	default:

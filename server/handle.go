@@ -60,6 +60,7 @@ type scratch struct {
 	// signs the response, covering signMAC, the query's MAC.
 	sign    *pipeline.TSIGKey
 	signMAC string
+	signErr uint16 // a TSIG error the signed response carries (BADTIME)
 }
 
 // release returns the pack buffer and drops references to records.
@@ -75,7 +76,7 @@ func (s *Server) release(sc *scratch) {
 	clear(sc.ede)
 	sc.ede = sc.ede[:0]
 	sc.opt = dns.OPT{}
-	sc.sign, sc.signMAC = nil, ""
+	sc.sign, sc.signMAC, sc.signErr = nil, "", 0
 	sc.out = dns.Msg{}
 	sc.req = pipeline.Request{}
 	sc.ans.Reset()
@@ -167,7 +168,11 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		// A signed query (a secondary's SOA check): verify it with the
 		// transfer key of that name; the answer is signed in finish.
 		if rcode, tsigErr := s.verifyQuery(sc, q, ts, in); rcode != dns.RcodeSuccess {
-			return s.finish(sc, &obs, tsigError(s.reply(sc, q, rcode), q, ts, tsigErr), qopt, st, maxSize)
+			out := s.reply(sc, q, rcode)
+			if sc.sign == nil { // BADTIME is signed in finish, the rest not
+				out = tsigError(out, q, ts, tsigErr)
+			}
+			return s.finish(sc, &obs, out, qopt, st, maxSize)
 		}
 	}
 

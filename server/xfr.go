@@ -111,6 +111,19 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 	obs.Name = strings.ToLower(q.Question[0].Name)
 	obs.Qtype = q.Question[0].Qtype
 	st := s.set.Load()
+	sendWire := func(out []byte) error {
+		buf := make([]byte, 2+len(out))
+		binary.BigEndian.PutUint16(buf, uint16(len(out)))
+		copy(buf[2:], out)
+		if !locked {
+			cc.wmu.Lock()
+			locked = true
+		}
+		if err := cc.write(buf); err != nil {
+			return fmt.Errorf("sending a transfer message: %w", err)
+		}
+		return nil
+	}
 	send := func(m *dns.Msg, key *pipeline.TSIGKey, mac string, timersOnly bool) (string, error) {
 		var out []byte
 		var err error
@@ -123,31 +136,29 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		if err != nil {
 			return "", fmt.Errorf("packing a transfer message: %w", err)
 		}
-		buf := make([]byte, 2+len(out))
-		binary.BigEndian.PutUint16(buf, uint16(len(out)))
-		copy(buf[2:], out)
-		if !locked {
-			cc.wmu.Lock()
-			locked = true
-		}
-		if err := cc.write(buf); err != nil {
-			return "", fmt.Errorf("sending a transfer message: %w", err)
-		}
-		return mac, nil
+		return mac, sendWire(out)
 	}
-	fail := func(rcode int, tsigErr uint16) bool {
+	fail := func(rcode int, tsigErr uint16, key *pipeline.TSIGKey, mac string) bool {
 		m := new(dns.Msg)
 		m.SetRcode(q, rcode)
+		withOPT(m, q, st)
+		obs.Rcode = rcode
+		if tsigErr == dns.RcodeBadTime && key != nil {
+			out, err := badTime(m, key, mac)
+			if err == nil {
+				err = sendWire(out)
+			}
+			return err == nil
+		}
 		if tsigErr != 0 {
 			tsigError(m, q, q.IsTsig(), tsigErr)
 		}
-		obs.Rcode = rcode
 		_, err := send(m, nil, "", false)
 		return err == nil
 	}
 	tr, ok := s.resolver.(pipeline.Transferer)
 	if !st.acl.allowed(client, cc.u.loopback) || q.Question[0].Qclass != dns.ClassINET || !ok {
-		return fail(dns.RcodeRefused, 0)
+		return fail(dns.RcodeRefused, 0, nil, "")
 	}
 	res := tr.Transfer(ctx, &pipeline.TransferRequest{Msg: q, Wire: wire, Client: client})
 	zone = res.Zone
@@ -156,7 +167,7 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		if res.Err != nil {
 			s.log.Warn("zone transfer failed", "zone", res.Zone, "client", client, "err", res.Err)
 		}
-		return fail(res.Rcode, res.TSIGError)
+		return fail(res.Rcode, res.TSIGError, res.Key, res.RequestMAC)
 	}
 	obs.Rcode = dns.RcodeSuccess
 	mac := res.RequestMAC
@@ -176,6 +187,7 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		m.Authoritative = true
 		m.Compress = true
 		m.Answer = rrs[:n]
+		withOPT(m, q, st)
 		rrs = rrs[n:]
 		var err error
 		if mac, err = send(m, res.Key, mac, !first); err != nil {
@@ -218,6 +230,27 @@ func tsigError(m, q *dns.Msg, ts *dns.TSIG, tsigErr uint16) *dns.Msg {
 	return m
 }
 
+// withOPT adds an OPT record to m, a response to q, when q has one
+// (RFC 6891 section 6.1.1), as every other answer gets.
+func withOPT(m, q *dns.Msg, st *settings) {
+	if qo := q.IsEdns0(); qo != nil {
+		m.SetEdns0(uint16(st.udpBuffer), qo.Do())
+	}
+}
+
+// badTime packs the error response m to a query whose signature was good
+// but whose time was outside its fudge: signed with key over the
+// request's MAC, with the server's time in Other Data (RFC 8945 section
+// 5.2.3), so that the client can tell its clock is off.
+func badTime(m *dns.Msg, key *pipeline.TSIGKey, requestMAC string) ([]byte, error) {
+	now := time.Now().Unix()
+	m.SetTsig(key.Name, key.Algorithm, tsigFudge, now)
+	t := m.Extra[len(m.Extra)-1].(*dns.TSIG)
+	t.Error, t.OtherLen, t.OtherData = dns.RcodeBadTime, 6, fmt.Sprintf("%012x", now)
+	out, _, err := dns.TsigGenerate(m, key.Secret, requestMAC, false)
+	return out, err
+}
+
 // verifyQuery checks a signed query against the transfer key of its
 // name: NOTAUTH with BADKEY (unknown key), BADSIG or BADTIME, else
 // success with sc set to sign the answer.
@@ -233,6 +266,7 @@ func (s *Server) verifyQuery(sc *scratch, q *dns.Msg, ts *dns.TSIG, wire []byte)
 	switch err := dns.TsigVerify(wire, key.Secret, "", false); {
 	case err == nil:
 	case errors.Is(err, dns.ErrTime):
+		sc.sign, sc.signMAC, sc.signErr = key, ts.MAC, dns.RcodeBadTime // signed (badTime)
 		return dns.RcodeNotAuth, dns.RcodeBadTime
 	default:
 		return dns.RcodeNotAuth, dns.RcodeBadSig
@@ -244,6 +278,9 @@ func (s *Server) verifyQuery(sc *scratch, q *dns.Msg, ts *dns.TSIG, wire []byte)
 // signed packs out signed with sc's key (a TSIG record after the other
 // additional records).
 func (s *Server) signed(sc *scratch, out *dns.Msg) ([]byte, error) {
+	if sc.signErr == dns.RcodeBadTime {
+		return badTime(out, sc.sign, sc.signMAC)
+	}
 	out.SetTsig(sc.sign.Name, sc.sign.Algorithm, tsigFudge, time.Now().Unix())
 	b, _, err := dns.TsigGenerate(out, sc.sign.Secret, sc.signMAC, false)
 	return b, err
