@@ -477,8 +477,11 @@ func TestViewsExample(t *testing.T) {
 	if !cfg.Rotate || len(cfg.Listen) != 3 || cfg.Listen[2].Proto != "https" {
 		t.Fatalf("rotate %v, listen %v", cfg.Rotate, cfg.Listen)
 	}
-	if len(cfg.Views) != 2 {
+	if len(cfg.Views) != 3 {
 		t.Fatalf("%d views", len(cfg.Views))
+	}
+	if lab := cfg.Views[2]; lab.Name != "lab" || len(lab.Clients) != 1 || len(lab.Listen) != 0 {
+		t.Errorf("lab (listen with no value) = %+v, want every listen entry", lab)
 	}
 	office, vpn := cfg.Views[0], cfg.Views[1]
 	if office.Name != "office" || len(office.Clients) != 2 || office.Clients[1] != netip.MustParsePrefix("fd10::/48") || len(office.Listen) != 0 || len(office.Zones) != 1 {

@@ -142,10 +142,10 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 }
 
 func (p *Parser) serverTLS(m *Mapping) *TLS {
-	if !m.Has("tls") {
+	n, path := m.Get("tls")
+	if n == nil { // absent or null: no TLS
 		return nil
 	}
-	n, path := m.Get("tls")
 	tm := p.Mapping(n, path, "cert", "key")
 	if tm == nil {
 		return nil
@@ -153,10 +153,10 @@ func (p *Parser) serverTLS(m *Mapping) *TLS {
 	t := &TLS{Pos: p.Pos(m.KeyNode("tls"))}
 	cn := tm.OptFile("cert", &t.Cert)
 	kn := tm.OptFile("key", &t.Key)
-	if cn == nil {
+	if cn == nil || cn.Value == "" {
 		p.Errorf(m.KeyNode("tls"), path, "cert is required (PEM certificate chain file)")
 	}
-	if kn == nil {
+	if kn == nil || kn.Value == "" {
 		p.Errorf(m.KeyNode("tls"), path, "key is required (PEM private key file)")
 	}
 	if t.Cert != "" && t.Key != "" {

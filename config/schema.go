@@ -90,6 +90,12 @@ func FileSchema(desc string) *Schema {
 	return StringSchema(desc+" A path relative to dnsd.yaml's directory, or absolute; ~/ expands to $HOME. \"\" = unset.", "")
 }
 
+// requiredFile is a FileSchema that must be set: a string, not empty.
+func requiredFile(s *Schema) *Schema {
+	s.Type, s.Pattern = "string", "."
+	return s
+}
+
 func BoolSchema(desc string, def bool) *Schema {
 	return &Schema{Description: desc, Type: TBool, Default: def}
 }
@@ -189,8 +195,8 @@ func rootSchema(kinds Kinds) *Schema {
 				Description: "Certificate for tls:// listeners.", Type: "object", AdditionalProperties: noOthers,
 				Required: []string{"cert", "key"},
 				Properties: map[string]*Schema{
-					"cert": FileSchema("PEM certificate chain file."),
-					"key":  FileSchema("PEM private key file."),
+					"cert": requiredFile(FileSchema("PEM certificate chain file.")),
+					"key":  requiredFile(FileSchema("PEM private key file.")),
 				},
 			},
 			"http": {
@@ -255,7 +261,11 @@ func rootSchema(kinds Kinds) *Schema {
 				Items: &Schema{
 					Description: "One view: its clients and/or listen entries, and its zones.", Type: TObject, AdditionalProperties: noOthers,
 					Required: []string{"name", "zones"},
-					AnyOf:    []*Schema{{Required: []string{"clients"}}, {Required: []string{"listen"}}},
+					// A key with no value is as if left out.
+					AnyOf: []*Schema{
+						{Required: []string{"clients"}, Properties: map[string]*Schema{"clients": {Type: "array"}}},
+						{Required: []string{"listen"}, Properties: map[string]*Schema{"listen": {Type: "array"}}},
+					},
 					Properties: map[string]*Schema{
 						"name":    PatternSchema("The view's name (metrics label view); not \"default\".", `^[A-Za-z0-9_-]{1,63}$`),
 						"clients": {Description: "Client ranges of the view.", Type: TArray, MinItems: Ptr(1), Items: cidr},

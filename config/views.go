@@ -43,7 +43,14 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 			seen[v.Name] = v.Pos
 		}
 		v.Clients = p.prefixes(vm, "clients")
-		if vm.Has("listen") {
+		hasListen, hasClients := false, false // null is the same as absent
+		if n, _ := vm.Get("listen"); n != nil {
+			hasListen = true
+		}
+		if n, _ := vm.Get("clients"); n != nil {
+			hasClients = true
+		}
+		if hasListen {
 			_, lpath := vm.Get("listen")
 			v.Listen = p.listen(vm, true, true)
 			for j, l := range v.Listen {
@@ -52,7 +59,7 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 				}
 			}
 		}
-		if !vm.Has("clients") && !vm.Has("listen") {
+		if !hasClients && !hasListen {
 			p.Errorf(n, vpath, "view %q needs clients, listen or both (a view without either would take every query)", v.Name)
 		}
 		v.Zones = p.zones(vm)

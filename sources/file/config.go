@@ -52,7 +52,7 @@ func (k *Kind) ParseSettings(b *config.SourceBlock) any {
 	}
 	m := b.Mapping
 	var path string
-	if n := m.Str("path", &path); n != nil {
+	if n := m.Str("path", &path); n != nil && path != "" { // "" is unset, as for every file key
 		if full, ok := b.Parser.ReadableFile(n, config.KeyPath(b.Path, "path"), path); ok {
 			c.Path = full
 		}
