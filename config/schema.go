@@ -69,7 +69,7 @@ var (
 	noOthers  = false
 	durationP = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`
 	// host:port with an IP literal (IPv6 in brackets) or no host, port not 0.
-	hostPortP   = `(\[[0-9A-Fa-f:.]+\]|[0-9.]*):[0-9]*[1-9][0-9]*`
+	hostPortP   = `(\[[0-9A-Fa-f:.]+(%[^\]]+)?\]|[0-9.]*):[0-9]*[1-9][0-9]*` // [fe80::1%eth0]:53 too
 	NamePattern = `[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?|\.`
 )
 
@@ -208,7 +208,7 @@ func rootSchema(kinds Kinds) *Schema {
 				"format":  EnumSchema("text or json. Applies at the next restart.", "text", "text", "json"),
 				"queries": BoolSchema("Log one line per query.", false),
 			}),
-			"acl": ObjectSchema("Who may query. Default: everyone when every listen address is loopback, else loopback and RFC 1918/4193 clients.", map[string]*Schema{
+			"acl": ObjectSchema("Who may query. Default, per listen entry: everyone on a loopback address, else loopback and RFC 1918/4193 clients.", map[string]*Schema{
 				"allow": {Description: "Client ranges allowed (omit for the default).", Type: TArray, MinItems: Ptr(1), Items: cidr},
 				"deny":  ListSchema("Client ranges refused; deny wins over allow.", cidr),
 				"drop":  BoolSchema("UDP: drop refused queries instead of answering REFUSED.", false),
@@ -240,7 +240,7 @@ func rootSchema(kinds Kinds) *Schema {
 					Description: "Zones, the secondaries that may copy them, an optional TSIG key and the secondaries to notify.", Type: TObject, AdditionalProperties: noOthers,
 					Required: []string{"zones", "allow"},
 					Properties: map[string]*Schema{
-						"zones": {Description: "Top-level zones (names as in zones keys).", Type: "array", MinItems: Ptr(1), Items: PatternSchema("A zone name.", `^(`+NamePattern+`)$`)},
+						"zones": {Description: "Top-level zones (names as in zones keys).", Type: "array", MinItems: Ptr(1), Items: PatternSchema("A zone name, or a CIDR for its reverse zones.", `^(`+NamePattern+`|[0-9A-Fa-f.:]+/[0-9]+)$`)},
 						"allow": {Description: "Client ranges that may transfer (TCP and TLS only).", Type: "array", MinItems: Ptr(1), Items: cidr},
 						"tsig": {
 							Description: "TSIG key (RFC 8945): transfers must be signed with it, responses and NOTIFYs are.", Type: "object", AdditionalProperties: noOthers,

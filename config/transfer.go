@@ -86,17 +86,37 @@ func (p *Parser) transfers(m *Mapping, zones []Zone) []Transfer {
 		}
 		for j, s := range vals {
 			jpath := IndexPath(zpath, j)
-			name, err := NormalizeName(s)
-			switch {
-			case err != nil:
-				p.Errorf(nodes[j], jpath, "bad zone name: %v", err)
-			case !known[name]:
-				p.Errorf(nodes[j], jpath, "zone %q is not a configured zone (transfer names top-level zones)", s)
-			case first[name] != "":
-				p.Errorf(nodes[j], jpath, "zone %q is already transferred by %s", s, first[name])
-			default:
-				first[name] = ipath
-				t.Zones = append(t.Zones, name)
+			// As in zone keys: a name, or a CIDR for its reverse zones.
+			var names []string
+			if strings.Contains(s, "/") {
+				pr, err := parsePrefix(s)
+				if err != nil {
+					p.Errorf(nodes[j], jpath, "%v", err)
+					continue
+				}
+				names = ReverseZones(pr)
+			} else {
+				name, err := NormalizeName(s)
+				if err != nil {
+					p.Errorf(nodes[j], jpath, "bad zone name: %v", err)
+					continue
+				}
+				names = []string{name}
+			}
+			for _, name := range names {
+				what := fmt.Sprintf("%q", s)
+				if strings.Contains(s, "/") {
+					what = fmt.Sprintf("%q (from %s)", name, s)
+				}
+				switch {
+				case !known[name]:
+					p.Errorf(nodes[j], jpath, "zone %s is not a configured zone (transfer names top-level zones)", what)
+				case first[name] != "":
+					p.Errorf(nodes[j], jpath, "zone %s is already transferred by %s", what, first[name])
+				default:
+					first[name] = ipath
+					t.Zones = append(t.Zones, name)
+				}
 			}
 		}
 		allow, aok := p.prefixList(tm, "allow")
