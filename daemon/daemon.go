@@ -209,7 +209,9 @@ func (d *Daemon) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger, d.journal))
+	opts := pipelineOptions(cfg, d.logger, d.journal)
+	opts.Prev = d.sw.current().p // serials never go back
+	p, set, err := d.reg.Build(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,10 @@ type Options struct {
 	// answers with differences; the same one across reloads. Nil: IXFR is
 	// always answered with the whole zone.
 	Journal *Journal
+	// Prev is the pipeline this one replaces (a reload), nil at the
+	// start. A zone whose SOA dnsd makes never gets a serial below the
+	// one it had there (see carrySerials).
+	Prev *Pipeline
 }
 
 // Pipeline is a compiled, immutable zone table (and one per view). It is
@@ -98,7 +102,11 @@ type zone struct {
 	mbox    string // hostmaster.<zone>
 	entries []entry
 	built   uint32 // the generation's serial: the least serial of the zone
-	gen     *Pipeline
+	// offset is added to the sources' serial in the SOA dnsd makes, so
+	// that it never goes below what the zone served before (a zone whose
+	// zone file's date serial was above the clock gets a source more).
+	offset uint32
+	gen    *Pipeline
 	// neg is the last SOA made for a negative answer's authority section,
 	// reused while it is still the one authSOA would make.
 	neg atomic.Pointer[negSOA]
@@ -148,7 +156,48 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if prev := opts.Prev; prev != nil {
+		p.carrySerials("", &p.table, &prev.table)
+		if p.views != nil && prev.views != nil {
+			for _, v := range p.views.list {
+				for _, pv := range prev.views.list {
+					if pv.name == v.name {
+						p.carrySerials(v.name, &v.table, &pv.table)
+					}
+				}
+			}
+		}
+	}
 	return p, nil
+}
+
+// carrySerials keeps serials from going back across a reload (RFC 1982
+// order: secondaries ignore a lower one): a zone whose SOA dnsd makes
+// keeps the offset it had, and when its serial would still not be above
+// the one it had, it starts one above it (its zone file's SOA had a date
+// serial ahead of the clock, and another source joined it). A zone file's
+// own SOA is the operator's: a serial that went back there is logged.
+func (p *Pipeline) carrySerials(view string, t, old *table) {
+	for name, z := range t.zones {
+		oz := old.zones[name]
+		if oz == nil {
+			continue
+		}
+		was := oz.serial()
+		if z.ownSOA() != nil {
+			if now := z.serial(); SerialLess(now, was) {
+				p.log.Warn("zone serial went back: its zone file's SOA has a lower serial than the one served before; secondaries keep their copy until it passes that",
+					"zone", name, "view", view, "served", was, "file", now)
+			}
+			continue
+		}
+		if oz.ownSOA() == nil {
+			z.offset = oz.offset
+		}
+		if now := z.serial(); !SerialLess(was, now) {
+			z.offset += was + 1 - now
+		}
+	}
 }
 
 // compile builds one view's zone table, recording its sources in p.
@@ -268,7 +317,7 @@ func (z *zone) serial() uint32 {
 	if own := z.ownSOA(); own != nil {
 		return own.Serial
 	}
-	return z.sourcesSerial()
+	return z.sourcesSerial() + z.offset
 }
 
 // sourcesSerial is the serial of a zone without a source's own SOA: the
@@ -316,7 +365,7 @@ func (z *zone) authSOA(ttl uint32) *dns.SOA {
 		if c.own == own {
 			return c.soa
 		}
-	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.sourcesSerial():
+	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.sourcesSerial()+z.offset:
 		return c.soa
 	}
 	c = &negSOA{own: own, soa: z.soa(z.name, ttl)}

@@ -266,3 +266,43 @@ func TestGenerationSerial(t *testing.T) {
 		t.Errorf("serial went from %d to %d when a reload removed a source, want it risen", before, after)
 	}
 }
+
+// A reload never takes a zone's serial back: a zone file whose date serial
+// is ahead of the clock, joined by another source, gets dnsd's own SOA one
+// above it, and that zone's serial rises from there with its sources; a
+// zone file's own serial that went back is the operator's, and logged.
+func TestSerialNeverGoesBackAcrossReloads(t *testing.T) {
+	own := &dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 3600},
+		Ns: "ns1.example.", Mbox: "admin.example.", Serial: 2024010105, Refresh: 7200, Retry: 600, Expire: 86400, Minttl: 300}
+	file := soaFake{listFake{newFake(t, "file", 300, 1700000000, "www.example. 300 IN A 10.0.0.1")}, own}
+	hosts := newFake(t, "hosts", 60, 1700000001, "db.example. 60 IN A 10.0.0.2")
+	build := func(prev *Pipeline, serial uint32, srcs ...Source) *Pipeline {
+		t.Helper()
+		var entries []SourceEntry
+		for _, s := range srcs {
+			entries = append(entries, SourceEntry{Source: s, Fallthrough: true})
+		}
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: entries}}, Options{Serial: serial, Prev: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p1 := build(nil, 1700000000, file)
+	if s := p1.ZoneSOA("example.").Serial; s != 2024010105 {
+		t.Fatalf("zone file alone: serial %d, want its own", s)
+	}
+	p2 := build(p1, 1700000002, file, hosts) // a hosts source joins: dnsd's SOA
+	s2 := p2.ZoneSOA("example.").Serial
+	if s2 != 2024010106 {
+		t.Errorf("after a source joined the zone file: serial %d, want 2024010106 (one above the file's)", s2)
+	}
+	hosts.serial.Store(1700000050) // the hosts data changed
+	if s := p2.ZoneSOA("example.").Serial; !SerialLess(s2, s) {
+		t.Errorf("a change after that: serial %d, want above %d", s, s2)
+	}
+	p3 := build(p2, 1700000060, file, hosts) // another reload keeps the offset
+	if s := p3.ZoneSOA("example."); !SerialLess(s2, s.Serial) {
+		t.Errorf("the next reload: serial %d, want above %d", s.Serial, s2)
+	}
+}
