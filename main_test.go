@@ -725,3 +725,22 @@ func TestStopDuringReloadDrainAnswersInFlight(t *testing.T) {
 		t.Errorf("the query in flight through the stop: %s, want the upstream's answer", got)
 	}
 }
+
+// log.queries writes its lines whatever log.level says: asking for them
+// is asking to see them.
+func TestQueryLogAtWarnLevel(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+log: {level: warn, queries: true}
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.7 web"]}
+`, port))
+	p := startDnsd(t, dir)
+	waitAnswer(t, fmt.Sprintf("127.0.0.1:%d", port), "web.example.internal", dns.TypeA, "NOERROR:10.0.0.7")
+	p.waitLog("msg=query", 1)
+	if strings.Contains(p.stderr.String(), "dnsd started") {
+		t.Errorf("an INFO line other than the queries at level warn:\n%s", p.stderr.String())
+	}
+}

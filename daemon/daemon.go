@@ -117,7 +117,11 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.sw.swap(&generation{p: p, set: set})
 	d.reg.Swapped(cfg, p, set)
-	d.srv = server.New(server.Options{Resolver: d.sw, Observer: &observer{m: d.metrics, log: d.logger, queries: &d.queryLog}, Logger: d.logger})
+	// Query lines are written whatever log.level says: asking for them
+	// (log.queries) is asking to see them.
+	queryLevel := new(slog.LevelVar)
+	queryLines := newLogger(opts.LogOutput, cfg.Log.Format, queryLevel)
+	d.srv = server.New(server.Options{Resolver: d.sw, Observer: &observer{m: d.metrics, log: queryLines, queries: &d.queryLog}, Logger: d.logger})
 	set2, err := serverSettings(cfg)
 	if err == nil {
 		err = d.srv.Apply(ctx, cfg.Listen, set2)
