@@ -60,6 +60,10 @@ type Parser struct {
 }
 
 func (p *Parser) parse(data []byte) *Config {
+	if e := notUTF8(p.file, data); e != nil {
+		p.errs = append(p.errs, e) // yaml.v3 would say so without a line
+		return nil
+	}
 	root, err := p.decode(data)
 	if err != nil {
 		p.errs = append(p.errs, syntaxError(p.file, data, err, func(b []byte) error {

@@ -2,8 +2,10 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // yaml.v3 reports a syntax error as one string, "yaml: line N: problem",
@@ -37,6 +39,28 @@ var parserProblems = map[string]string{
 // parser problem it decodes data again behind one empty line, so that
 // the list or map the problem is in never begins on the first line, and
 // takes the line yaml.v3 gives then.
+// notUTF8 reports the first byte of data that is not UTF-8, where it is
+// (a file saved in Latin-1, say), or nil when data is UTF-8.
+func notUTF8(file string, data []byte) *Error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	line, start := 1, 0
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			col := utf8.RuneCount(data[start:i]) + 1
+			return &Error{Pos: Pos{File: file, Line: line, Col: col},
+				Msg: fmt.Sprintf("invalid YAML: byte 0x%02X is not UTF-8 (dnsd.yaml must be UTF-8; was it saved in another encoding?)", data[i])}
+		}
+		if data[i] == '\n' {
+			line, start = line+1, i+1
+		}
+		i += n
+	}
+	return nil
+}
+
 func syntaxError(file string, data []byte, err error, decode func([]byte) error) *Error {
 	pos := Pos{File: file, Line: 1, Col: 1}
 	line, problem := yamlProblem(err)
