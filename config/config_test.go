@@ -309,9 +309,19 @@ func TestProductionExample(t *testing.T) {
 
 func TestAnchors(t *testing.T) {
 	cfg := mustLoad(t, "testdata/good/anchors.yaml")
-	a, b := cfg.Zones[0].Sources[0].Settings.(*hosts.Config), cfg.Zones[1].Sources[0].Settings.(*hosts.Config)
-	if a.TTL != 5*time.Minute || b.TTL != time.Minute || !slices.Equal(a.Files, b.Files) || len(b.Files) != 1 {
+	zone := map[string]*hosts.Config{}
+	for _, z := range cfg.Zones {
+		if h, ok := z.Sources[0].Settings.(*hosts.Config); ok {
+			zone[z.Key] = h
+		}
+	}
+	a, b := zone["a.example"], zone["b.example"]
+	if a == nil || b == nil || a.TTL != 5*time.Minute || b.TTL != time.Minute || !slices.Equal(a.Files, b.Files) || len(b.Files) != 1 {
 		t.Errorf("a = %+v, b = %+v", a, b)
+	}
+	// Merge keys in zones (the view's zones merged in) and as a whole source.
+	if c, d := zone["c.example"], zone["d.example"]; c == nil || d == nil || len(c.Entries) != 1 || len(d.Entries) != 1 || d.Entries[0].Names[0] != "c.d.example." {
+		t.Errorf("merged zone c.example = %+v, merged source of d.example = %+v", c, d)
 	}
 }
 
