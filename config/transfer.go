@@ -198,9 +198,12 @@ func (p *Parser) notifyTargets(m *Mapping) []string {
 			addr = net.JoinHostPort(ip.String(), strconv.Itoa(53))
 		} else {
 			hp, err := hostPort(s)
-			if !strings.Contains(s, ":") {
+			host, _, _ := net.SplitHostPort(s)
+			_, hostErr := netip.ParseAddr(host)
+			switch {
+			case !strings.Contains(s, ":"), err != nil && host != "" && hostErr != nil:
 				err = fmt.Errorf("not an IP address (dnsd resolves no names here)")
-			} else if err == nil && strings.HasPrefix(hp, ":") {
+			case err == nil && strings.HasPrefix(hp, ":"):
 				err = fmt.Errorf("the host is missing")
 			}
 			if err != nil {
@@ -208,6 +211,10 @@ func (p *Parser) notifyTargets(m *Mapping) []string {
 				continue
 			}
 			addr = hp
+		}
+		if ap, err := netip.ParseAddrPort(addr); err == nil && (ap.Addr().IsUnspecified() || ap.Addr().IsMulticast()) {
+			p.Errorf(nodes[i], IndexPath(path, i), "bad notify target %q: not a host's address (an IP, or IP:port; default port 53)", s)
+			continue
 		}
 		out = append(out, addr)
 	}

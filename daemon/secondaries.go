@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -176,6 +177,11 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 		r, _, err = c.ExchangeContext(ctx, m, addr)
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil && key != nil && r.IsTsig() == nil {
+			// miekg/dns verifies a signed reply, but takes an unsigned
+			// one as it is: anyone could have sent it.
+			err = errors.New("the reply to a signed NOTIFY is not signed")
 		}
 		if err == nil && r.Rcode == dns.RcodeSuccess {
 			s.m.Notify(zone, metrics.NotifyAcked)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -188,5 +189,32 @@ func TestNotifyWaitsForSyncAndRetriesCurrentSOA(t *testing.T) {
 	}
 	if got := sec.serials(); len(got) < 2 || got[0] != 100 || got[1] != 101 {
 		t.Errorf("NOTIFYs %v, want 100 (lost) then the retry with the current serial 101", got)
+	}
+}
+
+// A signed NOTIFY whose reply comes back unsigned is not taken as
+// acknowledged (anyone could have sent that reply): it is tried again, and
+// counts as failed in the end.
+func TestSignedNotifyWantsASignedReply(t *testing.T) {
+	sec := startSecondary(t, 0) // answers every NOTIFY, unsigned
+	src := &serialSource{}
+	src.serial.Store(1)
+	key := &pipeline.TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="}
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
+		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+			Notify: []string{sec.addr}, Key: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := new(atomic.Pointer[pipeline.Pipeline])
+	cur.Store(p)
+	s := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s.check, s.gap, s.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
+	s.start()
+	dnstest.Eventually(t, "every attempt made", 5*time.Second, func() bool { return len(sec.serials()) >= notifyTries })
+	time.Sleep(200 * time.Millisecond)
+	s.Close()
+	if got := len(sec.serials()); got != notifyTries {
+		t.Errorf("%d attempts, want %d: an unsigned reply is no acknowledgement", got, notifyTries)
 	}
 }
