@@ -151,16 +151,21 @@ func rootSchema(kinds Kinds) *Schema {
 	cidr := PatternSchema("An address/prefix-length (10.0.0.0/8, fd00::/8) or a bare IP.", `^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$`)
 	source := &Schema{Description: "One source: a mapping with exactly one key, the source kind, and its settings; or just the kind, with every setting at its default."}
 	defs := map[string]*Schema{}
+	// Just the kind (- kubernetes), or the kind with no settings
+	// (- kubernetes:), only for kinds whose every setting has a default.
 	bare := &Schema{Type: "string"}
-	for _, name := range kinds.names() {
-		bare.Enum = append(bare.Enum, name)
-	}
 	source.OneOf = append(source.OneOf, bare)
 	for _, name := range kinds.names() {
 		k := kinds.lookup(name)
+		ks := k.Schema()
+		settings := &Schema{Ref: "#/$defs/" + name}
+		if len(ks.Required) == 0 && len(ks.AnyOf) == 0 && len(ks.OneOf) == 0 {
+			bare.Enum = append(bare.Enum, name)
+			settings = &Schema{AnyOf: []*Schema{settings, {Type: "null"}}}
+		}
 		source.OneOf = append(source.OneOf, &Schema{
 			Type: "object", Required: []string{name}, AdditionalProperties: noOthers,
-			Properties: map[string]*Schema{name: {Ref: "#/$defs/" + name}},
+			Properties: map[string]*Schema{name: settings},
 		})
 		def := *k.Schema()
 		def.Properties = maps.Clone(def.Properties)

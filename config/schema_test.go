@@ -113,8 +113,17 @@ func TestSchemaKeys(t *testing.T) {
 	if !slices.Equal(kinds, kindNames) {
 		t.Errorf("source kinds: the parser knows %q, the schema %q", kindNames, kinds)
 	}
-	if !slices.Equal(bare, kindNames) {
-		t.Errorf("source kinds as a bare word: the parser knows %q, the schema %q", kindNames, bare)
+	// A bare word is in the schema exactly for the kinds dnsd takes
+	// written so (every setting has a default).
+	var bareOK []string
+	for _, name := range kindNames {
+		_, err := Parse("bare.yaml", []byte("zones:\n  x.test:\n    - "+name+"\n"), sources.ConfigKinds())
+		if err == nil {
+			bareOK = append(bareOK, name)
+		}
+	}
+	if !slices.Equal(bare, bareOK) {
+		t.Errorf("source kinds as a bare word: the parser takes %q, the schema %q", bareOK, bare)
 	}
 }
 
