@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,14 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	cfg.HTTP = p.http(m)
 	if n, _ := m.Get("http"); n != nil {
 		cfg.HTTPPos = p.Pos(n)
+		if cfg.HTTP != "" {
+			for _, l := range cfg.Listen {
+				if l.Proto != "udp" && tcpOverlap(cfg.HTTP, l.Addr) {
+					p.Errorf(n, "http", "address %s overlaps listen entry %q at %s: two TCP listeners on port %s of overlapping addresses cannot both be bound", cfg.HTTP, l.String(), l.Pos, portOf(cfg.HTTP))
+					break
+				}
+			}
+		}
 	}
 	p.log(m, &cfg.Log)
 	p.acl(m, &cfg.ACL)
@@ -65,6 +74,33 @@ func hostPort(s string) (string, error) {
 		return "", fmt.Errorf("host %q must be an IP address (or empty for all addresses)", host)
 	}
 	return net.JoinHostPort(ip.String(), strconv.Itoa(pn)), nil
+}
+
+// tcpOverlap reports whether TCP listeners on a and b (normalised
+// host:port) would want the same socket address: the same port, and the
+// same host or one of them every address of the other's family ("" is
+// both families).
+func tcpOverlap(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, _ := net.SplitHostPort(b)
+	if pa != pb || pa == "0" {
+		return false
+	}
+	if ha == hb || ha == "" || hb == "" {
+		return true
+	}
+	ia, errA := netip.ParseAddr(ha)
+	ib, errB := netip.ParseAddr(hb)
+	if errA != nil || errB != nil || ia.Is4() != ib.Is4() {
+		return false
+	}
+	return ia.IsUnspecified() || ib.IsUnspecified()
+}
+
+// portOf is the port of a host:port.
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }
 
 // listen reads a listen list: the top level's, or a view's (inView), where
@@ -128,6 +164,17 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 				p.Errorf(n, ipath, "duplicate listen address: %s %s is already used by %q at %s", strings.ToUpper(t), addr, u.entry, u.pos)
 				dup = true
 				break
+			}
+		}
+		if !dup && slices.Contains(transports, "tcp") {
+			// TCP listeners share no port: 0.0.0.0:53 and 127.0.0.1:53
+			// cannot both be bound (UDP ones can).
+			for _, o := range out {
+				if o.Proto != "udp" && tcpOverlap(o.Addr, addr) {
+					p.Errorf(n, ipath, "listen address %s overlaps %q at %s: two TCP listeners on port %s of overlapping addresses cannot both be bound", addr, o.String(), o.Pos, portOf(addr))
+					dup = true
+					break
+				}
 			}
 		}
 		if dup {
