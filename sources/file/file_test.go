@@ -557,3 +557,18 @@ func TestRecordsMadeValid(t *testing.T) {
 		}
 	}
 }
+
+// $TTL applies from its line on: a record before it (naming no TTL) gets
+// the default hour, as documented; inline records take the file's $TTL.
+func TestTTLBeforeDollarTTL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "z.zone")
+	if err := os.WriteFile(path, []byte("early A 10.0.0.1\n$TTL 300\nlate A 10.0.0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(open(t, &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}, Records: []Record{{Text: "inline A 10.0.0.3"}}}, false))
+	for name, want := range map[string]uint32{"early.z.test.": 3600, "late.z.test.": 300, "inline.z.test.": 300} {
+		if r := lookup(t, s, name); len(r.RRs) != 1 || r.RRs[0].Header().Ttl != want {
+			t.Errorf("%s: %v, want TTL %d", name, r.RRs, want)
+		}
+	}
+}

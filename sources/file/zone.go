@@ -135,10 +135,13 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 			pc.Step()
 			z.add(rr, c.Zones)
 		}
-		if !fastRecords(data, c.Origin, c.Path, defTTL, add) {
+		// The file's own records: $TTL applies from its line on; those
+		// before it (and without one) get the default, as documented.
+		fileTTL := uint32(DefaultTTL / 1e9)
+		if !fastRecords(data, c.Origin, c.Path, fileTTL, add) {
 			*z = zone{names: make(map[string][]dns.RR, lines), ents: z.ents, files: z.files, infos: z.infos}
 			zp := dns.NewZoneParser(bytes.NewReader(data), c.Origin, c.Path)
-			zp.SetDefaultTTL(defTTL)
+			zp.SetDefaultTTL(fileTTL)
 			zp.SetIncludeAllowed(true)
 			for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
 				add(rr)
