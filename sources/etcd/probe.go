@@ -98,30 +98,29 @@ const reprobeEvery = 2 * time.Second
 // cause is asked again every reprobeEvery, so that it follows.
 func (b *Backend) waitState(conn *grpc.ClientConn, st connectivity.State) bool {
 	for st == connectivity.TransientFailure {
-		ctx, cancel := context.WithTimeout(b.ctx, reprobeEvery)
-		changed := conn.WaitForStateChange(ctx, st)
-		cancel()
-		if changed {
-			return true
-		}
-		if b.ctx.Err() != nil {
-			return false
+		if changed, open := b.waitAtMost(conn, st, reprobeEvery); changed || !open {
+			return changed
 		}
 		b.trouble(b.probe(conn))
 	}
 	if st == connectivity.Connecting {
-		ctx, cancel := context.WithTimeout(b.ctx, diagnoseAfter)
-		changed := conn.WaitForStateChange(ctx, st)
-		cancel()
-		if changed {
-			return true
-		}
-		if b.ctx.Err() != nil {
-			return false
+		if changed, open := b.waitAtMost(conn, st, diagnoseAfter); changed || !open {
+			return changed
 		}
 		b.trouble(b.diagnose())
 	}
 	return conn.WaitForStateChange(b.ctx, st)
+}
+
+// waitAtMost waits up to d for conn to leave state st; open is false when
+// the backend was closed meanwhile.
+func (b *Backend) waitAtMost(conn *grpc.ClientConn, st connectivity.State, d time.Duration) (changed, open bool) {
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	defer cancel()
+	if conn.WaitForStateChange(ctx, st) {
+		return true, true
+	}
+	return false, b.ctx.Err() == nil
 }
 
 // probe makes one call that does not wait for the connection, and returns

@@ -83,17 +83,25 @@ func TestReloadOnEdit(t *testing.T) {
 	}
 }
 
-func TestDeletedFileKeepsData(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "hosts")
+// openWatched writes path with web.example.internal at 10.0.0.1 and
+// opens a watched backend of it (closed when the test ends) and a source
+// over it; logs is what the backend logs.
+func openWatched(t *testing.T, path string) (*Backend, *Source, *syncBuffer) {
+	t.Helper()
 	writeFile(t, path, "10.0.0.1 web.example.internal\n")
 	logger, logs := testLogger(t)
 	b, err := OpenBackend([]string{path}, time.Hour, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	s := NewSource(b, nil, time.Hour, true, nil)
+	t.Cleanup(func() { b.Close() })
+	return b, NewSource(b, nil, time.Hour, true, nil), logs
+}
+
+func TestDeletedFileKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	b, s, logs := openWatched(t, path)
 	serial := b.Serial()
 
 	if err := os.Remove(path); err != nil {
@@ -134,14 +142,7 @@ func TestDirectoryRemovedAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "hosts")
-	writeFile(t, path, "10.0.0.1 web.example.internal\n")
-	logger, logs := testLogger(t)
-	b, err := OpenBackend([]string{path}, time.Hour, Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s := NewSource(b, nil, time.Hour, true, nil)
+	_, s, logs := openWatched(t, path)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
