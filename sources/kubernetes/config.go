@@ -1,8 +1,11 @@
 package kubernetes
 
 import (
+	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dnsd/dnsd/config"
 )
@@ -32,7 +35,12 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 	k := &Config{Pods: "disabled", Expose: "cluster_ip", TTL: DefaultTTL, SyncTimeout: DefaultSyncTimeout}
 	m := b.Mapping
 	m.OptFile("kubeconfig", &k.Kubeconfig)
-	m.Str("context", &k.Context)
+	if cn := m.Str("context", &k.Context); cn != nil && k.Context != "" {
+		// Said here, at the key, rather than when the connection is made.
+		if known, from, ok := kubeContexts(k.Kubeconfig); ok && !slices.Contains(known, k.Context) {
+			b.Errorf(cn, config.KeyPath(b.Path, "context"), "context %q is not in %s (it has: %s)", k.Context, from, strings.Join(known, ", "))
+		}
+	}
 	m.Enum("pods", &k.Pods, "disabled", "insecure", "verified")
 	vals, nodes, npath, _ := m.Strings("namespaces")
 	for i, ns := range vals {
@@ -66,3 +74,26 @@ func isLabel1123(s string) bool {
 
 // SyncWait implements config.SyncWaiter.
 func (c *Config) SyncWait() time.Duration { return c.SyncTimeout }
+
+// kubeContexts lists the contexts of the kubeconfig a source would load
+// (path, else $KUBECONFIG or ~/.kube/config), and what that is; ok is
+// false when there is none to read (in a pod) or it does not load (the
+// connection says why).
+func kubeContexts(path string) (names []string, from string, ok bool) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	from = "the kubeconfig"
+	if path != "" {
+		rules.ExplicitPath, from = path, "kubeconfig "+path
+	} else if !anyFile(rules.Precedence) {
+		return nil, "", false
+	}
+	cfg, err := rules.Load()
+	if err != nil {
+		return nil, "", false
+	}
+	for name := range cfg.Contexts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, from, true
+}
