@@ -501,3 +501,16 @@ func TestViewsExample(t *testing.T) {
 		t.Errorf("vpn = %+v", vpn)
 	}
 }
+
+// A character outside a label's alphabet is named as written, also when
+// it takes more than one byte in UTF-8.
+func TestNormalizeNameNamesTheCharacter(t *testing.T) {
+	for name, want := range map[string]string{
+		"exa$mple.com": `character '$' is not allowed`,
+		"café.test":    `character 'é' is not allowed`,
+	} {
+		if _, err := NormalizeName(name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NormalizeName(%q): %v, want %q", name, err, want)
+		}
+	}
+}

@@ -198,12 +198,12 @@ func normalizeDomain(s string, wildcard bool) (string, error) {
 			continue
 		}
 		first = false
-		for _, c := range []byte(label) {
+		for _, c := range label {
 			if wildcard && c == '*' {
 				return "", fmt.Errorf("%q: '*' is allowed only as the whole first label (a wildcard: *.apps.example.internal)", s)
 			}
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", fmt.Errorf("%q: character %q is not allowed (letters, digits, '-' and '_')", s, rune(c))
+				return "", fmt.Errorf("%q: character %q is not allowed (letters, digits, '-' and '_')", s, c)
 			}
 		}
 	}
