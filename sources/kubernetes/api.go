@@ -1,7 +1,11 @@
 package kubernetes
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -74,6 +78,23 @@ func NewAPI(rc *rest.Config) (API, error) {
 		return nil, err
 	}
 	return restAPI{core: core, discovery: disc}, nil
+}
+
+// Ready reports whether the API server answers: nil once its /readyz
+// says ok, or it refuses dnsd that path (401, 403, 404: it answers, and
+// a list will say what it thinks); an error while it cannot be reached or
+// is not ready yet (a restarting server takes connections before it can
+// serve lists).
+func (a restAPI) Ready(ctx context.Context) error {
+	err := a.core.Get().AbsPath("/readyz").Do(ctx).Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch status.Status().Code {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+			return nil
+		}
+	}
+	return err
 }
 
 func (a restAPI) ListWatch(resource string) cache.ListerWatcher {

@@ -17,9 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/watchlist"
 	"k8s.io/klog/v2"
 
 	"github.com/dnsd/dnsd/internal/health"
@@ -110,6 +113,73 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 // wants one line with the cause when it starts (or the cause changes) and
 // one when it ends. A 401 (credentials refused) counts as a connection
 // problem: every request gets it.
+// patientLW is a ListerWatcher whose List and Watch first wait while the API
+// server is known unreachable (wait). client-go's reflector retries a
+// failed list with a backoff that grows to 30 s, with jitter up to twice
+// that: each attempt made during an outage lengthens the wait after it,
+// so changes made once the API server is back could take a minute to be
+// served. Waiting here instead keeps the failed attempts few, and the
+// list goes out as soon as the server takes connections again.
+type patientLW struct {
+	cache.ListerWatcher
+	wait func()
+}
+
+func (l patientLW) List(options metav1.ListOptions) (runtime.Object, error) {
+	l.wait()
+	return l.ListerWatcher.List(options)
+}
+
+// Watch waits as List does: after a broken watch the reflector watches
+// again from where it was, with the same backoff.
+func (l patientLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	l.wait()
+	return l.ListerWatcher.Watch(options)
+}
+
+// IsWatchListSemanticsUnSupported says what the wrapped ListerWatcher
+// says (the reflector asks whether it may stream the initial list).
+func (l patientLW) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
+}
+
+// reachWait bounds how long a list waits for the API server to take
+// connections (then it is tried, and fails, as without the wait); reachPoll
+// is how often it looks.
+const (
+	reachWait = 30 * time.Second
+	reachPoll = 250 * time.Millisecond
+)
+
+// readier is an API that can say whether its server answers (restAPI).
+type readier interface {
+	Ready(ctx context.Context) error
+}
+
+// waitReachable returns at once unless the connection is failing (its
+// tracker has a problem); then when the API server says it is ready, the
+// backend is closed, or reachWait has passed.
+func (b *Backend) waitReachable(r readier) {
+	if !b.health.Failing() || b.ctx == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, reachWait)
+	defer cancel()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := r.Ready(rctx)
+		rcancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(reachPoll):
+		}
+	}
+}
+
 type connWatch struct {
 	rt     http.RoundTripper
 	health *health.Tracker
@@ -220,7 +290,11 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 	b.serial.Store(b.serials.Next())
 	b.podNames = opts.PodNames
 	informer := func(resource string, indexers cache.Indexers) cache.SharedIndexInformer {
-		inf := cache.NewSharedIndexInformer(api.ListWatch(resource), objectOf(resource), 0, indexers)
+		lw := api.ListWatch(resource)
+		if r, ok := api.(readier); ok {
+			lw = patientLW{ListerWatcher: lw, wait: func() { b.waitReachable(r) }}
+		}
+		inf := cache.NewSharedIndexInformer(lw, objectOf(resource), 0, indexers)
 		_ = inf.SetTransform(b.strip)
 		return inf
 	}
