@@ -108,18 +108,13 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// connWatch records the API server's reachability in a health tracker:
-// the informers retry with backoff through an outage, and an operator
-// wants one line with the cause when it starts (or the cause changes) and
-// one when it ends. A 401 (credentials refused) counts as a connection
-// problem: every request gets it.
 // patientLW is a ListerWatcher whose List and Watch first wait while the API
 // server is known unreachable (wait). client-go's reflector retries a
 // failed list with a backoff that grows to 30 s, with jitter up to twice
 // that: each attempt made during an outage lengthens the wait after it,
 // so changes made once the API server is back could take a minute to be
 // served. Waiting here instead keeps the failed attempts few, and the
-// list goes out as soon as the server takes connections again.
+// list goes out as soon as the server says it is ready.
 type patientLW struct {
 	cache.ListerWatcher
 	wait func()
@@ -143,9 +138,9 @@ func (l patientLW) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
 }
 
-// reachWait bounds how long a list waits for the API server to take
-// connections (then it is tried, and fails, as without the wait); reachPoll
-// is how often it looks.
+// reachWait bounds how long a list or watch waits for the API server to
+// say it is ready (then it is tried, and fails, as without the wait);
+// reachPoll is how often it asks.
 const (
 	reachWait = 30 * time.Second
 	reachPoll = 250 * time.Millisecond
@@ -180,6 +175,11 @@ func (b *Backend) waitReachable(r readier) {
 	}
 }
 
+// connWatch records the API server's reachability in a health tracker:
+// the informers retry with backoff through an outage, and an operator
+// wants one line with the cause when it starts (or the cause changes) and
+// one when it ends. A 401 (credentials refused) counts as a connection
+// problem: every request gets it.
 type connWatch struct {
 	rt     http.RoundTripper
 	health *health.Tracker
