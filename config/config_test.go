@@ -514,3 +514,52 @@ func TestNormalizeNameNamesTheCharacter(t *testing.T) {
 		}
 	}
 }
+
+// Merge keys, through every mapping of the file: a key written in the
+// mapping wins over a merged one, the first of merged mappings wins, an
+// unknown key in a merged mapping is reported, and a merge of something
+// else than mappings is reported once, in a source item too.
+func TestMergeKeys(t *testing.T) {
+	_, err := Parse("m.yaml", []byte(`zones:
+  a.test:
+    - hosts: &h {entries: ["10.0.0.1 a"], ttl: 1m}
+  b.test:
+    - hosts: {<<: [*h, {ttl: 5m}], ttl: 2m}
+  c.test:
+    - hosts: {<<: {entries: ["10.0.0.3 c"], colour: red}}
+  d.test:
+    - <<: 5
+`), sources.ConfigKinds())
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("err %v", err)
+	}
+	var got []string
+	for _, e := range list {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`m.yaml:7:45: zones."c.test"[0].hosts.colour: unknown key "colour" (known: entries, fallthrough, files, reverse, ttl)`,
+		`m.yaml:9:7: zones."d.test"[0]: a source has exactly one kind, got 0 keys (): start each source with its own "- "`,
+		`m.yaml:9:11: zones."d.test"[0]: << merges a mapping or a list of mappings, got the number 5`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	cfg, err := Parse("m.yaml", []byte(`zones:
+  a.test:
+    - hosts: &h {entries: ["10.0.0.1 a"], ttl: 1m}
+  b.test:
+    - hosts: {<<: [*h, {ttl: 5m}], ttl: 2m}
+  c.test:
+    - hosts: {<<: [{ttl: 3m}, *h]}
+`), sources.ConfigKinds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
+		if h := cfg.Zones[i].Sources[0].Settings.(*hosts.Config); h.TTL != want || len(h.Entries) != 1 {
+			t.Errorf("%s: ttl %v, %d entries; want %v, 1", cfg.Zones[i].Key, h.TTL, len(h.Entries), want)
+		}
+	}
+}

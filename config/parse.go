@@ -210,13 +210,8 @@ func (p *Parser) Mapping(n *yaml.Node, path string, known ...string) *Mapping {
 		return nil
 	}
 	m.node = n
-	merged := map[string]field{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-			p.merge(v, path, known, merged)
-			continue
-		}
+	for _, kv := range p.pairs(n, path) {
+		k, v := kv[0], kv[1]
 		key, ok := p.key(k, path)
 		if !ok {
 			continue
@@ -231,39 +226,47 @@ func (p *Parser) Mapping(n *yaml.Node, path string, known ...string) *Mapping {
 		}
 		m.fields[key] = field{key: k, val: v}
 	}
-	for key, f := range merged {
-		if _, set := m.fields[key]; !set {
-			m.fields[key] = f
-		}
-	}
 	return m
 }
 
-// merge applies a YAML merge key (<<: *anchor or <<: [*a, *b]); keys
-// written in the mapping itself win over merged ones.
-func (p *Parser) merge(v *yaml.Node, path string, known []string, into map[string]field) {
-	v = deref(v)
-	var srcs []*yaml.Node
-	switch v.Kind {
-	case yaml.MappingNode:
-		srcs = []*yaml.Node{v}
-	case yaml.SequenceNode:
-		srcs = v.Content
-	default:
-		p.Errorf(v, path, "<< merges a mapping or a list of mappings, got %s", Describe(v))
-		return
+// pairs lists the key/value pairs of mapping n with YAML merge keys
+// (<<: *anchor, <<: [*a, *b]) applied: the merged mappings' pairs where
+// n does not write the key itself (nor an earlier merged mapping), in
+// order. Every mapping of the file is read through it (Mapping, zones,
+// a source item).
+func (p *Parser) pairs(n *yaml.Node, path string) [][2]*yaml.Node {
+	var out [][2]*yaml.Node
+	own := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; !(k.Kind == yaml.ScalarNode && k.Tag == "!!merge") {
+			own[k.Value] = true
+		}
 	}
-	for _, s := range srcs {
-		sm := p.Mapping(s, path, known...)
-		if sm == nil {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
+			out = append(out, [2]*yaml.Node{k, v})
 			continue
 		}
-		for key, f := range sm.fields {
-			if _, set := into[key]; !set {
-				into[key] = f
+		v = deref(v)
+		srcs := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			srcs = v.Content
+		}
+		for _, src := range srcs {
+			if src = deref(src); src.Kind != yaml.MappingNode {
+				p.Errorf(src, path, "<< merges a mapping or a list of mappings, got %s", Describe(src))
+				continue
+			}
+			for _, kv := range p.pairs(src, path) {
+				if !own[kv[0].Value] {
+					own[kv[0].Value] = true
+					out = append(out, kv)
+				}
 			}
 		}
 	}
+	return out
 }
 
 // key returns a mapping key as a string; keys must be scalars.

@@ -51,44 +51,6 @@ func (p *Parser) zones(m *Mapping) []Zone {
 	return zones
 }
 
-// pairs lists the key/value pairs of mapping n with YAML merge keys
-// (<<: *anchor, <<: [*a, *b]) applied: the merged mappings' pairs where
-// n does not write the key itself, in order.
-func (p *Parser) pairs(n *yaml.Node, path string) [][2]*yaml.Node {
-	var out [][2]*yaml.Node
-	own := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; !(k.Kind == yaml.ScalarNode && k.Tag == "!!merge") {
-			own[k.Value] = true
-		}
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
-			out = append(out, [2]*yaml.Node{k, v})
-			continue
-		}
-		v = deref(v)
-		srcs := []*yaml.Node{v}
-		if v.Kind == yaml.SequenceNode {
-			srcs = v.Content
-		}
-		for _, src := range srcs {
-			if src = deref(src); src.Kind != yaml.MappingNode {
-				p.Errorf(src, path, "<< merges a mapping or a list of mappings, got %s", Describe(src))
-				continue
-			}
-			for _, kv := range p.pairs(src, path) {
-				if !own[kv[0].Value] {
-					own[kv[0].Value] = true
-					out = append(out, kv)
-				}
-			}
-		}
-	}
-	return out
-}
-
 // zoneNames splits a zone key into normalised zone names, expanding CIDRs
 // into their reverse zones and reporting duplicates across all keys.
 func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) []string {
@@ -280,15 +242,18 @@ func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 		ipath := IndexPath(path, i)
 		it = deref(it)
 		var kindNode, settings *yaml.Node
+		var pairs [][2]*yaml.Node
+		if it.Kind == yaml.MappingNode {
+			pairs = p.pairs(it, ipath)
+		}
 		switch {
 		case it.Kind == yaml.ScalarNode && p.kinds.lookup(it.Value) != nil:
 			kindNode = it // "- forward" without a colon: all defaults
-		case it.Kind == yaml.MappingNode && len(p.pairs(it, ipath)) == 1:
-			kv := p.pairs(it, ipath)[0]
-			kindNode, settings = deref(kv[0]), kv[1]
+		case it.Kind == yaml.MappingNode && len(pairs) == 1:
+			kindNode, settings = deref(pairs[0][0]), pairs[0][1]
 		case it.Kind == yaml.MappingNode:
 			var keys []string
-			for _, kv := range p.pairs(it, ipath) {
+			for _, kv := range pairs {
 				keys = append(keys, kv[0].Value)
 			}
 			p.Errorf(it, ipath, "a source has exactly one kind, got %d keys (%s): start each source with its own \"- \"", len(keys), strings.Join(keys, ", "))
