@@ -86,22 +86,10 @@ func (p *Parser) transfers(m *Mapping, zones []Zone) []Transfer {
 		}
 		for j, s := range vals {
 			jpath := IndexPath(zpath, j)
-			// As in zone keys: a name, or a CIDR for its reverse zones.
-			var names []string
-			if strings.Contains(s, "/") {
-				pr, err := parsePrefix(s)
-				if err != nil {
-					p.Errorf(nodes[j], jpath, "%v", err)
-					continue
-				}
-				names = ReverseZones(pr)
-			} else {
-				name, err := NormalizeName(s)
-				if err != nil {
-					p.Errorf(nodes[j], jpath, "bad zone name: %v", err)
-					continue
-				}
-				names = []string{name}
+			names, err := zoneNamesOf(s) // as in zone keys
+			if err != nil {
+				p.Errorf(nodes[j], jpath, "%v", err)
+				continue
 			}
 			for _, name := range names {
 				what := fmt.Sprintf("%q", s)

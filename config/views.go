@@ -43,15 +43,9 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 			seen[v.Name] = v.Pos
 		}
 		v.Clients = p.prefixes(vm, "clients")
-		hasListen, hasClients := false, false // null is the same as absent
-		if n, _ := vm.Get("listen"); n != nil {
-			hasListen = true
-		}
-		if n, _ := vm.Get("clients"); n != nil {
-			hasClients = true
-		}
-		if hasListen {
-			_, lpath := vm.Get("listen")
+		ln, lpath := vm.Get("listen") // nil when absent or null
+		cn, _ := vm.Get("clients")
+		if ln != nil {
 			v.Listen = p.listen(vm, true, true)
 			for j, l := range v.Listen {
 				if !containsListen(listen, l) {
@@ -59,7 +53,7 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 				}
 			}
 		}
-		if !hasClients && !hasListen {
+		if cn == nil && ln == nil {
 			p.Errorf(n, vpath, "view %q needs clients, listen or both (a view without either would take every query)", v.Name)
 		}
 		v.Zones = p.zones(vm)

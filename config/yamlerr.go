@@ -35,10 +35,6 @@ var parserProblems = map[string]string{
 	"found incompatible YAML document":       "",
 }
 
-// syntaxError positions the error err that decode gave for data. For a
-// parser problem it decodes data again behind one empty line, so that
-// the list or map the problem is in never begins on the first line, and
-// takes the line yaml.v3 gives then.
 // notUTF8 reports the first byte of data that is not UTF-8, where it is
 // (a file saved in Latin-1, say), or nil when data is UTF-8.
 func notUTF8(file string, data []byte) *Error {
@@ -61,6 +57,10 @@ func notUTF8(file string, data []byte) *Error {
 	return nil
 }
 
+// syntaxError positions the error err that decode gave for data. For a
+// parser problem it decodes data again behind one empty line, so that
+// the list or map the problem is in never begins on the first line, and
+// takes the line yaml.v3 gives then.
 func syntaxError(file string, data []byte, err error, decode func([]byte) error) *Error {
 	pos := Pos{File: file, Line: 1, Col: 1}
 	line, problem := yamlProblem(err)

@@ -68,22 +68,14 @@ func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) 
 		case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
 			pos.Col += t.off + 1
 		}
-		var expanded []string
+		expanded, err := zoneNamesOf(t.s)
+		if err != nil {
+			p.ErrorAt(pos, path, "%v", err)
+			continue
+		}
 		from := ""
 		if strings.Contains(t.s, "/") {
-			pr, err := parsePrefix(t.s)
-			if err != nil {
-				p.ErrorAt(pos, path, "%v", err)
-				continue
-			}
-			expanded, from = ReverseZones(pr), " (from "+t.s+")"
-		} else {
-			name, err := NormalizeName(t.s)
-			if err != nil {
-				p.ErrorAt(pos, path, "bad zone name: %v", err)
-				continue
-			}
-			expanded = []string{name}
+			from = " (from " + t.s + ")"
 		}
 		for _, name := range expanded {
 			if first, dup := seen[name]; dup {
@@ -95,6 +87,23 @@ func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) 
 		}
 	}
 	return names
+}
+
+// zoneNamesOf is the zones one name of a zone key stands for: itself,
+// normalised, or for a CIDR its reverse zones.
+func zoneNamesOf(s string) ([]string, error) {
+	if strings.Contains(s, "/") {
+		pr, err := parsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		return ReverseZones(pr), nil
+	}
+	name, err := NormalizeName(s)
+	if err != nil {
+		return nil, fmt.Errorf("bad zone name: %w", err)
+	}
+	return []string{name}, nil
 }
 
 type token struct {
