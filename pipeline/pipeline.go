@@ -317,8 +317,12 @@ func (z *zone) serial() uint32 {
 	if own := z.ownSOA(); own != nil {
 		return own.Serial
 	}
-	return z.sourcesSerial() + z.offset
+	return z.madeSerial()
 }
+
+// madeSerial is the serial of the SOA dnsd makes for z: its sources'
+// serial, carried above what it served before (offset).
+func (z *zone) madeSerial() uint32 { return z.sourcesSerial() + z.offset }
 
 // sourcesSerial is the serial of a zone without a source's own SOA: the
 // largest of its sources' serials and the generation's.
@@ -365,7 +369,7 @@ func (z *zone) authSOA(ttl uint32) *dns.SOA {
 		if c.own == own {
 			return c.soa
 		}
-	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.sourcesSerial()+z.offset:
+	case c.own == nil && c.soa.Hdr.Ttl == ttl && c.soa.Serial == z.madeSerial():
 		return c.soa
 	}
 	c = &negSOA{own: own, soa: z.soa(z.name, ttl)}

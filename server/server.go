@@ -328,11 +328,7 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 	}
 	for k, u := range s.units {
 		if !want[k] {
-			delete(s.units, k)
-			u.stop()
-			u.closeSockets()
-			u.loops.Wait()
-			s.log.Info("stopped listening", "proto", k.proto, "addr", u.addr().String())
+			s.remove(u, "stopped listening")
 		}
 	}
 	for _, u := range bound {
@@ -351,14 +347,20 @@ func (s *Server) freePorts(keys []unitKey, want map[unitKey]bool) []*unit {
 		if want[k] || !slices.ContainsFunc(keys, func(n unitKey) bool { return u.holdsPortOf(n) }) {
 			continue
 		}
-		delete(s.units, k)
-		u.stop()
-		u.closeSockets()
-		u.loops.Wait()
-		s.log.Info("stopped listening to free its port", "proto", k.proto, "addr", u.addr().String())
+		s.remove(u, "stopped listening to free its port")
 		freed = append(freed, u)
 	}
 	return freed
+}
+
+// remove stops u, closes its sockets, waits for its loops and logs msg.
+// s.mu is held.
+func (s *Server) remove(u *unit, msg string) {
+	delete(s.units, u.key)
+	u.stop()
+	u.closeSockets()
+	u.loops.Wait()
+	s.log.Info(msg, "proto", u.key.proto, "addr", u.addr().String())
 }
 
 // holdsPortOf reports whether u holds the port that k would bind, for the

@@ -110,9 +110,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		if err != nil {
 			return nil, nil, err
 		}
-		opened := false
-		b, release, err := k.conns.Acquire(connKey, func() (*Backend, error) {
-			opened = true
+		b, release, opened, err := k.conns.Acquire(connKey, func() (*Backend, error) {
 			return Open(Options{
 				Serials:   env.Serials,
 				Bulk:      env.Bulk,

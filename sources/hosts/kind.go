@@ -62,9 +62,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	}
 	files := filesKey(h.Files)
 	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
-		opened := false
-		b, release, err := k.files.Acquire(files, func() (*Backend, error) {
-			opened = true
+		b, release, opened, err := k.files.Acquire(files, func() (*Backend, error) {
 			return OpenBackend(h.Files, h.TTL, Options{Logger: env.Logger, Serials: env.Serials, Bulk: env.Bulk, Paced: env.Serving})
 		})
 		if err != nil {

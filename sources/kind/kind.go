@@ -129,19 +129,20 @@ type sharedEntry[T io.Closer] struct {
 	value T
 }
 
-// Acquire returns the value for key, opening it with open the first time,
-// and a release func that drops this reference (closing the value when it
-// was the last, and then reporting true). release may be called more than
-// once; only the first call counts.
-func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, release func() (closed bool), err error) {
+// Acquire returns the value for key, opening it with open the first time
+// (opened: this call did), and a release func that drops this reference
+// (closing the value when it was the last, and then reporting true).
+// release may be called more than once; only the first call counts.
+func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, release func() (closed bool), opened bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.m[key]
 	if e == nil {
 		v, err := open()
 		if err != nil {
-			return value, nil, err
+			return value, nil, false, err
 		}
+		opened = true
 		if s.m == nil {
 			s.m = make(map[string]*sharedEntry[T])
 		}
@@ -153,7 +154,7 @@ func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, releas
 	return e.value, func() (closed bool) {
 		once.Do(func() { closed = s.release(key, e) })
 		return closed
-	}, nil
+	}, opened, nil
 }
 
 func (s *Shared[T]) release(key string, e *sharedEntry[T]) (closed bool) {

@@ -15,11 +15,11 @@ func TestSharedCountsHolders(t *testing.T) {
 	var s Shared[*closer]
 	opens := 0
 	open := func() (*closer, error) { opens++; return &closer{}, nil }
-	a, relA, err := s.Acquire("k", open)
+	a, relA, _, err := s.Acquire("k", open)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, relB, _ := s.Acquire("k", open)
+	b, relB, _, _ := s.Acquire("k", open)
 	if a != b || opens != 1 || s.Len() != 1 {
 		t.Fatalf("two holders: same value %v, %d opens, %d open values", a == b, opens, s.Len())
 	}
@@ -32,10 +32,10 @@ func TestSharedCountsHolders(t *testing.T) {
 	if a.closed != 1 || s.Len() != 0 {
 		t.Fatalf("closed %d times after the last release, %d left", a.closed, s.Len())
 	}
-	if _, _, err := s.Acquire("bad", func() (*closer, error) { return nil, errors.New("boom") }); err == nil || s.Len() != 0 {
+	if _, _, _, err := s.Acquire("bad", func() (*closer, error) { return nil, errors.New("boom") }); err == nil || s.Len() != 0 {
 		t.Fatalf("failed open: err %v, %d values", err, s.Len())
 	}
-	c, _, _ := s.Acquire("k", open)
+	c, _, _, _ := s.Acquire("k", open)
 	s.CloseAll()
 	if opens != 2 || c.closed != 1 || s.Len() != 0 {
 		t.Fatalf("reopen and CloseAll: %d opens, closed %d", opens, c.closed)
@@ -69,8 +69,7 @@ func TestViewClosesThenReleases(t *testing.T) {
 func TestViewsSayWhetherTheyOpenedAndClosed(t *testing.T) {
 	var s Shared[*closer]
 	view := func() *View[*closer] {
-		opened := false
-		_, release, err := s.Acquire("k", func() (*closer, error) { opened = true; return &closer{}, nil })
+		_, release, opened, err := s.Acquire("k", func() (*closer, error) { return &closer{}, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

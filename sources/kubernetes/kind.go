@@ -90,9 +90,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		clientKey, strings.Join(z.Names, " "), c.TTL, c.Pods, strings.Join(ns, ","), c.EndpointPodNames, c.Expose)
 	v, _, err := env.Acquire(key, func() (any, io.Closer, error) {
 		metrics := k.registerMetrics(env)
-		opened := false
-		backend, release, err := k.clients.Acquire(clientKey, func() (*Backend, error) {
-			opened = true
+		backend, release, opened, err := k.clients.Acquire(clientKey, func() (*Backend, error) {
 			k.redirectKlog(logger)
 			cc := cc
 			cc.Health = health.New(cc.Logger)
