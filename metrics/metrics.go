@@ -6,7 +6,9 @@
 package metrics
 
 import (
+	dto "github.com/prometheus/client_model/go"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -226,6 +228,14 @@ func (m *Metrics) KeepZones(keep func(view, zone string) bool, zone func(string)
 		m.queries.Delete(k)
 		return true
 	})
+	// Transfers and NOTIFYs of zones no longer configured, queried or not.
+	for _, vec := range []*prometheus.CounterVec{m.transfers, m.notifies} {
+		for _, z := range zoneLabels(vec) {
+			if z != NoZone && !zone(z) {
+				vec.DeletePartialMatch(prometheus.Labels{"zone": z})
+			}
+		}
+	}
 	if len(gone) == 0 {
 		return
 	}
@@ -239,12 +249,28 @@ func (m *Metrics) KeepZones(keep func(view, zone string) bool, zone func(string)
 		m.requests.DeletePartialMatch(l)
 		m.responses.DeletePartialMatch(l)
 		if !zone(vz[1]) {
-			z := prometheus.Labels{"zone": vz[1]}
-			m.duration.DeletePartialMatch(z)
-			m.transfers.DeletePartialMatch(z)
-			m.notifies.DeletePartialMatch(z)
+			m.duration.DeletePartialMatch(prometheus.Labels{"zone": vz[1]})
 		}
 	}
+}
+
+// zoneLabels lists the values of the zone label among vec's series.
+func zoneLabels(vec *prometheus.CounterVec) []string {
+	ch := make(chan prometheus.Metric)
+	go func() { vec.Collect(ch); close(ch) }()
+	var zones []string
+	for mt := range ch {
+		var d dto.Metric
+		if mt.Write(&d) != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "zone" && !slices.Contains(zones, l.GetValue()) {
+				zones = append(zones, l.GetValue())
+			}
+		}
+	}
+	return zones
 }
 
 // recentSlot places a tuple of Query's arguments in recent: by the

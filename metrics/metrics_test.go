@@ -130,6 +130,8 @@ func TestKeepZones(t *testing.T) {
 		m.Query("", "", "udp", dns.TypeA, dns.RcodeRefused, "", time.Millisecond)
 	}
 	m.Transfer("b.test.", "ok")
+	m.Transfer("c.test.", "ok") // transferred, never queried, then removed
+	m.Notify("c.test.", "sent")
 	// b.test. stays in view v1 only; the default view loses it.
 	m.KeepZones(func(view, zone string) bool { return zone == "a.test." || view == "v1" }, func(z string) bool { return z != "c.test." })
 	count := func(view, zone string) int {
@@ -160,6 +162,9 @@ func TestKeepZones(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.transfers.WithLabelValues("b.test.", "ok")); got != 1 {
 		t.Errorf("transfers of b.test., configured in a view: %v, want kept", got)
+	}
+	if n := testutil.CollectAndCount(m.transfers) + testutil.CollectAndCount(m.notifies); n != 1 {
+		t.Errorf("%d transfer and NOTIFY series, want 1 (b.test.'s; c.test. is gone)", n)
 	}
 	m.Query("", "b.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
 	if got := count("default", "b.test."); got != 1 {

@@ -74,7 +74,7 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 		bulk: bulk, stop: make(chan struct{}), done: make(chan struct{})}
 	b.pacing.Store(&turns.Pacing{Sleep: time.Sleep})
 	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
-	b.warnOutside(z)
+	b.warnLoad(z)
 	if !watch || c.Path == "" {
 		close(b.done)
 		return b, nil
@@ -232,13 +232,14 @@ func (b *Backend) reload() (again time.Duration) {
 		b.logger.Warn("zone file watcher", "error", err)
 	}
 	b.logger.Info("zone file reloaded", "records", z.records)
-	b.warnOutside(z)
+	b.warnLoad(z)
 	return 0
 }
 
-// warnOutside logs, once per load, that records of z outside the zone
-// key's zones were left out.
-func (b *Backend) warnOutside(z *zone) {
+// warnLoad logs, once per load, what the load of z left out or mended:
+// records outside the zone key's zones, records beside a CNAME, TTLs
+// made their RRset's.
+func (b *Backend) warnLoad(z *zone) {
 	if z.outside > 0 {
 		b.logger.Warn("zone records outside the zone key's zones are ignored", "records", z.outside, "example", z.example)
 	}

@@ -52,7 +52,7 @@ type zone struct {
 	outside   int           // records ignored: outside the zone key's zones
 	example   string
 	// What add mended or left out, reported once per load (see
-	// Backend.warnRecords): records beside a CNAME or a CNAME beside
+	// Backend.warnLoad): records beside a CNAME or a CNAME beside
 	// other data (the first written stays), and records whose TTL was
 	// made their RRset's (RFC 2181 section 5.2). Duplicates are dropped
 	// silently (section 5).
