@@ -71,10 +71,8 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 		}
 	}
 	if cfg == nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if c.Kubeconfig != "" {
-			rules.ExplicitPath = c.Kubeconfig
-		} else if !anyFile(rules.Precedence) {
+		rules, ok := kubeconfigRules(c.Kubeconfig)
+		if !ok {
 			return nil, errors.New("no cluster configuration: not running in a pod, $KUBECONFIG unset and no ~/.kube/config (set kubeconfig)")
 		}
 		overrides := &clientcmd.ConfigOverrides{CurrentContext: c.Context}
@@ -155,7 +153,7 @@ type readier interface {
 // tracker has a problem); then when the API server says it is ready, the
 // backend is closed, or reachWait has passed.
 func (b *Backend) waitReachable(r readier) {
-	if !b.health.Failing() || b.ctx == nil {
+	if !b.health.Failing() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, reachWait)
@@ -202,6 +200,18 @@ func (c *connWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// kubeconfigRules are the loading rules of the kubeconfig a source reads
+// when it does not take the in-cluster configuration: path, else
+// $KUBECONFIG or ~/.kube/config; ok is false when there is none of those.
+func kubeconfigRules(path string) (*clientcmd.ClientConfigLoadingRules, bool) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+		return rules, true
+	}
+	return rules, anyFile(rules.Precedence)
 }
 
 func anyFile(paths []string) bool {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 
 	"github.com/dnsd/dnsd/config"
 )
@@ -76,16 +76,22 @@ func isLabel1123(s string) bool {
 func (c *Config) SyncWait() time.Duration { return c.SyncTimeout }
 
 // kubeContexts lists the contexts of the kubeconfig a source would load
-// (path, else $KUBECONFIG or ~/.kube/config), and what that is; ok is
-// false when there is none to read (in a pod) or it does not load (the
-// connection says why).
+// (as RESTConfig: path, else in a pod none, else $KUBECONFIG or
+// ~/.kube/config), and what that is; ok is false when there is none to
+// read or it does not load (the connection says why).
 func kubeContexts(path string) (names []string, from string, ok bool) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path == "" {
+		if _, err := rest.InClusterConfig(); err == nil {
+			return nil, "", false // the in-cluster configuration has no contexts
+		}
+	}
+	rules, ok := kubeconfigRules(path)
+	if !ok {
+		return nil, "", false
+	}
 	from = "the kubeconfig"
 	if path != "" {
-		rules.ExplicitPath, from = path, "kubeconfig "+path
-	} else if !anyFile(rules.Precedence) {
-		return nil, "", false
+		from = "kubeconfig " + path
 	}
 	cfg, err := rules.Load()
 	if err != nil {
