@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -194,12 +193,7 @@ func TestOutsideNamesLogged(t *testing.T) {
 // synced, allows 8 s.
 func TestWaitFreshPerBackendTimeout(t *testing.T) {
 	srv := etcdtest.Start(t, etcdtest.Options{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
+	dead := fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)) // nothing listens there
 	cfg := load(t, t.TempDir(), fmt.Sprintf("zones:\n  live.test:\n    - etcd: {endpoints: [%q], sync_timeout: 8s}\n  dead.test:\n    - etcd: {endpoints: [\"http://%s\"], sync_timeout: 300ms}\n", srv.Endpoint(), dead))
 	reg := NewRegistry(Options{})
 	defer reg.Close()
@@ -222,12 +216,7 @@ func TestWaitFreshPerBackendTimeout(t *testing.T) {
 // reports a new etcd backend that cannot sync, and a rebuild with the same
 // settings has nothing to wait for.
 func TestWaitFreshOnlyWaitsForNewBackends(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close() // nothing listens there now
+	dead := fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)) // nothing listens there
 	dir := t.TempDir()
 	cfg := load(t, dir, "zones:\n  one.test:\n    - etcd: {endpoints: [\"http://"+dead+"\"]}\n")
 	reg := NewRegistry(Options{})
