@@ -202,6 +202,32 @@ zones:
 		t.Errorf("the pod watch was started %d times, want 1", n)
 	}
 
+	// endpoint_pod_names turned on by a reload names an endpoint without a
+	// hostname by its pod, from the connection's memory: no second
+	// connection, no re-list.
+	https, tcp, p443 := "https", corev1.ProtocolTCP, int32(443)
+	podSlice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "headless-pods", Labels: map[string]string{discoveryv1.LabelServiceName: "headless"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &https, Protocol: &tcp, Port: &p443}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"10.3.0.4"},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0"},
+		}},
+	}
+	if _, err := k.DiscoveryV1().EndpointSlices("default").Create(ctx, podSlice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswer(t, addr, "10-3-0-4.headless.default.svc.cluster.local", dns.TypeA, "NOERROR:10.3.0.4")
+	waitAnswer(t, addr, "web-0.headless.default.svc.cluster.local", dns.TypeA, "NXDOMAIN:")
+	writeFile(t, cfgFile, strings.Replace(readFile(t, cfgFile), "pods: verified", "pods: verified\n        endpoint_pod_names: true", 1))
+	p.signal(syscall.SIGHUP)
+	p.waitLog("reloaded", 3)
+	waitAnswer(t, addr, "web-0.headless.default.svc.cluster.local", dns.TypeA, "NOERROR:10.3.0.4")
+	if n := strings.Count(p.stderr.String(), "kubernetes connection opened"); n != 1 {
+		t.Errorf("after turning endpoint_pod_names on: %d connections opened, want 1", n)
+	}
+
 	p.stop(syscall.SIGTERM)
 }
 

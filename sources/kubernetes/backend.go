@@ -242,11 +242,10 @@ type Backend struct {
 	// pods is nil until a source needs it (pods: verified): podInformer
 	// starts it on this connection then, so turning pods on is no new
 	// connection and no re-list of the rest. Read under podsMu.
-	pods     cache.SharedIndexInformer
-	podsMu   sync.Mutex
-	newInf   func(resource string, indexers cache.Indexers) cache.SharedIndexInformer
-	ctx      context.Context // the informers' (cancelled by Close)
-	podNames bool
+	pods   cache.SharedIndexInformer
+	podsMu sync.Mutex
+	newInf func(resource string, indexers cache.Indexers) cache.SharedIndexInformer
+	ctx    context.Context // the informers' (cancelled by Close)
 	// health is the connection's problem (shared with the transport);
 	// listErr the last list/watch error of each informer.
 	health   *health.Tracker
@@ -266,12 +265,9 @@ type Backend struct {
 // BackendOptions configure a Backend.
 type BackendOptions struct {
 	// Pods adds a Pod informer (pods: verified).
-	Pods bool
-	// PodNames keeps endpoints' pod names (endpoint_pod_names); without
-	// it they are stripped to save memory.
-	PodNames bool
-	Logger   *slog.Logger
-	Metrics  *Metrics // nil: not recorded
+	Pods    bool
+	Logger  *slog.Logger
+	Metrics *Metrics // nil: not recorded
 	// Health is the connection's tracker, the one given to RESTConfig
 	// (nil: one of its own that only list/watch errors reach).
 	Health *health.Tracker
@@ -298,7 +294,6 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 	}
 	b.serials = opts.Serials
 	b.serial.Store(b.serials.Next())
-	b.podNames = opts.PodNames
 	informer := func(resource string, indexers cache.Indexers) cache.SharedIndexInformer {
 		lw := api.ListWatch(resource)
 		if r, ok := api.(readier); ok {
@@ -481,7 +476,7 @@ func (b *Backend) strip(obj any) (any, error) {
 	case *corev1.Service:
 		return newServiceObj(o), nil
 	case *discoveryv1.EndpointSlice:
-		return newSliceObj(o, b.podNames), nil
+		return newSliceObj(o), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{ObjectMeta: meta(&o.ObjectMeta)}, nil
 	case *corev1.Pod:

@@ -163,7 +163,7 @@ func FuzzServiceRecords(f *testing.F) {
 		}
 
 		var all []contribution
-		all = append(all, serviceRecords(s, newServiceObj(svc), []*sliceObj{newSliceObj(sl, podNames)})...)
+		all = append(all, serviceRecords(s, newServiceObj(svc), []*sliceObj{newSliceObj(sl)})...)
 		all = append(all, podRecords(s, p)...)
 		all = append(all, namespaceRecords(s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})...)
 		all = append(all, staticRecords(s)...)

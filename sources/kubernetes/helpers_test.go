@@ -184,7 +184,7 @@ func typedListWatch[L runtime.Object](c typedClient[L]) *cache.ListWatch {
 func fakeSource(t testing.TB, opts Options, objs ...runtime.Object) (*Source, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	b := NewBackend(clientsetAPI{client}, BackendOptions{Pods: opts.Pods == PodsVerified, PodNames: opts.EndpointPodNames})
+	b := NewBackend(clientsetAPI{client}, BackendOptions{Pods: opts.Pods == PodsVerified})
 	t.Cleanup(func() { b.Close() })
 	return syncedSource(t, b, opts, 10*time.Second), client
 }

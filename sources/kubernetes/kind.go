@@ -78,12 +78,11 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		}
 		return dryRunSource{ttl: pipeline.TTLSeconds(c.TTL)}, nil
 	}
-	// One connection per kubeconfig and context (and whether endpoints
-	// keep their pods' names, which the objects are stored with); a
-	// source with pods: verified starts the Pod informer on it when it
-	// needs it (Backend.podInformer).
+	// One connection per kubeconfig and context; a source with pods:
+	// verified starts the Pod informer on it when it needs it
+	// (Backend.podInformer).
 	podNames := c.EndpointPodNames && c.Expose != "external"
-	clientKey := fmt.Sprintf("kubeconfig=%q context=%q pod_names=%t", c.Kubeconfig, c.Context, podNames)
+	clientKey := fmt.Sprintf("kubeconfig=%q context=%q", c.Kubeconfig, c.Context)
 	ns := slices.Clone(c.Namespaces)
 	slices.Sort(ns)
 	key := fmt.Sprintf("%s zones=%q ttl=%s pods=%s namespaces=%q endpoint_pod_names=%t expose=%s",
@@ -104,7 +103,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 			}
 			env.Logger.Info("kubernetes connection opened", "host", rc.Host, "context", c.Context)
 			return NewBackend(api, BackendOptions{
-				PodNames: podNames, Logger: logger, Metrics: metrics,
+				Logger: logger, Metrics: metrics,
 				Health: cc.Health, Endpoint: rc.Host, Serials: env.Serials,
 			}), nil
 		})

@@ -139,7 +139,7 @@ type sliceObj struct {
 type sliceEndpoint struct {
 	addresses []string
 	hostname  string // "": none
-	pod       string // the target pod's name, kept for endpoint_pod_names only
+	pod       string // the target pod's name when it has no hostname (endpoint_pod_names)
 	notReady  bool   // conditions.ready is false (unset counts as ready)
 }
 
@@ -150,9 +150,10 @@ func (s *sliceObj) DeepCopyObject() runtime.Object {
 	return &c // the slices are never modified once converted
 }
 
-// newSliceObj converts o; podNames keeps the target pods' names of
-// endpoints without a hostname.
-func newSliceObj(o *discoveryv1.EndpointSlice, podNames bool) *sliceObj {
+// newSliceObj converts o. The target pod's name of an endpoint without a
+// hostname is always kept, so that every source on a connection can name
+// endpoints by it (endpoint_pod_names) without a connection of its own.
+func newSliceObj(o *discoveryv1.EndpointSlice) *sliceObj {
 	s := &sliceObj{
 		objMeta: newObjMeta(&o.ObjectMeta),
 		service: o.Labels[discoveryv1.LabelServiceName],
@@ -172,7 +173,7 @@ func newSliceObj(o *discoveryv1.EndpointSlice, podNames bool) *sliceObj {
 			if e.Hostname != nil {
 				n.hostname = *e.Hostname
 			}
-			if podNames && e.Hostname == nil && e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
+			if e.Hostname == nil && e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
 				n.pod = e.TargetRef.Name
 			}
 			s.endpoints[i] = n

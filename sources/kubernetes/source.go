@@ -148,9 +148,6 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("kubernetes: unknown pods mode %q", s.pods)
 	}
-	if opts.EndpointPodNames && !b.podNames {
-		return nil, errors.New("kubernetes: endpoint_pod_names needs a backend that keeps pod names")
-	}
 	if s.external && s.pods != PodsDisabled {
 		s.pods = PodsDisabled // pod records are cluster-internal
 	}
