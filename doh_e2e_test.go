@@ -38,7 +38,7 @@ func TestDoHListener(t *testing.T) {
 http: "127.0.0.1:%d"
 tls: {cert: tls.crt, key: tls.key}
 acl: {allow: [127.0.0.1/32]}
-limits: {rate_per_client: 1} # UDP only: DoH, as TCP, is never rate-limited
+limits: {rate_per_client: 1, tcp_idle_timeout: 2s} # rate: UDP only; DoH, as TCP, is never rate-limited
 zones:
   example.internal:
     - hosts: {entries: ["10.0.0.7 web", "10.0.0.8 web"], ttl: 90s}
@@ -116,11 +116,29 @@ zones:
 		{"GET without dns", "GET", url, "", nil, http.StatusBadRequest},
 		{"GET with bad base64", "GET", url + "?dns=!!!", "", nil, http.StatusBadRequest},
 		{"POST of garbage", "POST", url, "application/dns-message", []byte{1, 2, 3}, http.StatusBadRequest},
+		{"POST over 64 KiB", "POST", url, "application/dns-message", make([]byte, 70000), http.StatusRequestEntityTooLarge},
 	} {
 		if got := do(c.method, c.u, c.t, c.body); got != c.want {
 			t.Errorf("%s: HTTP %d, want %d", c.what, got, c.want)
 		}
 	}
+
+	// A body that stops coming: 408 once the idle timeout has passed (it
+	// was 413, "too large").
+	pr, pw := io.Pipe()
+	go func() { _, _ = pw.Write(wire[:10]) }() // and no more
+	slowReq, _ := http.NewRequest("POST", url, pr)
+	slowReq.ContentLength = 1000
+	slowReq.Header.Set("Content-Type", "application/dns-message")
+	if resp, err := h2.Do(slowReq); err != nil {
+		t.Errorf("a POST whose body stops: %v, want HTTP 408", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("a POST whose body stops: HTTP %d, want 408", resp.StatusCode)
+		}
+	}
+	pw.Close()
 
 	// A client the ACL refuses: 200 with a REFUSED message.
 	refusedClient := &http.Client{Timeout: 5 * time.Second, Transport: &http2.Transport{TLSClientConfig: tlsConf,

@@ -85,7 +85,16 @@ func (s *Server) serveDoH(u *unit, w http.ResponseWriter, r *http.Request) {
 		}
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, dns.MaxMsgSize))
 		if err != nil {
-			http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				// Sent too slowly for the idle timeout.
+				http.Error(w, "body not received in time", http.StatusRequestTimeout)
+				return
+			}
+			http.Error(w, "body unreadable", http.StatusBadRequest)
 			return
 		}
 		msg = b
