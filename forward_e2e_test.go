@@ -285,6 +285,10 @@ func TestForwardCacheFlush(t *testing.T) {
 	if code, _ := post("?name=bad..name"); code != http.StatusBadRequest {
 		t.Errorf("flush of a malformed name: %d, want 400", code)
 	}
+	// An empty name (a script's unset variable) flushes nothing.
+	if code, body := post("?name="); code != http.StatusBadRequest {
+		t.Errorf("flush with an empty name: %d %q, want 400", code, body)
+	}
 	if code, body := post(""); code != 200 || strings.TrimSpace(body) != `{"removed": 3}` {
 		t.Fatalf("flush all: %d %q, want 200 {\"removed\": 3}", code, body)
 	}

@@ -52,7 +52,14 @@ func startHTTP(addr string, gatherer prometheus.Gatherer, ready func() (bool, st
 	// POST /cache/flush[?name=N]: drop the response cache's entries (for N
 	// and every name below it). Other methods get 405 from the mux.
 	mux.HandleFunc("POST /cache/flush", func(w http.ResponseWriter, r *http.Request) {
-		name := r.URL.Query().Get("name")
+		q := r.URL.Query()
+		name := q.Get("name")
+		if q.Has("name") && name == "" {
+			// An unset variable in a script ("?name=$NAME") must not
+			// empty the whole cache.
+			http.Error(w, "name is empty (leave it out to flush everything)", http.StatusBadRequest)
+			return
+		}
 		if name != "" {
 			if _, ok := dns.IsDomainName(name); !ok {
 				http.Error(w, fmt.Sprintf("name %q is not a domain name", name), http.StatusBadRequest)

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -413,9 +414,11 @@ func (c *Cache) Get(k Key) (*dns.Msg, bool) {
 // lifetime returns how long m may be cached (0: not at all) and whether
 // it is a negative answer. Positive answers live for their smallest TTL
 // clamped to [min_ttl, max_ttl]; NXDOMAIN and NODATA for their SOA's
-// TTL or MINIMUM, whichever is lower (RFC 2308 §5), at most negative_ttl;
-// negative answers without an SOA, errors and truncated answers are not
-// cached.
+// TTL or MINIMUM, whichever is lower (RFC 2308 §5), at most negative_ttl
+// (min_ttl is for positive answers only: it never keeps a name
+// nonexistent longer than its zone says); negative answers without an
+// SOA, errors and truncated answers are not cached. A TTL above 2^31-1
+// counts as 0 (RFC 2181 §8).
 func lifetime(m *dns.Msg, cfg *CacheConfig) (time.Duration, bool) {
 	if m.Truncated {
 		return 0, false
@@ -426,7 +429,7 @@ func lifetime(m *dns.Msg, cfg *CacheConfig) (time.Duration, bool) {
 		for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
 			for _, rr := range sec {
 				if rr.Header().Rrtype != dns.TypeOPT { // its TTL is flags (an upstream's EDE rides in one)
-					ttl = min(ttl, rr.Header().Ttl)
+					ttl = min(ttl, ttlValue(rr.Header().Ttl))
 				}
 			}
 		}
@@ -435,12 +438,20 @@ func lifetime(m *dns.Msg, cfg *CacheConfig) (time.Duration, bool) {
 	case m.Rcode == dns.RcodeNameError || m.Rcode == dns.RcodeSuccess:
 		for _, rr := range m.Ns {
 			if soa, ok := rr.(*dns.SOA); ok {
-				d := time.Duration(min(soa.Hdr.Ttl, soa.Minttl)) * time.Second
-				return min(max(d, cfg.MinTTL), cfg.NegativeTTL), true
+				d := time.Duration(min(ttlValue(soa.Hdr.Ttl), ttlValue(soa.Minttl))) * time.Second
+				return min(d, cfg.NegativeTTL), true
 			}
 		}
 	}
 	return 0, false
+}
+
+// ttlValue is a TTL as RFC 2181 §8 reads it: one above 2^31-1 is 0.
+func ttlValue(ttl uint32) uint32 {
+	if ttl > math.MaxInt32 {
+		return 0
+	}
+	return ttl
 }
 
 // Insert stores upstream response m for k when it may be cached and
@@ -466,7 +477,7 @@ func (c *Cache) Insert(k Key, m *dns.Msg) *dns.Msg {
 			if negative {
 				h.Ttl = secs
 			} else {
-				h.Ttl = min(max(h.Ttl, uint32(cfg.MinTTL/time.Second)), uint32(cfg.MaxTTL/time.Second))
+				h.Ttl = min(max(ttlValue(h.Ttl), uint32(cfg.MinTTL/time.Second)), uint32(cfg.MaxTTL/time.Second))
 			}
 		}
 	}

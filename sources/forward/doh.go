@@ -46,8 +46,9 @@ func newDoHClient(u *upstream) *dohClient {
 	}
 }
 
-// exchange POSTs wire (its ID made fresh) and returns the matching
-// response, by the deadline dl.
+// exchange POSTs wire with ID 0 (RFC 8484 §4.1: HTTP pairs the response
+// with its request, and ID 0 lets HTTP caches share answers) and returns
+// the matching response, by the deadline dl.
 func (c *dohClient) exchange(ctx context.Context, wire []byte, k Key, dl time.Time) (*dns.Msg, error) {
 	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
@@ -55,7 +56,8 @@ func (c *dohClient) exchange(ctx context.Context, wire []byte, k Key, dl time.Ti
 	// after Do returns (a timeout, a failover), while the caller reuses
 	// wire for its next attempt.
 	body := bytes.Clone(wire)
-	id := setID(body)
+	const id = 0
+	body[0], body[1] = 0, 0
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

@@ -28,6 +28,8 @@ type dohUpstream struct {
 	h2       atomic.Int64
 	requests atomic.Int64
 	status   atomic.Int64 // when non-zero, answer this HTTP status
+	// nonZeroID counts queries whose ID was not 0 (RFC 8484 §4.1).
+	nonZeroID atomic.Int64
 }
 
 func startDoHUpstream(t *testing.T, name string) *dohUpstream {
@@ -55,6 +57,9 @@ func startDoHUpstream(t *testing.T, name string) *dohUpstream {
 		if q.Unpack(body) != nil {
 			http.Error(w, "bad message", http.StatusBadRequest)
 			return
+		}
+		if q.Id != 0 {
+			u.nonZeroID.Add(1)
 		}
 		m := new(dns.Msg)
 		m.SetReply(q)
@@ -94,6 +99,9 @@ func TestDoHUpstream(t *testing.T) {
 	}
 	if c, h2, n := doh.conns.Load(), doh.h2.Load(), doh.requests.Load(); c != 1 || h2 != 5 || n != 5 {
 		t.Errorf("5 queries: %d connections, %d of %d requests over HTTP/2; want 1 connection, all HTTP/2", c, h2, n)
+	}
+	if n := doh.nonZeroID.Load(); n != 0 {
+		t.Errorf("%d of 5 queries with an ID other than 0 (RFC 8484 §4.1: use 0)", n)
 	}
 	if got := s.pool.Upstreams()[0].String(); got != "https://"+doh.addr+"/custom-query@doh.test" {
 		t.Errorf("label %q", got)

@@ -215,6 +215,23 @@ func TestCacheMinMaxTTL(t *testing.T) {
 	if n := u.count("long.example."); n != 2 {
 		t.Fatalf("max_ttl 120: upstream asked %d times over 120 s, want 2", n)
 	}
+	// min_ttl is for positive answers: an NXDOMAIN whose SOA says 5 s
+	// is kept 5 s (it was raised to min_ttl).
+	u.set(func(u *upstreamServer) { u.ttl, u.soaMin = 5, 5 })
+	if r := s.lookup(t, "nx.example.", dns.TypeA); r.Msg.Rcode != dns.RcodeNameError || r.Msg.Ns[0].Header().Ttl != 5 {
+		t.Fatalf("NXDOMAIN with SOA TTL and minimum 5, min_ttl 60: %v", r.Msg)
+	}
+	s.clock.advance(5 * time.Second)
+	s.lookup(t, "nx.example.", dns.TypeA)
+	if n := u.count("nx.example."); n != 2 {
+		t.Fatalf("NXDOMAIN of SOA TTL 5 under min_ttl 60: upstream asked %d times over 5 s, want 2", n)
+	}
+	// A TTL above 2^31-1 counts as 0 (RFC 2181 §8): raised to min_ttl,
+	// never to max_ttl.
+	u.set(func(u *upstreamServer) { u.ttl = 1 << 31 })
+	if got := answerA(s.lookup(t, "msb.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/60" {
+		t.Fatalf("ttl 2^31 with min_ttl 60: %s", got)
+	}
 	// TTL 0 answers are not cached (without min_ttl).
 	cc.MinTTL = 0
 	s2 := newTestSource(t, poolOpts(u.Addr), cc)
@@ -223,6 +240,12 @@ func TestCacheMinMaxTTL(t *testing.T) {
 	s2.lookup(t, "zero.example.", dns.TypeA)
 	if n := u.count("zero.example."); n != 2 {
 		t.Fatalf("TTL 0: upstream asked %d times, want 2 (not cached)", n)
+	}
+	u.set(func(u *upstreamServer) { u.ttl = 1<<32 - 1 })
+	s2.lookup(t, "max.example.", dns.TypeA)
+	s2.lookup(t, "max.example.", dns.TypeA)
+	if n := u.count("max.example."); n != 2 {
+		t.Fatalf("TTL 2^32-1: upstream asked %d times, want 2 (it counts as 0: not cached)", n)
 	}
 }
 
