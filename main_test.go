@@ -625,31 +625,41 @@ zones:
 	}
 }
 
-// A reload that removes a zone removes its query series from /metrics;
-// the zones kept keep theirs, counts included.
+// A reload that removes a zone removes its query series from /metrics,
+// and one that removes a view removes the view's series, those of its
+// queries that no zone matched (zone="none") included; the zones kept
+// keep theirs, counts included.
 func TestReloadDropsRemovedZonesSeries(t *testing.T) {
 	dir := t.TempDir()
-	port, hport := freePort(t), freePort(t)
-	conf := func(zones string) {
-		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nhttp: \"127.0.0.1:%d\"\nzones:\n%s", port, hport, zones))
+	port, port2, hport := freePort(t), freePort(t), freePort(t)
+	conf := func(zones, view string) {
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]\nhttp: \"127.0.0.1:%d\"\nzones:\n%s%s", port, port2, hport, zones, view))
 	}
-	conf("  a.test:\n    - hosts: {entries: [\"10.0.0.1 x.a.test\"]}\n  b.test:\n    - hosts: {entries: [\"10.0.0.2 x.b.test\"]}\n")
+	office := fmt.Sprintf("views:\n  - name: office\n    listen: [\"127.0.0.1:%d\"]\n    zones:\n      c.test:\n        - hosts: {entries: [\"10.0.0.3 x.c.test\"]}\n", port2)
+	conf("  a.test:\n    - hosts: {entries: [\"10.0.0.1 x.a.test\"]}\n  b.test:\n    - hosts: {entries: [\"10.0.0.2 x.b.test\"]}\n", office)
 	p := startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	base := fmt.Sprintf("http://127.0.0.1:%d", hport)
-	for _, name := range []string{"x.a.test.", "x.b.test."} {
+	for _, name := range []string{"x.a.test.", "x.b.test.", "nowhere.example."} {
 		dnstest.Ask(t, addr, name, dns.TypeA)
 	}
-	if m := scrape(t, base); !strings.Contains(m, `zone="b.test."`) || !strings.Contains(m, `zone="a.test."`) {
-		t.Fatalf("before the reload, no series of both zones:\n%s", grep(m, "dnsd_requests_total"))
+	dnstest.Ask(t, fmt.Sprintf("127.0.0.1:%d", port2), "nowhere.example.", dns.TypeA)
+	if m := scrape(t, base); !strings.Contains(m, `zone="b.test."`) || !strings.Contains(m, `zone="a.test."`) || !strings.Contains(m, `view="office",zone="none"`) {
+		t.Fatalf("before the reload, no series of both zones and of the view:\n%s", grep(m, "dnsd_requests_total"))
 	}
-	conf("  a.test:\n    - hosts: {entries: [\"10.0.0.1 x.a.test\"]}\n")
+	conf("  a.test:\n    - hosts: {entries: [\"10.0.0.1 x.a.test\"]}\n", "")
 	p.signal(syscall.SIGHUP)
 	p.waitLog("reloaded", 1)
 	m := scrape(t, base)
 	if strings.Contains(m, `zone="b.test."`) {
 		t.Errorf("series of the removed zone b.test after the reload:\n%s", grep(m, `b.test`))
+	}
+	if strings.Contains(m, `view="office"`) {
+		t.Errorf("series of the removed view office after the reload:\n%s", grep(m, `office`))
+	}
+	if !strings.Contains(m, `dnsd_requests_total{proto="udp",qtype="A",view="default",zone="none"} 1`) {
+		t.Errorf("the default view's count of queries no zone matched:\n%s", grep(m, "dnsd_requests_total"))
 	}
 	if !strings.Contains(m, `dnsd_requests_total{proto="udp",qtype="A",view="default",zone="a.test."} 1`) {
 		t.Errorf("the kept zone's count:\n%s", grep(m, "dnsd_requests_total"))

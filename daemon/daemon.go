@@ -300,10 +300,10 @@ func configured(cfg *config.Config) (keep func(view, zone string) bool, zone fun
 	}
 	keep = func(view, zone string) bool {
 		if view == "" {
-			return def[zone]
+			return zone == "" || def[zone]
 		}
 		own, ok := views[view]
-		return ok && (own[zone] || def[zone])
+		return ok && (zone == "" || own[zone] || def[zone])
 	}
 	return keep, func(z string) bool { return all[z] }
 }

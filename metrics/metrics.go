@@ -213,15 +213,15 @@ func (m *Metrics) children(k queryKey) *queryChildren {
 // series of zones it no longer has: after a reload, /metrics shows what
 // is configured (and what was counted for it), not every zone ever
 // served. keep reports whether a view ("" for none) and zone pair is
-// still configured; zone reports whether a zone is, in any view. Queries
-// that no zone matched ("none") are always kept. Call it once the old
+// still configured, zone "" (queries no zone matched: "none") whether the
+// view is; zone reports whether a zone is, in any view. Call it once the old
 // configuration has stopped answering: a query it answers later makes
 // its series again.
 func (m *Metrics) KeepZones(keep func(view, zone string) bool, zone func(string) bool) {
 	gone := map[[2]string]bool{}
 	m.queries.Range(func(k, v any) bool {
 		q := k.(queryKey)
-		if q.zone == "" || keep(q.view, q.zone) {
+		if keep(q.view, q.zone) {
 			return true
 		}
 		gone[[2]string{q.view, q.zone}] = true
@@ -245,6 +245,12 @@ func (m *Metrics) KeepZones(keep func(view, zone string) bool, zone func(string)
 		}
 	}
 	for vz := range gone {
+		if vz[1] == "" {
+			l := prometheus.Labels{"view": ViewLabel(vz[0]), "zone": NoZone}
+			m.requests.DeletePartialMatch(l)
+			m.responses.DeletePartialMatch(l)
+			continue // the duration series of "none" is every view's
+		}
 		l := prometheus.Labels{"view": ViewLabel(vz[0]), "zone": vz[1]}
 		m.requests.DeletePartialMatch(l)
 		m.responses.DeletePartialMatch(l)

@@ -128,12 +128,16 @@ func TestKeepZones(t *testing.T) {
 		m.Query("", "b.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
 		m.Query("v1", "b.test.", "udp", dns.TypeA, dns.RcodeSuccess, "hosts", time.Millisecond)
 		m.Query("", "", "udp", dns.TypeA, dns.RcodeRefused, "", time.Millisecond)
+		m.Query("v2", "", "udp", dns.TypeA, dns.RcodeRefused, "", time.Millisecond)
 	}
 	m.Transfer("b.test.", "ok")
 	m.Transfer("c.test.", "ok") // transferred, never queried, then removed
 	m.Notify("c.test.", "sent")
-	// b.test. stays in view v1 only; the default view loses it.
-	m.KeepZones(func(view, zone string) bool { return zone == "a.test." || view == "v1" }, func(z string) bool { return z != "c.test." })
+	// b.test. stays in view v1 only; the default view loses it; view v2
+	// is removed, with its queries that no zone matched.
+	m.KeepZones(func(view, zone string) bool {
+		return zone == "a.test." || view == "v1" || view == "" && zone == ""
+	}, func(z string) bool { return z != "c.test." })
 	count := func(view, zone string) int {
 		n := 0
 		ch := make(chan prometheus.Metric, 100)
@@ -155,7 +159,7 @@ func TestKeepZones(t *testing.T) {
 	for _, c := range []struct {
 		view, zone string
 		want       int
-	}{{"default", "a.test.", 3}, {"default", "b.test.", 0}, {"v1", "b.test.", 3}, {"default", NoZone, 3}} {
+	}{{"default", "a.test.", 3}, {"default", "b.test.", 0}, {"v1", "b.test.", 3}, {"default", NoZone, 3}, {"v2", NoZone, 0}} {
 		if got := count(c.view, c.zone); got != c.want {
 			t.Errorf("view %s zone %s: %d, want %d", c.view, c.zone, got, c.want)
 		}
