@@ -753,4 +753,11 @@ zones:
 	if strings.Contains(p.stderr.String(), "dnsd started") {
 		t.Errorf("an INFO line other than the queries at level warn:\n%s", p.stderr.String())
 	}
+	// A query no zone matches is logged with zone=none, as /metrics
+	// counts it.
+	waitAnswer(t, fmt.Sprintf("127.0.0.1:%d", port), "elsewhere.example", dns.TypeA, "REFUSED:")
+	p.waitLog("msg=query", 2)
+	if line := grep(p.stderr.String(), "elsewhere.example"); !strings.Contains(line, " zone=none ") {
+		t.Errorf("the query of a name in no zone is logged %q, want zone=none", line)
+	}
 }

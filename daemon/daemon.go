@@ -524,7 +524,7 @@ func (o *observer) Observe(ob server.Observation) {
 	if o.queries.Load() {
 		o.log.Info("query", "client", ob.Client, "proto", ob.Proto, "name", ob.Name,
 			"type", metrics.TypeString(ob.Qtype), "rcode", metrics.RcodeString(ob.Rcode),
-			"view", metrics.ViewLabel(ob.View), "zone", ob.Zone, "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
+			"view", metrics.ViewLabel(ob.View), "zone", metrics.ZoneLabel(ob.Zone), "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,
 			"duration", ob.Duration)
 	}
 }

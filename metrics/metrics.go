@@ -177,7 +177,7 @@ func (m *Metrics) Query(view, zone, proto string, qtype uint16, rcode int, sourc
 
 // children returns the series of k's labels, made the first time.
 func (m *Metrics) children(k queryKey) *queryChildren {
-	if _, ok := dns.TypeToString[k.qtype]; !ok {
+	if !knownType(k.qtype) {
 		k.qtype, k.other = 0, k.other|otherType
 	}
 	if _, ok := dns.RcodeToString[k.rcode]; !ok {
@@ -186,11 +186,7 @@ func (m *Metrics) children(k queryKey) *queryChildren {
 	if v, ok := m.queries.Load(k); ok {
 		return v.(*queryChildren)
 	}
-	zone := k.zone
-	if zone == "" {
-		zone = NoZone
-	}
-	view, qtype, rcode := ViewLabel(k.view), TypeLabel(k.qtype), RcodeLabel(k.rcode)
+	zone, view, qtype, rcode := ZoneLabel(k.zone), ViewLabel(k.view), TypeLabel(k.qtype), RcodeLabel(k.rcode)
 	if k.other&otherType != 0 {
 		qtype = Other
 	}
@@ -313,10 +309,7 @@ const (
 // Transfer records one zone transfer; zone is a transferred zone or ""
 // (none), result one of the server's Transfer* results.
 func (m *Metrics) Transfer(zone, result string) {
-	if zone == "" {
-		zone = NoZone
-	}
-	m.transfers.WithLabelValues(zone, result).Inc()
+	m.transfers.WithLabelValues(ZoneLabel(zone), result).Inc()
 }
 
 // Notify records one NOTIFY event of a transferred zone; result is
@@ -360,6 +353,15 @@ func (c *syncedCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
+// ZoneLabel is a zone's label value: the zone's name (lower case, with
+// the trailing dot), NoZone for none ("").
+func ZoneLabel(zone string) string {
+	if zone == "" {
+		return NoZone
+	}
+	return zone
+}
+
 // ViewLabel is a view's label value: its name, DefaultView for none ("").
 func ViewLabel(view string) string {
 	if view == "" {
@@ -372,10 +374,21 @@ func ViewLabel(view string) string {
 // (miekg/dns's table, a fixed set), else "other", so that clients cannot
 // create label values.
 func TypeLabel(t uint16) string {
-	if s, ok := dns.TypeToString[t]; ok {
-		return s
+	if knownType(t) {
+		return dns.TypeToString[t]
 	}
 	return Other
+}
+
+// knownType reports whether t is a type dnsd knows by name: miekg/dns's
+// table without its names for the values that are no type, 0 ("None",
+// also a message without a question) and 65535 ("Reserved").
+func knownType(t uint16) bool {
+	if t == dns.TypeNone || t == dns.TypeReserved {
+		return false
+	}
+	_, ok := dns.TypeToString[t]
+	return ok
 }
 
 // RcodeLabel is a response code's metric label: its name, else "other".
@@ -394,8 +407,8 @@ func RcodeLabel(rc int) string {
 // TypeString names a query type without allocating for known types (for
 // logs: unknown types are TYPEn as in zone files).
 func TypeString(t uint16) string {
-	if s, ok := dns.TypeToString[t]; ok {
-		return s
+	if knownType(t) {
+		return dns.TypeToString[t]
 	}
 	return "TYPE" + strconv.Itoa(int(t))
 }

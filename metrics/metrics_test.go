@@ -52,6 +52,13 @@ func TestQueryCounts(t *testing.T) {
 	if got := testutil.ToFloat64(m.responses.WithLabelValues("v1", "example.internal.", Other, "forward")); got != 1 {
 		t.Errorf("an unknown rcode is counted as other: %v", got)
 	}
+	// 0 (also a message without a question) and 65535 have names in
+	// miekg/dns's table ("None", "Reserved") but are no types.
+	m.Query("v1", "example.internal.", "tcp", dns.TypeNone, dns.RcodeFormatError, "", time.Millisecond)
+	m.Query("v1", "example.internal.", "tcp", dns.TypeReserved, dns.RcodeFormatError, "", time.Millisecond)
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("v1", "example.internal.", "tcp", Other)); got != 3 {
+		t.Errorf("types 0 and 65535 are counted as other: %v, want 3", got)
+	}
 	m.Query("", "example.internal.", "udp", dns.TypeA, dns.RcodeBadVers, "", time.Millisecond)
 	if got := testutil.ToFloat64(m.responses.WithLabelValues("default", "example.internal.", "BADVERS", "")); got != 1 {
 		t.Errorf("rcode 16 of a response is counted as BADVERS: %v", got)
