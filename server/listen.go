@@ -158,8 +158,9 @@ func (s *Server) start(u *unit) {
 
 // bindUnits binds the given units of one listen address (all sharing
 // addr). When the port is 0, UDP binds the port TCP got; if that port is
-// taken for UDP, the pair is retried a few times.
-func bindUnits(ctx context.Context, addr string, keys []unitKey) ([]*unit, error) {
+// taken for UDP, the pair is retried a few times. probeUDP: first make
+// sure no other socket holds the UDP address (see listenUDP).
+func bindUnits(ctx context.Context, addr string, keys []unitKey, probeUDP bool) ([]*unit, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("bad address: %w", err)
@@ -174,14 +175,14 @@ func bindUnits(ctx context.Context, addr string, keys []unitKey) ([]*unit, error
 		attempts = 5
 	}
 	for try := 1; ; try++ {
-		us, err := bindOnce(ctx, host, port, keys, loopback, wildcard)
+		us, err := bindOnce(ctx, host, port, keys, loopback, wildcard, probeUDP)
 		if err == nil || try >= attempts || !errors.Is(err, syscall.EADDRINUSE) {
 			return us, err
 		}
 	}
 }
 
-func bindOnce(ctx context.Context, host, port string, keys []unitKey, loopback, wildcard bool) ([]*unit, error) {
+func bindOnce(ctx context.Context, host, port string, keys []unitKey, loopback, wildcard, probeUDP bool) ([]*unit, error) {
 	var out []*unit
 	fail := func(err error) ([]*unit, error) {
 		for _, u := range out {
@@ -195,7 +196,7 @@ func bindOnce(ctx context.Context, host, port string, keys []unitKey, loopback, 
 		switch k.proto {
 		case "udp":
 			u.pktinfo = wildcard && pktinfoSupported
-			conns, err := listenUDP(ctx, host, addr, u.pktinfo)
+			conns, err := listenUDP(ctx, host, addr, u.pktinfo, probeUDP && port != "0")
 			if err != nil {
 				return fail(err)
 			}
@@ -219,10 +220,26 @@ func bindOnce(ctx context.Context, host, port string, keys []unitKey, loopback, 
 // spreads queries over several reader goroutines. With port 0 the first
 // socket resolves the port and the others join it. With pktinfo the
 // sockets report each packet's destination address.
-func listenUDP(ctx context.Context, host, addr string, pktinfo bool) ([]*net.UDPConn, error) {
+//
+// SO_REUSEPORT also lets any other process of the same user that sets it
+// (a second dnsd started by mistake) bind the address beside these
+// sockets and silently take part of the queries. With probe, a socket
+// without SO_REUSEPORT is bound first and closed: it fails ("address
+// already in use") when anything holds the address. The caller probes
+// only when dnsd itself holds no UDP socket on that port, which the
+// probe would also run into.
+func listenUDP(ctx context.Context, host, addr string, pktinfo, probe bool) ([]*net.UDPConn, error) {
 	n := runtime.NumCPU()
 	if n < 1 || !reusePortSupported {
 		n = 1
+	}
+	if probe && reusePortSupported {
+		var plain net.ListenConfig
+		pc, err := plain.ListenPacket(ctx, network("udp", host), addr)
+		if err != nil {
+			return nil, fmt.Errorf("bind udp: %w", err)
+		}
+		_ = pc.Close()
 	}
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		if err := reusePort(network, address, c); err != nil {

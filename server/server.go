@@ -303,11 +303,11 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		if len(missing) == 0 {
 			continue
 		}
-		us, err := bindUnits(ctx, l.Addr, missing)
+		us, err := bindUnits(ctx, l.Addr, missing, !s.holdsUDPPort(missing, bound))
 		if errors.Is(err, syscall.EADDRINUSE) {
 			if f := s.freePorts(missing, want); len(f) > 0 {
 				freed = append(freed, f...)
-				us, err = bindUnits(ctx, l.Addr, missing)
+				us, err = bindUnits(ctx, l.Addr, missing, !s.holdsUDPPort(missing, bound))
 			}
 		}
 		if err != nil {
@@ -353,6 +353,21 @@ func (s *Server) freePorts(keys []unitKey, want map[unitKey]bool) []*unit {
 	return freed
 }
 
+// holdsUDPPort reports whether dnsd holds a UDP socket (in s.units or
+// among bound, the units an Apply has bound so far) on the port of one of
+// keys. s.mu is held.
+func (s *Server) holdsUDPPort(keys []unitKey, bound []*unit) bool {
+	holds := func(u *unit) bool {
+		return u.key.proto == "udp" && slices.ContainsFunc(keys, func(k unitKey) bool { return k.proto == "udp" && u.holdsPortOf(k) })
+	}
+	for _, u := range s.units {
+		if holds(u) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(bound, holds)
+}
+
 // remove stops u, closes its sockets, waits for its loops and logs msg.
 // s.mu is held.
 func (s *Server) remove(u *unit, msg string) {
@@ -388,7 +403,7 @@ func (s *Server) rebind(ctx context.Context, units []*unit) {
 				addr = net.JoinHostPort(host, port)
 			}
 		}
-		us, err := bindUnits(ctx, addr, []unitKey{old.key})
+		us, err := bindUnits(ctx, addr, []unitKey{old.key}, false)
 		if err != nil {
 			s.log.Error("cannot listen again after a failed reload", "proto", old.key.proto, "addr", old.key.addr, "err", err)
 			continue

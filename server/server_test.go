@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -758,6 +759,45 @@ func TestApplyMovesOntoItsOwnPort(t *testing.T) {
 		t.Fatal("Apply onto an occupied port succeeded")
 	}
 	ask("after the failed move")
+}
+
+// A second server (another dnsd started by mistake) cannot bind a UDP
+// address the first holds, although both set SO_REUSEPORT: it would take
+// part of the queries unseen. One server's own overlapping UDP entries
+// (0.0.0.0:P beside 127.0.0.1:P) still bind, at start and by a reload.
+func TestUDPAddressNotShared(t *testing.T) {
+	allow := Settings{ACL: config.ACL{Default: true}}
+	first := startServer(t, nil, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:0"}}, allow)
+	held := first.addr(t, "udp")
+	second := New(Options{Resolver: &fakeResolver{}, Observer: &recorder{}})
+	err := second.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: held}}, allow)
+	if err == nil {
+		_ = second.Shutdown(context.Background())
+		t.Fatalf("a second server bound %s beside the first", held)
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("second server: %v, want address already in use", err)
+	}
+	_ = second.Shutdown(context.Background())
+
+	_, port, _ := net.SplitHostPort(held)
+	wild := config.Listen{Proto: "udp", Addr: net.JoinHostPort("0.0.0.0", port)}
+	if err := first.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: held}, wild}, allow); err != nil {
+		t.Fatalf("adding %s beside its own %s: %v", wild.Addr, held, err)
+	}
+	if r := exchange(t, "udp", held, query("k.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+		t.Fatalf("after the reload: %v", r)
+	}
+	free, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ = net.SplitHostPort(free.LocalAddr().String())
+	free.Close()
+	third := startServer(t, nil, []config.Listen{{Proto: "udp", Addr: "127.0.0.1:" + port}, {Proto: "udp", Addr: "0.0.0.0:" + port}}, allow)
+	if n := len(third.Addrs()); n != 2 {
+		t.Fatalf("overlapping entries at start: %d addresses bound", n)
+	}
 }
 
 // On a wildcard address the reply must come from the address the client
