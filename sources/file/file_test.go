@@ -571,4 +571,12 @@ func TestTTLBeforeDollarTTL(t *testing.T) {
 			t.Errorf("%s: %v, want TTL %d", name, r.RRs, want)
 		}
 	}
+	// Without a SOA, the file's $TTL is also the TTL of its negative
+	// answers (the synthesized SOA's), not an hour.
+	if got := s.TTL(); got != 300 {
+		t.Errorf("TTL() of a file without SOA and with $TTL 300: %d", got)
+	}
+	if got := NewSource(open(t, &Config{Origin: "z.test.", Zones: []string{"z.test."}, Records: []Record{{Text: "x A 10.0.0.4"}}}, false)).TTL(); got != 3600 {
+		t.Errorf("TTL() of inline records alone: %d, want 3600", got)
+	}
 }

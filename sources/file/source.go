@@ -44,12 +44,13 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 func (s *Source) Kind() string { return "file" }
 
 // TTL implements pipeline.Source: the SOA minimum of the file when it has
-// a SOA, else the default TTL.
+// a SOA, else its $TTL (the first), else the default TTL.
 func (s *Source) TTL() uint32 {
-	if soa := s.b.snapshot().z.soa; soa != nil {
-		return min(soa.Minttl, soa.Hdr.Ttl)
+	z := s.b.snapshot().z
+	if z.soa != nil {
+		return min(z.soa.Minttl, z.soa.Hdr.Ttl)
 	}
-	return pipeline.TTLSeconds(DefaultTTL)
+	return z.ttl
 }
 
 // Serial implements pipeline.Source: rises with every change of the zone.

@@ -43,6 +43,7 @@ type zone struct {
 	// file delegates nothing.
 	referrals map[string]*dns.Msg
 	wildcards bool
+	ttl       uint32              // the file's first $TTL, else DefaultTTL: the TTL of inline records that name none
 	soa       *dns.SOA            // the file's first SOA at an apex, nil when none
 	soas      map[string]*dns.SOA // the file's SOA at each apex of the zone key that has one
 	records   int
@@ -151,6 +152,7 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 			}
 		}
 	}
+	z.ttl = defTTL
 	for _, r := range c.Records {
 		h.Write([]byte(r.Text))
 		h.Write([]byte{0})
