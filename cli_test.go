@@ -36,6 +36,7 @@ func runDnsd(t *testing.T, dir string, args ...string) (stdout, stderr string, c
 
 func TestCommandLine(t *testing.T) {
 	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "good.yaml"), "zones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n")
 	cases := []struct {
 		args   []string
 		code   int
@@ -57,6 +58,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"check", "--bogus"}, code: 2, stderr: "usage:"},
 		{args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
 		{args: []string{"check", "extra"}, code: 2, stderr: `unexpected argument "extra"`},
+		{args: []string{"-config", "good.yaml", "check"}, code: 0, stdout: "good.yaml: ok"},
+		{args: []string{"-config", "good.yaml", "check", "extra"}, code: 2, stderr: `unexpected argument "check"`},
 		{args: []string{"version", "-config", "x.yaml"}, code: 2, stderr: "usage:"},
 	}
 	for _, c := range cases {

@@ -101,7 +101,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "\n%s", usage)
 		return 2
 	}
-	if flags.NArg() > 0 {
+	if cmd == "run" && flags.NArg() == 1 && flags.Arg(0) == "check" {
+		// "dnsd -config PATH check": the flag before the command, as many
+		// tools take it.
+		cmd = "check"
+	} else if flags.NArg() > 0 {
 		fmt.Fprintf(stderr, "dnsd: unexpected argument %q\n\n%s", flags.Arg(0), usage)
 		return 2
 	}
