@@ -50,7 +50,7 @@ func (b *Backend) trouble(cause string) {
 	if cause == "" || b.ctx.Err() != nil {
 		return
 	}
-	msg := "etcd unreachable; names answer SERVFAIL until the first sync"
+	msg := "etcd unreachable before the first sync; retrying"
 	if b.synced.Load() {
 		msg = "etcd unreachable; serving the last data"
 	}

@@ -191,9 +191,9 @@ func (c *connWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case err != nil:
-		c.health.Fail("kubernetes API server unreachable; serving the last known state and retrying", health.Cause(err), "host", c.host)
+		c.health.Fail("kubernetes API server unreachable; retrying (what was synced is still served)", health.Cause(err), "host", c.host)
 	case resp.StatusCode == http.StatusUnauthorized:
-		c.health.Fail("kubernetes API server refuses dnsd's credentials; serving the last known state and retrying", resp.Status, "host", c.host)
+		c.health.Fail("kubernetes API server refuses dnsd's credentials; retrying (what was synced is still served)", resp.Status, "host", c.host)
 	default:
 		if c.health.Failing() {
 			c.health.Recover("kubernetes API server reachable again", "host", c.host)
@@ -394,7 +394,7 @@ func (b *Backend) watchErrors(inf cache.SharedIndexInformer) {
 		if quiet {
 			lvl = slog.LevelDebug
 		}
-		b.logger.Log(ctx, lvl, "kubernetes API list/watch failed; serving the last known state and retrying", "resource", r.TypeDescription(), "err", cause)
+		b.logger.Log(ctx, lvl, "kubernetes API list/watch failed; retrying (what was synced is still served)", "resource", r.TypeDescription(), "err", cause)
 	})
 }
 
