@@ -1,6 +1,7 @@
 // Command dnsd is a DNS server for VMs and bare metal that answers, per
 // zone, from an ordered list of sources (kubernetes, etcd, hosts files,
-// forward upstreams), configured by one dnsd.yaml file. See README.md.
+// zone files, forward upstreams), configured by one dnsd.yaml file. See
+// README.md.
 package main
 
 import (
@@ -38,7 +39,7 @@ var (
 )
 
 const usage = `dnsd is a DNS server that answers, per zone, from an ordered list of sources
-(kubernetes, etcd, hosts files, forward upstreams), configured by one YAML file.
+(kubernetes, etcd, hosts files, zone files, forward upstreams), configured by one YAML file.
 
 usage:
   dnsd [-config PATH]          run the server
