@@ -36,10 +36,14 @@ func (s *Server) newDoHServer(u *unit) *http.Server {
 		Handler:           mux,
 		ReadHeaderTimeout: idle,
 		ReadTimeout:       idle,
-		WriteTimeout:      idle,
-		IdleTimeout:       idle,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// The write deadline starts with the request, as the read one:
+		// twice the idle timeout leaves a request whose body stopped
+		// coming (cut at idle) the time to be told 408, and a slow
+		// answer (a forward that waits) the time to be written.
+		WriteTimeout:   2 * idle,
+		IdleTimeout:    idle,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		TLSConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12,
 			// The certificate of the running settings: a reload that
