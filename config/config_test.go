@@ -397,7 +397,9 @@ func TestEntryCompletion(t *testing.T) {
 	}
 
 	data = strings.Replace(data, "api.   # absolute, outside the zone", "api", 1)
-	data = strings.Replace(data, "10.in-addr.arpa. example.test", "example.test", 1)
+	// A key that begins with reverse zones: dotless names go into its
+	// first forward zone.
+	data = strings.Replace(data, "10.in-addr.arpa. example.test", "10.96.0.0/12 example.test", 1)
 	cfg, err := Parse("dnsd.yaml", []byte(data), sources.ConfigKinds())
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // DefaultTTL is the ttl of hosts records when not set.
@@ -65,9 +66,11 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 }
 
 // parseEntry parses an inline hosts entry "IP name [name...] [# comment]".
-// A name without a dot gets the key's first zone appended; every name
-// must be inside one of the key's zones. A name whose first label is "*"
-// is a wildcard ("*" alone: a wildcard at the key's first zone).
+// A name without a dot gets the key's first zone appended (its first
+// forward zone when the key begins with reverse ones, "10.0.0.0/8
+// example.internal": a host name is never meant under in-addr.arpa);
+// names outside the key's zones are ignored by the source. A name whose
+// first label is "*" is a wildcard ("*" alone: a wildcard at that zone).
 func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, bool) {
 	z := b.Zone
 	e := Entry{Line: s, Pos: b.Parser.Pos(n)}
@@ -90,8 +93,9 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 	for _, name := range f[1:] {
 		full := name
 		if !strings.Contains(name, ".") && len(z.Names) > 0 {
-			full = name + "." + z.Names[0]
-			if z.Names[0] == "." {
+			first := hostZone(z.Names)
+			full = name + "." + first
+			if first == "." {
 				full = name + "."
 			}
 		}
@@ -104,6 +108,17 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 		e.Names = append(e.Names, norm)
 	}
 	return e, ok
+}
+
+// hostZone is the zone a dotless entry name goes into: the first of
+// zones that is not a reverse zone, else the first.
+func hostZone(zones []string) string {
+	for _, z := range zones {
+		if !pipeline.InZone(z, "in-addr.arpa.") && !pipeline.InZone(z, "ip6.arpa.") {
+			return z
+		}
+	}
+	return zones[0]
 }
 
 // zoneList names zones for a message, eliding long lists.
