@@ -656,7 +656,46 @@ func (n *node) combine() []dns.RR {
 			out = append(out, p.rrs...)
 		}
 	}
-	return out
+	return oneTTL(out)
+}
+
+// oneTTL gives each RRset of rrs (records of one type, all at one name)
+// one TTL, the lowest of its records' (RFC 2181 §5.2): several keys of a
+// name may carry different "ttl"s. Records are copied where they change
+// (the keys' own are shared); rrs is returned as is when nothing does.
+func oneTTL(rrs []dns.RR) []dns.RR {
+	type set struct {
+		t     uint16
+		low   uint32
+		mixed bool
+	}
+	var sets []set // a name has few types
+	anyMixed := false
+	for _, rr := range rrs {
+		h := rr.Header()
+		i := slices.IndexFunc(sets, func(s set) bool { return s.t == h.Rrtype })
+		if i < 0 {
+			sets = append(sets, set{t: h.Rrtype, low: h.Ttl})
+			continue
+		}
+		if h.Ttl != sets[i].low {
+			sets[i].mixed, anyMixed = true, true
+			sets[i].low = min(sets[i].low, h.Ttl)
+		}
+	}
+	if !anyMixed {
+		return rrs
+	}
+	for k, rr := range rrs {
+		h := rr.Header()
+		i := slices.IndexFunc(sets, func(s set) bool { return s.t == h.Rrtype })
+		if sets[i].mixed && h.Ttl != sets[i].low {
+			cp := dns.Copy(rr)
+			cp.Header().Ttl = sets[i].low
+			rrs[k] = cp
+		}
+	}
+	return rrs
 }
 
 func chooseGroup(parts []part) string {

@@ -117,6 +117,33 @@ func TestIndexSameNameTwoKeys(t *testing.T) {
 	}
 }
 
+// Records of one type gathered from several keys of a name are one
+// RRset: they get one TTL, the lowest (RFC 2181 §5.2); each key's own
+// name keeps its TTL, and other types theirs.
+func TestIndexOneTTLPerRRset(t *testing.T) {
+	ti := newTestIndex(t)
+	ti.put("/skydns/internal/example/multi/x1", `{"host":"10.0.1.2"}`)
+	ti.put("/skydns/internal/example/multi/x2", `{"host":"10.0.1.3","ttl":60}`)
+	ti.put("/skydns/internal/example/multi/x3", `{"text":"hello","ttl":90}`)
+	ttls := func(name string) string {
+		var out []string
+		for _, rr := range ti.ix.lookup(name).records() {
+			out = append(out, fmt.Sprintf("%s/%d", dns.TypeToString[rr.Header().Rrtype], rr.Header().Ttl))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := ttls("multi.example.internal."); got != "A/60 A/60 TXT/90" {
+		t.Errorf("multi: %s, want A/60 A/60 TXT/90", got)
+	}
+	if got := ttls("x1.multi.example.internal."); got != "A/300" {
+		t.Errorf("x1: %s, want its own A/300", got)
+	}
+	ti.del("/skydns/internal/example/multi/x2")
+	if got := ttls("multi.example.internal."); got != "A/300 TXT/90" {
+		t.Errorf("multi after x2 is gone: %s, want A/300 TXT/90", got)
+	}
+}
+
 func TestIndexGroups(t *testing.T) {
 	ti := newTestIndex(t)
 	ti.put("/skydns/internal/example/g/a", `{"host":"10.0.0.1","group":"blue"}`)
