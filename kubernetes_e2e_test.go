@@ -191,11 +191,18 @@ zones:
 	// connection, no second connection (no re-list of the services); a
 	// made-up pod address is no longer answered.
 	cfgFile := filepath.Join(dir, "dnsd.yaml")
-	writeFile(t, cfgFile, strings.Replace(readFile(t, cfgFile), "pods: insecure", "pods: verified", 1))
-	p.signal(syscall.SIGHUP)
-	p.waitLog("reloaded", 2)
+	reloads := 1
+	reload := func(old, new string) {
+		t.Helper()
+		writeFile(t, cfgFile, strings.Replace(readFile(t, cfgFile), old, new, 1))
+		p.signal(syscall.SIGHUP)
+		reloads++
+		p.waitLog("reloaded", reloads)
+	}
+	opened := func() int { return strings.Count(p.stderr.String(), "kubernetes connection opened") }
+	reload("pods: insecure", "pods: verified")
 	waitAnswer(t, addr, "1-2-3-4.default.pod.cluster.local", dns.TypeA, "NXDOMAIN:")
-	if n := strings.Count(p.stderr.String(), "kubernetes connection opened"); n != 1 {
+	if n := opened(); n != 1 {
 		t.Errorf("after turning pods: verified on: %d connections opened, want 1", n)
 	}
 	if n := strings.Count(p.stderr.String(), "watching pods on this connection"); n != 1 {
@@ -220,11 +227,9 @@ zones:
 	}
 	waitAnswer(t, addr, "10-3-0-4.headless.default.svc.cluster.local", dns.TypeA, "NOERROR:10.3.0.4")
 	waitAnswer(t, addr, "web-0.headless.default.svc.cluster.local", dns.TypeA, "NXDOMAIN:")
-	writeFile(t, cfgFile, strings.Replace(readFile(t, cfgFile), "pods: verified", "pods: verified\n        endpoint_pod_names: true", 1))
-	p.signal(syscall.SIGHUP)
-	p.waitLog("reloaded", 3)
+	reload("pods: verified", "pods: verified\n        endpoint_pod_names: true")
 	waitAnswer(t, addr, "web-0.headless.default.svc.cluster.local", dns.TypeA, "NOERROR:10.3.0.4")
-	if n := strings.Count(p.stderr.String(), "kubernetes connection opened"); n != 1 {
+	if n := opened(); n != 1 {
 		t.Errorf("after turning endpoint_pod_names on: %d connections opened, want 1", n)
 	}
 
