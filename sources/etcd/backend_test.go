@@ -183,6 +183,7 @@ func TestRecordKinds(t *testing.T) {
 		{"a.ent.example.internal", dns.TypeA, "NOERROR:A 10.0.6.1"},
 		{"nope.example.internal", dns.TypeA, "NXDOMAIN:"},
 		{"anything.wild.example.internal", dns.TypeA, "NOERROR:A 10.0.7.7"},
+		{"wild.example.internal", dns.TypeA, "NOERROR:"}, // the wildcard's parent: an empty non-terminal (RFC 4592)
 		{"x1.*.example.internal", dns.TypeA, "NOERROR:A 10.0.1.1"},
 		{"*.multi.example.internal", dns.TypeA, "NOERROR:A 10.0.1.1,A 10.0.1.2"},
 		{"example.internal", dns.TypeA, "NOERROR:A 10.0.8.1,A 10.0.8.2"},

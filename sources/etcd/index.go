@@ -632,8 +632,10 @@ func (n *node) combine() []dns.RR {
 	if in := n.inner.Load(); in != nil {
 		// Children in label order: answers do not depend on hashing.
 		var with []*node
-		in.kids.each(func(_ string, c *node) bool {
-			if c.own.Load() != nil {
+		in.kids.each(func(label string, c *node) bool {
+			// A stored "*" is a wildcard record (RFC 4592): it answers
+			// names below n that do not exist, never n itself.
+			if c.own.Load() != nil && label != "*" {
 				with = append(with, c)
 			}
 			return true

@@ -218,6 +218,11 @@ func TestIndexWildcards(t *testing.T) {
 			t.Errorf("expand %s = %q, want %q", name, got, want)
 		}
 	}
+	// The wildcard's records are not its parent's (RFC 4592), while a
+	// plain child's are (SkyDNS): the apex has db's A, not the wildcard's.
+	if got := ti.get("example.internal."); got != "A 10.0.0.5" {
+		t.Errorf("the wildcard's parent: %q, want db's record only", got)
+	}
 	ti.del("/skydns/internal/example/*")
 	if got := wild("anything.example.internal."); got != "-" {
 		t.Errorf("after deleting the wildcard: %q", got)
