@@ -736,6 +736,69 @@ func TestStopDuringReloadDrainAnswersInFlight(t *testing.T) {
 	}
 }
 
+// A reload ends at the swap, not when the old pipeline's slowest query
+// does: with a forward waiting for a slow upstream, "reloaded" (and
+// READY=1, sent at the same moment) comes at once, a second reload too,
+// and the old query still gets its upstream's answer before the old
+// pipeline's backends stop.
+func TestReloadDoesNotWaitForSlowQueries(t *testing.T) {
+	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		time.Sleep(3 * time.Second)
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("192.0.2.9")})
+		_ = w.WriteMsg(m)
+	})
+	dir := t.TempDir()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	conf := func(zones string) {
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"%s\"]\nzones:\n%s", addr, zones))
+	}
+	conf(fmt.Sprintf("  fwd.test:\n    - forward: {upstreams: [%q], timeout: 20s}\n", up.Addr))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	answer := make(chan string, 1)
+	go func() {
+		c := &dns.Client{Timeout: 15 * time.Second}
+		m := new(dns.Msg)
+		m.SetQuestion("x.fwd.test.", dns.TypeA)
+		r, _, err := c.Exchange(m, addr)
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		answer <- dnstest.RData(r)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	for i, zones := range []string{
+		"  other.test:\n    - hosts: {entries: [\"10.0.0.1 x.other.test\"]}\n",
+		"  other.test:\n    - hosts: {entries: [\"10.0.0.2 x.other.test\"]}\n",
+	} {
+		conf(zones)
+		start := time.Now()
+		p.signal(syscall.SIGHUP)
+		p.waitLog("reloaded", i+1)
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("reload %d took %s with a 3 s query in flight: it waited for the query", i+1, took)
+		}
+	}
+	waitAnswer(t, addr, "x.other.test", dns.TypeA, "NOERROR:10.0.0.2")
+	select {
+	case got := <-answer:
+		if got != "NOERROR:192.0.2.9" {
+			t.Errorf("the query in flight through the reloads: %s, want the upstream's answer", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the query in flight was never answered")
+	}
+	if !strings.Contains(p.stderr.String(), "its backends stop once they are answered") {
+		t.Errorf("no log line for the drain left to run:\n%s", p.stderr.String())
+	}
+	// The old pipeline's forward backend stops once its query is answered.
+	p.waitLog(`"backend stopped" kind=forward`, 1)
+}
+
 // log.queries writes its lines whatever log.level says: asking for them
 // is asking to see them.
 func TestQueryLogAtWarnLevel(t *testing.T) {

@@ -46,9 +46,15 @@ type Options struct {
 	Bulk kind.Bulk
 }
 
-// drainTimeout bounds how long a reload waits for queries still running on
-// the old pipeline before it stops the old pipeline's unused backends.
+// drainTimeout bounds how long the old pipeline's queries are waited for
+// after a reload before its unused backends are stopped anyway.
 const drainTimeout = 30 * time.Second
+
+// drainInline is how long a reload itself waits for the old pipeline's
+// queries (local answers take microseconds) before it leaves the rest of
+// the drain to a goroutine: a query waiting for a slow upstream must not
+// hold back the reload's end (READY=1) or the next reload.
+const drainInline = 100 * time.Millisecond
 
 // Daemon is a running dnsd.
 type Daemon struct {
@@ -72,6 +78,15 @@ type Daemon struct {
 
 	stopWait context.CancelFunc
 	waitDone chan struct{}
+	// Drains of old pipelines that outlived their reload (see
+	// drainInline): Shutdown cancels them (the server's own drain waits
+	// for their queries, the registry then closes their backends) and
+	// waits for them. swaps counts the reloads that swapped, so that only
+	// the drain of the latest one prunes the metrics.
+	drains      sync.WaitGroup
+	drainCtx    context.Context
+	drainCancel context.CancelFunc
+	swaps       atomic.Uint64
 	// readySent: the start's READY=1 has gone out. Until then a reload
 	// says neither RELOADING=1 nor READY=1: READY=1 waits for the start's
 	// sync wait.
@@ -101,6 +116,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
 	}
+	d.drainCtx, d.drainCancel = context.WithCancel(context.Background())
 	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
 	// The first line says which process this is and which file it
 	// serves, whatever the level: it is logged before the level is set.
@@ -259,22 +275,47 @@ func (d *Daemon) reload(ctx context.Context) error {
 		d.logger.Warn("log.format changes take effect at the next restart", "running", d.format, "configured", cfg.Log.Format)
 	}
 	d.cfg = cfg
-	dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
-	err = old.drain(dctx)
-	dcancel()
-	if err != nil && ctx.Err() != nil {
+	swap := d.swaps.Add(1)
+	ictx, icancel := context.WithTimeout(ctx, drainInline)
+	err = old.drain(ictx)
+	icancel()
+	if err == nil {
+		d.retire(old, cfg, swap)
+		return nil
+	}
+	if ctx.Err() != nil {
 		// Stopping: the server's shutdown drains (and at worst cancels)
 		// the old pipeline's queries with the rest, and the registry
 		// closes its backends after that; releasing them now would fail
 		// those queries at once.
 		return nil
 	}
-	if err != nil {
-		d.logger.Warn("queries still running on the old pipeline; stopping its backends anyway", "err", err)
-	}
-	old.set.Release()
-	d.metrics.KeepZones(configured(cfg))
+	d.logger.Info("queries still running on the old pipeline; its backends stop once they are answered", "in_flight", old.inflight.Load())
+	d.drains.Add(1)
+	go func() {
+		defer d.drains.Done()
+		dctx, dcancel := context.WithTimeout(d.drainCtx, drainTimeout)
+		err := old.drain(dctx)
+		dcancel()
+		if d.drainCtx.Err() != nil {
+			return // stopping: as above
+		}
+		if err != nil {
+			d.logger.Warn("queries still running on the old pipeline; stopping its backends anyway", "err", err)
+		}
+		d.retire(old, cfg, swap)
+	}()
 	return nil
+}
+
+// retire lets go of a drained generation's backends and, when no reload
+// has swapped since the one that replaced it (swap), drops the metric
+// series of what cfg no longer has.
+func (d *Daemon) retire(old *generation, cfg *config.Config, swap uint64) {
+	old.set.Release()
+	if d.swaps.Load() == swap {
+		d.metrics.KeepZones(configured(cfg))
+	}
 }
 
 // configured reports which view and zone pairs of the metrics cfg has
@@ -316,6 +357,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	_ = d.notify.send(sd.SdNotifyStopping)
 	d.stopWait()
 	<-d.waitDone
+	d.drainCancel()
+	d.drains.Wait()
 	d.notifies.Close()
 	err := d.srv.Shutdown(ctx)
 	d.http.stop(ctx)
