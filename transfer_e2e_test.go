@@ -409,6 +409,9 @@ func TestTransferProtocol(t *testing.T) {
 		`dnsd_transfers_total{result="notauth",zone="signed.internal."} 3`, // BADKEY, BADSIG, BADTIME
 		`dnsd_transfers_total{result="refused",zone="denied.internal."}`,
 		`dnsd_transfers_total{result="refused",zone="none"}`,
+		// Over UDP: refused, and counted under the listed zone.
+		`dnsd_transfers_total{result="refused",zone="example.internal."} 2`,
+		`dnsd_requests_total{proto="udp",qtype="AXFR",view="default",zone="example.internal."} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s\n%s", want, grep(body, "dnsd_transfers_total"))

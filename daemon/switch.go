@@ -61,6 +61,9 @@ func (s *switcher) Transfer(ctx context.Context, req *pipeline.TransferRequest) 
 	}
 }
 
+// TransferZone implements pipeline.Transferer.
+func (s *switcher) TransferZone(name string) string { return s.cur.Load().p.TransferZone(name) }
+
 // TSIGKey implements pipeline.Transferer.
 func (s *switcher) TSIGKey(name string) *pipeline.TSIGKey { return s.cur.Load().p.TSIGKey(name) }
 

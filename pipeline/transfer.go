@@ -397,10 +397,23 @@ func (z *zone) answeredBefore(ctx context.Context, q *Question, i int, name stri
 // only while the zone is listed, never while the server sends it).
 type Transferer interface {
 	Transfer(ctx context.Context, req *TransferRequest) TransferResult
+	// TransferZone returns name (lower case, fully qualified) when it is
+	// a zone listed for transfer, else "": the zone to count a refused
+	// transfer request (one over UDP) under.
+	TransferZone(name string) string
 	// TSIGKey returns the transfer key named name (a FQDN, any case), nil
 	// when no transfer item has it. Secondaries sign their SOA queries
 	// with it too; the server verifies and signs those answers.
 	TSIGKey(name string) *TSIGKey
+}
+
+// TransferZone implements Transferer.
+func (p *Pipeline) TransferZone(name string) string {
+	name = strings.ToLower(dns.Fqdn(name))
+	if p.xfr[name] == nil {
+		return ""
+	}
+	return name
 }
 
 // TSIGKey implements Transferer.

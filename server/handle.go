@@ -191,7 +191,15 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	case qopt != nil && qopt.Version() != 0:
 		rcode = dns.RcodeBadVers
 	case q.Question[0].Qtype == dns.TypeAXFR || q.Question[0].Qtype == dns.TypeIXFR:
+		// Not over TCP (those never come here): refused, and counted as
+		// the refused transfer it is, under its zone when it is listed.
 		rcode = dns.RcodeRefused
+		if tr, ok := s.resolver.(pipeline.Transferer); ok {
+			obs.Zone = tr.TransferZone(obs.Name)
+		}
+		if s.observer != nil {
+			s.observer.Transfer(obs.Zone, TransferRefused)
+		}
 	default:
 		return s.resolve(ctx, sc, &obs, q, qopt, st, maxSize, start)
 	}
