@@ -60,7 +60,7 @@ type Parser struct {
 }
 
 func (p *Parser) parse(data []byte) *Config {
-	if e := notUTF8(p.file, data); e != nil {
+	if e := badChar(p.file, data); e != nil {
 		p.errs = append(p.errs, e) // yaml.v3 would say so without a line
 		return nil
 	}

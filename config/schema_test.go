@@ -238,6 +238,7 @@ func TestSchemaFixtures(t *testing.T) {
 		"kubernetes.yaml": {"/zones/cluster.local/0/kubernetes/pods", "/zones/cluster.local/0/kubernetes/namespaces/1",
 			"/zones/cluster.local/0/kubernetes/namespaces/2", "/zones/cluster.local/0/kubernetes/expose",
 			"/zones/cluster.local/0/kubernetes/endpoint_pod_names"},
+		"control.yaml": yamlError,
 		"latin1.yaml":  yamlError,
 		"listen.yaml":  {"/listen/1", "/listen/2", "/listen/7", "/listen/8", "/http"},
 		"nulls.yaml":   {"/tls/cert", "/tls/key", "/views/0"},

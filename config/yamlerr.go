@@ -35,19 +35,21 @@ var parserProblems = map[string]string{
 	"found incompatible YAML document":       "",
 }
 
-// notUTF8 reports the first byte of data that is not UTF-8, where it is
-// (a file saved in Latin-1, say), or nil when data is UTF-8.
-func notUTF8(file string, data []byte) *Error {
-	if utf8.Valid(data) {
-		return nil
-	}
+// badChar reports the first byte of data that is not UTF-8 (a file saved
+// in Latin-1, say) or the first character YAML does not allow (a control
+// character, NUL), where it is; nil when there is none. yaml.v3 reports
+// both without a position.
+func badChar(file string, data []byte) *Error {
 	line, start := 1, 0
 	for i := 0; i < len(data); {
 		r, n := utf8.DecodeRune(data[i:])
+		at := func() Pos { return Pos{File: file, Line: line, Col: utf8.RuneCount(data[start:i]) + 1} }
 		if r == utf8.RuneError && n <= 1 {
-			col := utf8.RuneCount(data[start:i]) + 1
-			return &Error{Pos: Pos{File: file, Line: line, Col: col},
+			return &Error{Pos: at(),
 				Msg: fmt.Sprintf("invalid YAML: byte 0x%02X is not UTF-8 (dnsd.yaml must be UTF-8; was it saved in another encoding?)", data[i])}
+		}
+		if !yamlChar(r) {
+			return &Error{Pos: at(), Msg: fmt.Sprintf("invalid YAML: control character %U is not allowed", r)}
 		}
 		if data[i] == '\n' {
 			line, start = line+1, i+1
@@ -55,6 +57,13 @@ func notUTF8(file string, data []byte) *Error {
 		i += n
 	}
 	return nil
+}
+
+// yamlChar reports whether YAML allows r in a file (YAML 1.2 §5.1, as
+// yaml.v3 checks it).
+func yamlChar(r rune) bool {
+	return r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r <= 0x7E || r == 0x85 ||
+		r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }
 
 // syntaxError positions the error err that decode gave for data. For a
