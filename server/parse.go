@@ -93,7 +93,15 @@ func (sc *scratch) parseQuery(in []byte) (q *dns.Msg, lower string, ok bool) {
 	q = &sc.q.msg
 	*q = dns.Msg{}
 	if err := q.Unpack(in); err != nil {
-		return nil, "", false
+		// An EDNS option miekg/dns cannot decode (an empty ZONEVERSION,
+		// RFC 9660, which clients send to ask for it; an option of a
+		// length its type does not allow) fails the whole message. dnsd
+		// uses no option of a query: answer it as if it had none.
+		stripped := optionsStripped(in)
+		*q = dns.Msg{}
+		if stripped == nil || q.Unpack(stripped) != nil {
+			return nil, "", false
+		}
 	}
 	// miekg/dns stops a section at the message's end and takes its count
 	// for a lie; a message shorter than its header says (a header alone
@@ -108,6 +116,52 @@ func (sc *scratch) parseQuery(in []byte) (q *dns.Msg, lower string, ok bool) {
 		lower = sc.q.lowerOf(q.Question[0].Name)
 	}
 	return q, lower, true
+}
+
+// optionsStripped returns a copy of msg whose OPT record carries no
+// options, or nil when msg has no OPT record with options, is not well
+// formed up to it, or its options do not exactly fill the record (each a
+// code, a length and that many bytes): a message broken there stays
+// unparseable. Compression pointers point backwards, so nothing before
+// the options moves.
+func optionsStripped(msg []byte) []byte {
+	if len(msg) < 12 {
+		return nil
+	}
+	off := 12
+	for range int(binary.BigEndian.Uint16(msg[4:])) {
+		if off = skipName(msg, off); off < 0 || off+4 > len(msg) {
+			return nil
+		}
+		off += 4
+	}
+	records := int(binary.BigEndian.Uint16(msg[6:])) + int(binary.BigEndian.Uint16(msg[8:]))
+	extra := int(binary.BigEndian.Uint16(msg[10:]))
+	for i := range records + extra {
+		if off = skipName(msg, off); off < 0 || off+10 > len(msg) {
+			return nil
+		}
+		rdlen := int(binary.BigEndian.Uint16(msg[off+8:]))
+		end := off + 10 + rdlen
+		if end > len(msg) {
+			return nil
+		}
+		if i >= records && binary.BigEndian.Uint16(msg[off:]) == dns.TypeOPT && rdlen > 0 {
+			o := off + 10
+			for o+4 <= end {
+				o += 4 + int(binary.BigEndian.Uint16(msg[o+2:]))
+			}
+			if o != end {
+				return nil
+			}
+			out := make([]byte, 0, len(msg)-rdlen)
+			out = append(out, msg[:off+8]...)
+			out = append(out, 0, 0)
+			return append(out, msg[end:]...)
+		}
+		off = end
+	}
+	return nil
 }
 
 // lowerOf returns name in lower case, reusing the cached string.

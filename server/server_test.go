@@ -226,6 +226,32 @@ func TestGarbageDoesNotKillTheServer(t *testing.T) {
 	}
 }
 
+// A query with an EDNS option miekg/dns cannot decode - an empty
+// ZONEVERSION (RFC 9660: how a client asks for it), a client subnet one
+// byte long - is answered as if it had no option (dnsd uses none), over
+// UDP and TCP; it used to be dropped as malformed. The OPT's DO bit and
+// size still count.
+func TestUndecodableEDNSOptionAnswered(t *testing.T) {
+	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	for _, o := range []*dns.EDNS0_LOCAL{{Code: dns.EDNS0ZONEVERSION}, {Code: dns.EDNS0SUBNET, Data: []byte{1}}} {
+		for _, netw := range []string{"udp", "tcp"} {
+			q := query("z.test.", dns.TypeA)
+			q.SetEdns0(1232, true)
+			opt := q.IsEdns0()
+			opt.Option = append(opt.Option, o)
+			r := exchange(t, netw, ts.addr(t, netw), q, nil)
+			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || r.IsEdns0() == nil || !r.IsEdns0().Do() {
+				t.Errorf("option %d over %s: %v, want the answer with OPT and DO", o.Code, netw, r)
+			}
+		}
+	}
+	for _, o := range ts.rec.all() {
+		if o.Dropped {
+			t.Errorf("a query dropped: %+v", o)
+		}
+	}
+}
+
 func TestEDNS(t *testing.T) {
 	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response {
 		r := answerA(req, 1)
