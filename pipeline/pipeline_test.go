@@ -207,12 +207,15 @@ func TestResolve(t *testing.T) {
 			ns: []string{exampleSOA60}},
 
 		// Apex.
+		// The apex SOA and NS have the first local source's TTL (hosts,
+		// 60), as a transfer gives them; negative answers the answering
+		// source's.
 		{name: "apex SOA synthesized", qname: "example.", qtype: SOA, aa: true, source: "etcd", zone: "example.",
-			answer: []string{exampleSOA300}},
+			answer: []string{exampleSOA60}},
 		{name: "apex SOA keeps query case", qname: "EXAMPLE.", qtype: SOA, aa: true, source: "etcd", zone: "example.",
-			answer: []string{"EXAMPLE. 300 IN SOA ns.dns.example. hostmaster.example. 9 14400 3600 1209600 300"}},
+			answer: []string{"EXAMPLE. 60 IN SOA ns.dns.example. hostmaster.example. 9 14400 3600 1209600 60"}},
 		{name: "apex NS synthesized, glue from source data", qname: "example.", qtype: NS, aa: true, source: "etcd", zone: "example.",
-			answer: []string{"example. 300 IN NS ns.dns.example."},
+			answer: []string{"example. 60 IN NS ns.dns.example."},
 			extra:  []string{"ns.dns.example. 300 IN A 192.0.2.53"}},
 		{name: "apex NS from source, glue from source", qname: "example.org.", qtype: NS, aa: true, source: "hosts", zone: "example.org.",
 			answer: []string{"example.org. 60 IN NS ns1.example.org."},
@@ -225,7 +228,7 @@ func TestResolve(t *testing.T) {
 		{name: "apex other type is NODATA, never NXDOMAIN", qname: "example.", qtype: TXT, aa: true, source: "etcd", zone: "example.",
 			ns: []string{exampleSOA300}},
 		{name: "ns.dns.<zone> from NSAddrs", qname: "ns.dns.example.org.", qtype: A, aa: true, source: "etcd", zone: "example.org.",
-			answer: []string{"ns.dns.example.org. 300 IN A 192.0.2.1"}},
+			answer: []string{"ns.dns.example.org. 60 IN A 192.0.2.1"}},
 		{name: "ns.dns.<zone> AAAA from NSAddrs", qname: "ns.dns.corp.", qtype: AAAA, aa: true, source: "kubernetes", zone: "corp.",
 			answer: []string{"ns.dns.corp. 5 IN AAAA 2001:db8::53"}},
 		{name: "ns.dns.<zone> from source data", qname: "ns.dns.example.", qtype: A, aa: true, source: "etcd", zone: "example.",

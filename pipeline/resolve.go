@@ -370,7 +370,7 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 		switch {
 		case apex: // the apex always exists
 		case name == z.nsName:
-			rrs = r.p.nsAddrRRs(owner, ttl)
+			rrs = r.p.nsAddrRRs(owner, z.apexTTL())
 		case name == z.nsUp: // exists because nsName does: NODATA
 			rrs = nil
 		default:
@@ -384,7 +384,7 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 		case len(rrs) > 0:
 			r.appendType(rrs, rrs[0].Header().Rrtype, owner)
 		case apex:
-			m.Answer = append(m.Answer, z.soa(owner, ttl))
+			m.Answer = append(m.Answer, z.soa(owner, z.apexTTL()))
 		default:
 			r.negative(z, ttl)
 		}
@@ -392,8 +392,9 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 	}
 	if apex && qt == dns.TypeSOA {
 		// The zone's SOA, whichever source holds a SOA record: one
-		// serial for the zone, as negative answers and transfers carry.
-		m.Answer = append(m.Answer, z.soa(owner, ttl))
+		// serial for the zone, as negative answers and transfers carry,
+		// and the TTL a transfer gives it (the first local source's).
+		m.Answer = append(m.Answer, z.soa(owner, z.apexTTL()))
 		return nil
 	}
 	if r.appendType(rrs, qt, owner) > 0 {
@@ -402,10 +403,10 @@ func (r *resolution) answer(z *zone, name, owner string, qt uint16, o *outcome) 
 	if apex {
 		switch qt {
 		case dns.TypeSOA:
-			m.Answer = append(m.Answer, z.soa(owner, ttl))
+			m.Answer = append(m.Answer, z.soa(owner, z.apexTTL()))
 			return nil
 		case dns.TypeNS:
-			m.Answer = append(m.Answer, z.ns(owner, ttl))
+			m.Answer = append(m.Answer, z.ns(owner, z.apexTTL()))
 			return nil
 		}
 	}

@@ -241,6 +241,38 @@ func TestOwnSOA(t *testing.T) {
 	}
 }
 
+// The apex SOA, NS and ns.dns address a query gets carry the TTL a
+// transfer gives them (the first local source's), whichever source holds
+// the apex: a secondary then serves what dnsd serves.
+func TestApexTTLAsTransferred(t *testing.T) {
+	hosts := listFake{newFake(t, "hosts", 60, 50, "www.example. 60 IN A 10.0.0.1")}
+	file := listFake{newFake(t, "file", 3600, 40, "example. 3600 IN MX 10 www.example.")}
+	p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: hosts, Fallthrough: true}, {Source: file, Fallthrough: true}}}},
+		Options{Serial: 99, NSAddrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+			Transfers: []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xfr := map[uint16]uint32{}
+	for _, rr := range p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)).RRs {
+		if h := rr.Header(); h.Name == "example." || h.Name == "ns.dns.example." {
+			xfr[h.Rrtype] = h.Ttl
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		qtype uint16
+	}{{"example.", dns.TypeSOA}, {"example.", dns.TypeNS}, {"ns.dns.example.", dns.TypeA}} {
+		r := p.Resolve(context.Background(), &Request{Name: c.name, Type: c.qtype})
+		if len(r.Msg.Answer) == 0 {
+			t.Fatalf("%s %s: no answer", c.name, dns.TypeToString[c.qtype])
+		}
+		if got := r.Msg.Answer[0].Header().Ttl; got != 60 || got != xfr[c.qtype] {
+			t.Errorf("%s %s: TTL %d, the transfer's %d, want 60 both", c.name, dns.TypeToString[c.qtype], got, xfr[c.qtype])
+		}
+	}
+}
+
 // TestGenerationSerial: a new generation raises the zone's serial even
 // when no source changed (a source removed by a reload).
 func TestGenerationSerial(t *testing.T) {

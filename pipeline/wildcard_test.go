@@ -79,8 +79,9 @@ func TestWildcardRFC4592(t *testing.T) {
 		{name: "below an empty non-terminal", qname: "x.host2.example.", qtype: A, rcode: nx, source: "file", ns: []string{soaData}},
 		{name: "below an existing name", qname: "x.host1.example.", qtype: A, rcode: nx, source: "file", ns: []string{soaData}},
 		{name: "the wildcard's parent is an empty non-terminal", qname: "apps.example.", qtype: A, source: "hosts", ns: []string{soaWild}},
+		// At the apex TTL: the first local source's.
 		{name: "ns.dns.<zone> stays synthesized", qname: "ns.dns.example.", qtype: A, source: "file",
-			answer: []string{"ns.dns.example. 300 IN A 192.0.2.53"}},
+			answer: []string{"ns.dns.example. 60 IN A 192.0.2.53"}},
 		{name: "dns.<zone> exists above ns.dns.<zone>", qname: "dns.example.", qtype: A, source: "file", ns: []string{soaData}},
 		{name: "below dns.<zone>", qname: "x.dns.example.", qtype: A, rcode: nx, source: "file", ns: []string{soaData}},
 
