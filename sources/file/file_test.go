@@ -107,6 +107,11 @@ func TestInlineRecords(t *testing.T) {
 	if !s.b.snapshot().z.wildcards {
 		t.Error("the zone does not know it holds a wildcard")
 	}
+	// With inline records beside it, the file's SOA is not the zone's:
+	// its serial cannot follow changes made in dnsd.yaml.
+	if soa := s.SOA("example.internal."); soa != nil {
+		t.Errorf("a zone file with inline records: SOA %v, want none (dnsd's own)", soa)
+	}
 	only := NewSource(open(t, &Config{Origin: "example.internal.", Zones: []string{"example.internal."}, Records: []Record{{Text: "db IN A 10.0.0.5"}}}, false))
 	if r := lookup(t, only, "db.example.internal."); r.Status != pipeline.Found || r.RRs[0].Header().Ttl != 3600 {
 		t.Errorf("inline only, default ttl: %v", r.RRs)

@@ -58,8 +58,14 @@ func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
 
 // SOA returns the file's SOA at zone's apex (its serial as written), or
 // nil when the file has none there. When the file is the zone's only
-// local source, it is the zone's SOA (pipeline.SOAer).
+// local source, it is the zone's SOA (pipeline.SOAer). A zone file with
+// inline records beside it has none: the records change with dnsd.yaml,
+// where the file's serial cannot follow them, so the zone takes dnsd's
+// own SOA, whose serial rises with them.
 func (s *Source) SOA(zone string) *dns.SOA {
+	if s.b.cfg.Path != "" && len(s.b.cfg.Records) > 0 {
+		return nil
+	}
 	return s.b.snapshot().z.soas[zone]
 }
 
