@@ -178,6 +178,15 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 		if ctx.Err() != nil {
 			return
 		}
+		if r != nil && r.Rcode != dns.RcodeSuccess && (err == nil || errors.Is(err, dns.ErrAuth)) {
+			// An error answer. To a signed NOTIFY it comes unsigned, or
+			// with a TSIG that has no MAC (BADKEY, BADSIG: RFC 8945
+			// §5.3.2), which miekg/dns reports as a failed verification:
+			// the secondary's no either way, not worth a retry.
+			s.m.Notify(zone, metrics.NotifyFailed)
+			s.log.Warn("secondary refused our NOTIFY", "zone", zone, "serial", soa.Serial, "target", addr, "rcode", dns.RcodeToString[r.Rcode])
+			return
+		}
 		if err == nil && key != nil && r.IsTsig() == nil {
 			// miekg/dns verifies a signed reply, but takes an unsigned
 			// one as it is: anyone could have sent it.
@@ -186,11 +195,6 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 		if err == nil && r.Rcode == dns.RcodeSuccess {
 			s.m.Notify(zone, metrics.NotifyAcked)
 			s.log.Debug("secondary notified", "zone", zone, "serial", soa.Serial, "target", addr)
-			return
-		}
-		if err == nil {
-			s.m.Notify(zone, metrics.NotifyFailed)
-			s.log.Warn("secondary refused our NOTIFY", "zone", zone, "serial", soa.Serial, "target", addr, "rcode", dns.RcodeToString[r.Rcode])
 			return
 		}
 		if try < s.tries {

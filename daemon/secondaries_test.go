@@ -34,6 +34,9 @@ type secondary struct {
 	mu   sync.Mutex
 	got  []uint32 // serials notified (answered or not)
 	drop int
+	// rcode, when set, is the (unsigned) answer to every NOTIFY, as a
+	// secondary that refuses it sends it.
+	rcode int
 }
 
 func startSecondary(t *testing.T, drop int) *secondary {
@@ -52,6 +55,7 @@ func startSecondary(t *testing.T, drop int) *secondary {
 		ok := r.Opcode == dns.OpcodeNotify && len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeSOA && r.Authoritative
 		sec.got = append(sec.got, serial)
 		dropIt := len(sec.got) <= sec.drop
+		rcode := sec.rcode
 		sec.mu.Unlock()
 		if dropIt {
 			return
@@ -60,6 +64,9 @@ func startSecondary(t *testing.T, drop int) *secondary {
 		m.SetReply(r)
 		if !ok {
 			m.Rcode = dns.RcodeFormatError
+		}
+		if rcode != 0 {
+			m.Rcode = rcode
 		}
 		_ = w.WriteMsg(m)
 	})}
@@ -216,5 +223,29 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	s.Close()
 	if got := len(sec.serials()); got != notifyTries {
 		t.Errorf("%d attempts, want %d: an unsigned reply is no acknowledgement", got, notifyTries)
+	}
+
+	// An unsigned error answer (NOTAUTH: the secondary lacks the key or
+	// the zone; RFC 8945 has such errors unsigned) is the secondary's
+	// no: no retries.
+	refusing := startSecondary(t, 0)
+	refusing.mu.Lock()
+	refusing.rcode = dns.RcodeNotAuth
+	refusing.mu.Unlock()
+	p2, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
+		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+			Notify: []string{refusing.addr}, Key: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Store(p2)
+	s2 := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s2.check, s2.gap, s2.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
+	s2.start()
+	dnstest.Eventually(t, "the NOTIFY sent", 5*time.Second, func() bool { return len(refusing.serials()) >= 1 })
+	time.Sleep(300 * time.Millisecond)
+	s2.Close()
+	if got := len(refusing.serials()); got != 1 {
+		t.Errorf("%d attempts at a secondary answering NOTAUTH, want 1 (it refused)", got)
 	}
 }
