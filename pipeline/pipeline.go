@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
@@ -87,6 +88,9 @@ type Pipeline struct {
 
 	xfr      map[string]*TransferSpec // transferred zones
 	xfrSpecs []*TransferSpec          // in configuration order
+	// cnameWarned: the transferred zones whose CNAME conflicts have been
+	// logged by this generation (once each, not at every transfer).
+	cnameWarned sync.Map
 }
 
 // table is one view's zones.

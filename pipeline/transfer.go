@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -355,7 +356,50 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
 			out = append(out, p.nsAddrRRs(z.nsName, ttl)...)
 		}
 	}
+	out, dropped, example := withoutCNAMEConflicts(out)
+	if dropped > 0 {
+		if _, logged := p.cnameWarned.LoadOrStore(z.name, true); !logged {
+			p.log.Warn("zone transfer leaves out CNAME records beside other data at their name (a secondary would refuse the zone); fix the sources' data",
+				"zone", z.name, "records", dropped, "example", example)
+		}
+	}
 	return append(out, soa), nil
+}
+
+// withoutCNAMEConflicts drops from a zone's records (SOA first) the CNAME
+// records of names that hold other data too - the apex, with its SOA and
+// NS, included - and every CNAME of a name but the first: secondaries
+// refuse such a zone (RFC 1034 §3.6.2, RFC 2181 §10.1), and would then
+// take none of its later changes. Sources such as etcd can hold them
+// (one key's value a name, another's an address). It returns the records
+// kept (rrs, filtered in place), how many were dropped and one name.
+func withoutCNAMEConflicts(rrs []dns.RR) ([]dns.RR, int, string) {
+	if !slices.ContainsFunc(rrs, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeCNAME }) {
+		return rrs, 0, ""
+	}
+	other := make(map[string]bool, len(rrs))
+	for _, rr := range rrs {
+		if h := rr.Header(); h.Rrtype != dns.TypeCNAME {
+			other[strings.ToLower(h.Name)] = true
+		}
+	}
+	first := map[string]bool{}
+	kept, dropped, example := rrs[:0], 0, ""
+	for _, rr := range rrs {
+		if h := rr.Header(); h.Rrtype == dns.TypeCNAME {
+			name := strings.ToLower(h.Name)
+			if other[name] || first[name] {
+				if dropped == 0 {
+					example = h.Name
+				}
+				dropped++
+				continue
+			}
+			first[name] = true
+		}
+		kept = append(kept, rr)
+	}
+	return kept, dropped, example
 }
 
 // answeredBefore reports whether resolution of name stops before entry i:

@@ -273,6 +273,40 @@ func TestApexTTLAsTransferred(t *testing.T) {
 	}
 }
 
+// A transfer leaves out CNAMEs beside other data at their name (the apex
+// included) and every CNAME of a name but the first: Knot and other
+// secondaries refuse such a zone and then take none of its changes.
+// Records beside them, and lone CNAMEs, stay.
+func TestTransferLeavesOutCNAMEConflicts(t *testing.T) {
+	etcd := listFake{newFake(t, "etcd", 60, 50,
+		"mix.example. 60 IN A 10.0.0.1", "mix.example. 60 IN CNAME web.example.",
+		"example. 60 IN CNAME web.example.",
+		"two.example. 60 IN CNAME a.example.", "two.example. 60 IN CNAME b.example.",
+		"alias.example. 60 IN CNAME web.example.", "web.example. 60 IN A 10.0.0.2")}
+	p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: etcd}}}},
+		Options{Serial: 99, Transfers: []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cnames []string
+	a := 0
+	for _, rr := range p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)).RRs {
+		switch c := rr.(type) {
+		case *dns.CNAME:
+			cnames = append(cnames, c.Hdr.Name+" "+c.Target)
+		case *dns.A:
+			a++
+		}
+	}
+	slices.Sort(cnames)
+	if want := []string{"alias.example. web.example.", "two.example. a.example."}; !slices.Equal(cnames, want) {
+		t.Errorf("CNAMEs transferred %q, want %q", cnames, want)
+	}
+	if a != 2 {
+		t.Errorf("%d A records transferred, want 2 (mix and web)", a)
+	}
+}
+
 // TestGenerationSerial: a new generation raises the zone's serial even
 // when no source changed (a source removed by a reload).
 func TestGenerationSerial(t *testing.T) {
