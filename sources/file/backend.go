@@ -233,6 +233,12 @@ func (b *Backend) reload() (again time.Duration) {
 	}
 	b.logger.Info("zone file reloaded", "records", z.records)
 	b.warnLoad(z)
+	for zone, soa := range z.soas {
+		if was := prev.z.soas[zone]; was != nil && pipeline.SerialLess(soa.Serial, was.Serial) {
+			b.logger.Warn("zone file's SOA serial went back: secondaries keep their copy until it passes the one they have",
+				"zone", zone, "serial", soa.Serial, "was", was.Serial)
+		}
+	}
 	return 0
 }
 

@@ -239,6 +239,16 @@ func TestWatchLogs(t *testing.T) {
 	if r := lookup(t, s, "a.z.test."); r.Status != pipeline.Found || r.RRs[0].(*dns.A).A.String() != "10.0.0.2" {
 		t.Errorf("after the last change: %v", r.RRs)
 	}
+	// A SOA serial that goes back is served as written (the operator's)
+	// and logged: secondaries ignore the zone until it passes theirs.
+	soa := "@ IN SOA ns.z.test. h.z.test. %d 3600 600 86400 60\na IN A 10.0.0.2\n"
+	write(fmt.Sprintf(soa, 2024010103))
+	dnstest.Eventually(t, "the SOA applied", 5*time.Second, func() bool { return s.SOA("z.test.") != nil })
+	write(fmt.Sprintf(soa, 2024010100))
+	wait("SOA serial went back", 1)
+	if got := s.SOA("z.test.").Serial; got != 2024010100 {
+		t.Errorf("serial %d, want the file's 2024010100", got)
+	}
 }
 
 // List yields every record of the zone, owners in the order they first
