@@ -699,34 +699,7 @@ func TestReloadTTLStartsNoBackend(t *testing.T) {
 // the old pipeline is forwarding still gets its answer (the stop drains
 // it with the rest), not a SERVFAIL because its backend was stopped.
 func TestStopDuringReloadDrainAnswersInFlight(t *testing.T) {
-	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
-		time.Sleep(2 * time.Second)
-		m := new(dns.Msg)
-		m.SetReply(r)
-		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("192.0.2.9")})
-		_ = w.WriteMsg(m)
-	})
-	dir := t.TempDir()
-	port := freePort(t)
-	conf := func(zones string) {
-		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nzones:\n%s", port, zones))
-	}
-	conf(fmt.Sprintf("  fwd.test:\n    - forward: {upstreams: [%q], timeout: 20s}\n", up.Addr))
-	p := startDnsd(t, dir)
-	p.waitLog("dnsd started", 1)
-	answer := make(chan string, 1)
-	go func() {
-		c := &dns.Client{Timeout: 15 * time.Second}
-		m := new(dns.Msg)
-		m.SetQuestion("x.fwd.test.", dns.TypeA)
-		r, _, err := c.Exchange(m, fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			answer <- err.Error()
-			return
-		}
-		answer <- dnstest.RData(r)
-	}()
-	time.Sleep(300 * time.Millisecond)
+	p, _, conf, answer := slowForwardInFlight(t, 2*time.Second)
 	conf("  other.test:\n    - hosts: {entries: [\"10.0.0.1 x.other.test\"]}\n")
 	p.signal(syscall.SIGHUP)
 	time.Sleep(500 * time.Millisecond) // the reload waits for the query
@@ -736,41 +709,51 @@ func TestStopDuringReloadDrainAnswersInFlight(t *testing.T) {
 	}
 }
 
-// A reload ends at the swap, not when the old pipeline's slowest query
-// does: with a forward waiting for a slow upstream, "reloaded" (and
-// READY=1, sent at the same moment) comes at once, a second reload too,
-// and the old query still gets its upstream's answer before the old
-// pipeline's backends stop.
-func TestReloadDoesNotWaitForSlowQueries(t *testing.T) {
+// slowForwardInFlight starts dnsd with zone fwd.test forwarded to an
+// upstream that answers 192.0.2.9 after delay, and asks x.fwd.test. in
+// the background once dnsd serves; the answer (or the error) comes on
+// answer, and the query is in flight when it returns. conf rewrites
+// dnsd.yaml's zones (the listen address stays).
+func slowForwardInFlight(t *testing.T, delay time.Duration) (p *proc, addr string, conf func(zones string), answer <-chan string) {
+	t.Helper()
 	up := dnstest.StartUpstream(t, func(w dns.ResponseWriter, r *dns.Msg) {
-		time.Sleep(3 * time.Second)
+		time.Sleep(delay)
 		m := new(dns.Msg)
 		m.SetReply(r)
 		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("192.0.2.9")})
 		_ = w.WriteMsg(m)
 	})
 	dir := t.TempDir()
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	conf := func(zones string) {
+	addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	conf = func(zones string) {
 		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"%s\"]\nzones:\n%s", addr, zones))
 	}
 	conf(fmt.Sprintf("  fwd.test:\n    - forward: {upstreams: [%q], timeout: 20s}\n", up.Addr))
-	p := startDnsd(t, dir)
+	p = startDnsd(t, dir)
 	p.waitLog("dnsd started", 1)
-	answer := make(chan string, 1)
+	got := make(chan string, 1)
 	go func() {
 		c := &dns.Client{Timeout: 15 * time.Second}
 		m := new(dns.Msg)
 		m.SetQuestion("x.fwd.test.", dns.TypeA)
 		r, _, err := c.Exchange(m, addr)
 		if err != nil {
-			answer <- err.Error()
+			got <- err.Error()
 			return
 		}
-		answer <- dnstest.RData(r)
+		got <- dnstest.RData(r)
 	}()
 	time.Sleep(300 * time.Millisecond)
+	return p, addr, conf, got
+}
+
+// A reload ends at the swap, not when the old pipeline's slowest query
+// does: with a forward waiting for a slow upstream, "reloaded" (and
+// READY=1, sent at the same moment) comes at once, a second reload too,
+// and the old query still gets its upstream's answer before the old
+// pipeline's backends stop.
+func TestReloadDoesNotWaitForSlowQueries(t *testing.T) {
+	p, addr, conf, answer := slowForwardInFlight(t, 3*time.Second)
 	for i, zones := range []string{
 		"  other.test:\n    - hosts: {entries: [\"10.0.0.1 x.other.test\"]}\n",
 		"  other.test:\n    - hosts: {entries: [\"10.0.0.2 x.other.test\"]}\n",
