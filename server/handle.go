@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"net/netip"
 	"slices"
@@ -138,7 +139,9 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	if proto == protoUDP {
 		maxSize = dns.MinMsgSize
 		if qopt != nil {
-			maxSize = max(dns.MinMsgSize, min(int(qopt.UDPSize()), st.udpBuffer))
+			// At most what a datagram can carry (65,507 bytes over IPv4),
+			// so that only a stream's answers have the full 64 KiB.
+			maxSize = max(dns.MinMsgSize, min(int(qopt.UDPSize()), st.udpBuffer, maxDatagram))
 		}
 	}
 
@@ -205,6 +208,13 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	}
 	return s.finish(sc, &obs, s.reply(sc, q, rcode), qopt, st, maxSize)
 }
+
+// errTooLarge: an answer that does not fit in a DNS message (64 KiB).
+var errTooLarge = errors.New("the answer does not fit in 64 KiB")
+
+// maxDatagram is the largest UDP payload over IPv4 (65,535 less the IP
+// and UDP headers).
+const maxDatagram = 65507
 
 // prohibited says why an ACL-refused client gets REFUSED: Extended DNS
 // Error 18 (Prohibited). Shared, never written.
@@ -363,18 +373,28 @@ func (s *Server) finish(sc *scratch, obs *Observation, out *dns.Msg, qopt *dns.O
 	if qopt == nil && out.Rcode > 0xF {
 		out.Rcode = dns.RcodeServerFailure // an extended rcode needs an OPT
 	}
-	out.Truncate(maxSize)
+	var err error
+	if maxSize == dns.MaxMsgSize {
+		// A stream (TCP, TLS, HTTPS) has no smaller answer to send and
+		// no larger transport to retry over: an answer over 64 KiB cut
+		// to fit would be a partial RRset, or an empty one with a TC
+		// bit the client cannot act on.
+		if out.Len() > maxSize {
+			err = errTooLarge
+		}
+	} else {
+		out.Truncate(maxSize)
+	}
 
 	if sc.pack == nil {
 		sc.pack = s.packs.Get().(*[]byte)
 	}
-	var (
-		b   []byte
-		err error
-	)
-	if sc.sign != nil {
+	var b []byte
+	switch {
+	case err != nil:
+	case sc.sign != nil:
 		b, err = s.signed(sc, out)
-	} else {
+	default:
 		b, err = out.PackBuffer((*sc.pack)[2:])
 	}
 	if err != nil {

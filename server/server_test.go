@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -249,6 +250,29 @@ func TestUndecodableEDNSOptionAnswered(t *testing.T) {
 		if o.Dropped {
 			t.Errorf("a query dropped: %+v", o)
 		}
+	}
+}
+
+// An answer over 64 KiB (5,000 A records) is SERVFAIL over TCP, where a
+// cut one would be a partial RRset with a TC bit the client cannot act
+// on; over UDP it is truncated (TC=1) as ever.
+func TestStreamAnswerTooLarge(t *testing.T) {
+	var n atomic.Int64
+	n.Store(5000)
+	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response { return answerA(req, int(n.Load())) }}
+	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
+	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeServerFailure || len(r.Answer) != 0 || r.Truncated {
+		t.Errorf("over TCP: %s, %d records, TC %v; want SERVFAIL", dns.RcodeToString[r.Rcode], len(r.Answer), r.Truncated)
+	}
+	q := query("big.test.", dns.TypeA)
+	q.SetEdns0(4096, false)
+	if r := exchange(t, "udp", ts.addr(t, "udp"), q, nil); r.Rcode != dns.RcodeSuccess || !r.Truncated {
+		t.Errorf("over UDP: %s, TC %v; want NOERROR with TC", dns.RcodeToString[r.Rcode], r.Truncated)
+	}
+	// A large answer that fits is sent whole over TCP.
+	n.Store(1000)
+	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1000 || r.Truncated {
+		t.Errorf("1,000 records over TCP: %s, %d records, TC %v", dns.RcodeToString[r.Rcode], len(r.Answer), r.Truncated)
 	}
 }
 
