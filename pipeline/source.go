@@ -260,6 +260,12 @@ func (c *SerialClock) Next() uint32 {
 	}
 }
 
+// Reverse reports whether name (lower case, fully qualified) is in a
+// reverse zone: in-addr.arpa or ip6.arpa, or is one of them.
+func Reverse(name string) bool {
+	return InZone(name, "in-addr.arpa.") || InZone(name, "ip6.arpa.")
+}
+
 // InZone reports whether name is zone or a name below it. Both are lower
 // case and fully qualified; "." contains every name. It is the one
 // name-in-zone check every part of dnsd uses.

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // maxNameLen is the longest name in presentation format with its final dot.
@@ -183,7 +185,7 @@ func parseValue(name string, data []byte, ttl uint32) (parsed, error) {
 	case addr.Is6():
 		a16 := addr.As16()
 		rrs = append(rrs, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: net.IP(a16[:])})
-	case target != "" && isReverse(name):
+	case target != "" && pipeline.Reverse(name): // a host name gives a PTR record
 		rrs = append(rrs, &dns.PTR{Hdr: hdr(dns.TypePTR), Ptr: target})
 	case target != "" && v.Port == 0 && !v.Mail:
 		rrs = append(rrs, &dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: target})
@@ -417,13 +419,6 @@ func stripLabels(name string, n int) string {
 		off += i + 1
 	}
 	return name[off:]
-}
-
-// isReverse reports whether name is in in-addr.arpa. or ip6.arpa., where
-// a host name gives a PTR record.
-func isReverse(name string) bool {
-	return strings.HasSuffix(name, ".in-addr.arpa.") || strings.HasSuffix(name, ".ip6.arpa.") ||
-		name == "in-addr.arpa." || name == "ip6.arpa."
 }
 
 // txtStrings splits text into character-strings of at most 255 bytes, in

@@ -114,7 +114,7 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 // zones that is not a reverse zone, else the first.
 func hostZone(zones []string) string {
 	for _, z := range zones {
-		if !pipeline.InZone(z, "in-addr.arpa.") && !pipeline.InZone(z, "ip6.arpa.") {
+		if !pipeline.Reverse(z) {
 			return z
 		}
 	}

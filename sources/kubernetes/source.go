@@ -161,7 +161,7 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 	for _, z := range opts.Zones {
 		z = strings.ToLower(dns.Fqdn(z))
 		roots = append(roots, z)
-		if isReverseZone(z) {
+		if pipeline.Reverse(z) {
 			s.reverse = append(s.reverse, z)
 		} else {
 			s.zones = append(s.zones, z)
@@ -213,10 +213,6 @@ func NewSource(b *Backend, opts Options) (*Source, error) {
 	go src.run()
 	go src.waitInformers()
 	return src, nil
-}
-
-func isReverseZone(z string) bool {
-	return dns.IsSubDomain("in-addr.arpa.", z) || dns.IsSubDomain("ip6.arpa.", z)
 }
 
 // register adds handlers to inf; update defaults to on(new).
