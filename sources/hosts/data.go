@@ -224,7 +224,7 @@ func entriesData(entries []Entry) *fileData {
 // are parsed concurrently (then joined).
 const parallelParseMin = 4 << 20
 
-// badLine is a skipped line, to be logged.
+// badLine is a skipped line, or a skipped name of a kept line, to be logged.
 type badLine struct {
 	line  int
 	kind  badKind
@@ -301,8 +301,11 @@ func parseParts(path string, logger *slog.Logger, first, second partFunc) (fileP
 // order) and, past them, how many there were.
 func logBad(path string, parts fileParts, bad []badLine, logger *slog.Logger) {
 	for _, b := range bad[:min(len(bad), maxBadLinesLogged)] {
-		logger.Warn("hosts: skipping bad line", "at", path+":"+strconv.Itoa(b.line),
-			"reason", b.kind.String(), "field", b.field)
+		msg := "hosts: skipping bad line"
+		if b.kind == badNames {
+			msg = "hosts: skipping bad name"
+		}
+		logger.Warn(msg, "at", path+":"+strconv.Itoa(b.line), "reason", b.kind.String(), "field", b.field)
 	}
 	if n := parts.bad(); n > maxBadLinesLogged {
 		logger.Warn("hosts: more bad lines skipped", "file", path, "total", n)
@@ -361,7 +364,9 @@ func (p *partParser) lines(data []byte) {
 			if d.bad <= maxBadLinesLogged {
 				p.bad = append(p.bad, badLine{lineNo, kind, string(field)})
 			}
-			continue
+			if kind != badNames {
+				continue
+			}
 		}
 		if len(p.spans) == 0 {
 			continue

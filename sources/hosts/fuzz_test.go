@@ -16,7 +16,8 @@ import (
 
 // FuzzParseLine checks one hosts line:
 //   - a bad line is an error wrapping ErrBadLine, and parseLine leaves
-//     the arena as it was;
+//     the arena as it was; a line with good names beside a bad one is
+//     such an error too, and gives its address and good names;
 //   - a good line's address has no zone and is never IPv4-mapped; its
 //     names are valid lower-case FQDNs of at most 254 characters;
 //   - the address is the first field as net/netip reads it, and the
@@ -55,7 +56,7 @@ func FuzzParseLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		arena := []byte("prefix.")
 		addr, a2, spans, kind, _ := parseLine(line, arena, []span{{0, 7}})
-		if kind != lineOK && (string(a2) != "prefix." || len(spans) != 1) {
+		if kind != lineOK && kind != badNames && (string(a2) != "prefix." || len(spans) != 1) {
 			t.Fatalf("bad line (%s) changed the arena: %q %v", kind, a2, spans)
 		}
 		if kind == lineOK && len(spans) > 1 && !addr.IsValid() {
@@ -76,7 +77,12 @@ func FuzzParseLine(f *testing.F) {
 			if !errors.Is(err, ErrBadLine) || kind == lineOK {
 				t.Fatalf("error %v (kind %s) for %q", err, kind, line)
 			}
-			return
+			if kind != badNames {
+				return
+			}
+			if len(names) == 0 {
+				t.Fatalf("a line with good names (kind %s) gave none: %q", kind, line)
+			}
 		}
 		if len(names) == 0 {
 			if got.IsValid() {
@@ -101,20 +107,21 @@ func FuzzParseLine(f *testing.F) {
 			}
 		}
 
-		again := func(what, l string) {
+		bad := err != nil // good names beside a bad one
+		again := func(what, l string, wantBad bool) {
 			t.Helper()
 			a, ns, err := ParseLine([]byte(l))
-			if err != nil || a != got || !slices.Equal(ns, names) {
+			if (err != nil) != wantBad || a != got || !slices.Equal(ns, names) {
 				t.Fatalf("%s %q parses to %v %q %v; first %v %q", what, l, a, ns, err, got, names)
 			}
 		}
-		again("written back", got.String()+" "+strings.Join(names, " "))
+		again("written back", got.String()+" "+strings.Join(names, " "), false)
 		var upper []string
 		for _, n := range names {
 			upper = append(upper, strings.ToUpper(strings.TrimSuffix(n, ".")))
 		}
-		again("upper case", "\t"+got.String()+"\t"+strings.Join(upper, "  ")+" ")
-		again("with a comment", string(line)+" # 10.9.9.9 other")
+		again("upper case", "\t"+got.String()+"\t"+strings.Join(upper, "  ")+" ", false)
+		again("with a comment", string(line)+" # 10.9.9.9 other", bad)
 	})
 }
 
@@ -141,7 +148,7 @@ func checkName(t *testing.T, n string) {
 }
 
 // FuzzParseFile checks a whole file: parseData gives exactly the pairs
-// that ParseLine gives line by line (bad lines skipped), and the index
+// that ParseLine gives line by line (bad lines and bad names skipped), and the index
 // built from them (one file, or the same lines in two) answers every name
 // as a plain model of the pairs does (checkIndex): the A/AAAA records at
 // each name and the PTR records at each address's reverse name (as
@@ -164,10 +171,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want []pair
 		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-			a, names, err := ParseLine(line)
-			if err != nil {
-				continue
-			}
+			a, names, _ := ParseLine(line) // no names for a bad line; a bad name's neighbours kept
 			for _, n := range names {
 				want = append(want, pair{a, n})
 			}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,7 +174,9 @@ func TestParseLine(t *testing.T) {
 		{line: "10.0.0.1 .a", bad: true},
 		{line: "10.0.0.1 .", bad: true},
 		{line: "10.0.0.1 a/b", bad: true},
-		{line: "10.0.0.1 good b@d", bad: true},
+		{line: "10.0.0.1 good b@d", bad: true, addr: "10.0.0.1", names: []string{"good."}},
+		{line: "10.0.0.1 a..b Good c/d other.x # c", bad: true, addr: "10.0.0.1", names: []string{"good.", "other.x."}},
+		{line: "10.0.0.1 a..b c/d", bad: true},
 		{line: "10.0.0.1 " + strings.Repeat("a", 64), bad: true},
 		{line: "10.0.0.1 " + strings.Repeat("abcdefg.", 32) + "x", bad: true}, // 257 characters
 	}
@@ -182,6 +185,14 @@ func TestParseLine(t *testing.T) {
 		if tt.bad {
 			if err == nil || !errors.Is(err, ErrBadLine) {
 				t.Errorf("%q: err = %v, want ErrBadLine", tt.line, err)
+			}
+			// A bad name's good neighbours are kept; a bad line gives nothing.
+			want := netip.Addr{}
+			if tt.addr != "" {
+				want = netip.MustParseAddr(tt.addr)
+			}
+			if addr != want || !slices.Equal(names, tt.names) {
+				t.Errorf("%q: got %v %q, want %v %q", tt.line, addr, names, want, tt.names)
 			}
 			continue
 		}
@@ -212,7 +223,8 @@ func TestLoadFile(t *testing.T) {
 999.0.0.1   broken.example.internal
 10.0.0.3    bad!name.example.internal
 2001:db8::1 web.example.internal
-10.0.0.4`+"\r\n"+`10.0.0.5 crlf.example.internal`+"\r\n")
+10.0.0.4`+"\r\n"+`10.0.0.5 crlf.example.internal`+"\r\n"+`10.0.0.6 kept.example.internal b@d.example.internal also.example.internal
+`)
 	logger, logs := testLogger(t)
 	b, err := OpenBackend([]string{path}, 30*time.Second, Options{Logger: logger})
 	if err != nil {
@@ -229,6 +241,13 @@ func TestLoadFile(t *testing.T) {
 	expect(t, s, "broken.example.internal.", "NOTMINE")
 	expect(t, s, "bad!name.example.internal.", "NOTMINE")
 	expect(t, s, "nope.example.internal.", "NOTMINE")
+	// A bad name is left out; the other names of its line are served.
+	expect(t, s, "kept.example.internal.", "A 10.0.0.6")
+	expect(t, s, "also.example.internal.", "A 10.0.0.6")
+	expect(t, s, "6.0.0.10.in-addr.arpa.", "PTR kept.example.internal.", "PTR also.example.internal.")
+	if !regexp.MustCompile(`msg="hosts: skipping bad name" .*at=` + regexp.QuoteMeta(path) + `:11 .*field=b@d\.example\.internal`).MatchString(logs.String()) {
+		t.Errorf("the bad name of line 11 is not logged as one:\n%s", logs)
+	}
 
 	res := s.Lookup(context.Background(), &pipeline.Question{Name: "www.example.internal."})
 	if h := res.RRs[0].Header(); h.Ttl != 30 || h.Class != dns.ClassINET || h.Rrtype != dns.TypeA {

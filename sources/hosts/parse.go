@@ -27,6 +27,8 @@ const (
 	badAddr
 	badNoName
 	badName
+	// badNames: some of the line's names are bad; the others are kept.
+	badNames
 )
 
 func (k badKind) String() string {
@@ -37,6 +39,8 @@ func (k badKind) String() string {
 		return "address without names"
 	case badName:
 		return "bad name"
+	case badNames:
+		return "bad name (the line's other names are kept)"
 	}
 	return "ok"
 }
@@ -67,7 +71,9 @@ func nextField(line []byte, i int) (field []byte, next int) {
 // lower case with a trailing dot and recorded in spans. A blank or
 // comment-only line returns an invalid addr and lineOK. A bad line returns
 // the kind and the offending field; arena and spans are then returned as
-// they were passed in.
+// they were passed in. A bad name among good ones is left out: the line
+// returns its address and good names with badNames and the first bad
+// name (as glibc, dnsmasq and CoreDNS keep a line's good names).
 func parseLine(line, arena []byte, spans []span) (netip.Addr, []byte, []span, badKind, []byte) {
 	if i := bytes.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
@@ -81,6 +87,7 @@ func parseLine(line, arena []byte, spans []span) (netip.Addr, []byte, []span, ba
 		return netip.Addr{}, arena, spans, badAddr, field
 	}
 	arena0, spans0 := len(arena), len(spans)
+	var bad []byte // the first bad name
 	for {
 		field, i = nextField(line, i)
 		if len(field) == 0 {
@@ -89,11 +96,20 @@ func parseLine(line, arena []byte, spans []span) (netip.Addr, []byte, []span, ba
 		start := len(arena)
 		arena, ok = appendName(arena, field)
 		if !ok {
-			return netip.Addr{}, arena[:arena0], spans[:spans0], badName, field
+			arena = arena[:start]
+			if bad == nil {
+				bad = field
+			}
+			continue
 		}
 		spans = append(spans, span{off: uint32(start), n: uint32(len(arena) - start)})
 	}
-	if len(spans) == spans0 {
+	switch {
+	case bad != nil && len(spans) == spans0:
+		return netip.Addr{}, arena[:arena0], spans[:spans0], badName, bad
+	case bad != nil:
+		return addr, arena, spans, badNames, bad
+	case len(spans) == spans0:
 		return netip.Addr{}, arena, spans, badNoName, nil
 	}
 	return addr, arena, spans, lineOK, nil
@@ -200,16 +216,22 @@ func appendName(arena, name []byte) ([]byte, bool) {
 var ErrBadLine = errors.New("bad hosts line")
 
 // ParseLine parses one hosts-file line (without its newline). It returns
-// the address and the names as lower-case FQDNs. A blank or comment-only
-// line gives no names and a nil error; a line with a bad address, a bad
-// name or no names gives an error wrapping ErrBadLine.
+// the address and the names as lower-case FQDNs: what a file's line gives.
+// A blank or comment-only line gives no names and a nil error; a line with
+// a bad address, a bad name or no names gives an error wrapping
+// ErrBadLine, and, when it has good names beside a bad one, its address
+// and those names too (they are served).
 func ParseLine(line []byte) (addr netip.Addr, names []string, err error) {
 	addr, arena, spans, kind, field := parseLine(line, nil, nil)
 	if kind != lineOK {
 		if field != nil {
-			return netip.Addr{}, nil, fmt.Errorf("%w: %s %q", ErrBadLine, kind, field)
+			err = fmt.Errorf("%w: %s %q", ErrBadLine, kind, field)
+		} else {
+			err = fmt.Errorf("%w: %s", ErrBadLine, kind)
 		}
-		return netip.Addr{}, nil, fmt.Errorf("%w: %s", ErrBadLine, kind)
+		if kind != badNames {
+			return netip.Addr{}, nil, err
+		}
 	}
 	if len(spans) == 0 {
 		return netip.Addr{}, nil, nil
@@ -219,5 +241,5 @@ func ParseLine(line []byte) (addr netip.Addr, names []string, err error) {
 	for i, s := range spans {
 		names[i] = all[s.off : s.off+s.n]
 	}
-	return addr, names, nil
+	return addr, names, err
 }
