@@ -791,6 +791,37 @@ zones:
 	}
 }
 
+// TestTruncatedRetriedOverTCP: a name with 2,000 addresses in a hosts
+// file (72 KB as written, 32 KB with its names compressed) is TC=1 over
+// UDP, and the client's retry over TCP gets every address.
+func TestTruncatedRetriedOverTCP(t *testing.T) {
+	var hosts strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&hosts, "10.5.%d.%d huge.example.internal\n", i/250, i%250+1)
+	}
+	s := specStart(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [big.hosts]}\n",
+		map[string]string{"big.hosts": hosts.String()})
+	m := new(dns.Msg)
+	m.SetQuestion("huge.example.internal.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	if r := dnstest.Exchange(t, "udp", s.addr, m); !r.Truncated || r.Rcode != dns.RcodeSuccess {
+		t.Errorf("over UDP: %s, TC %v; want NOERROR with TC", dns.RcodeToString[r.Rcode], r.Truncated)
+	}
+	r := dnstest.Exchange(t, "tcp", s.addr, m)
+	if r.Rcode != dns.RcodeSuccess || r.Truncated || len(r.Answer) != 2000 {
+		t.Fatalf("over TCP: %s, TC %v, %d answers; want all 2,000", dns.RcodeToString[r.Rcode], r.Truncated, len(r.Answer))
+	}
+	seen := map[string]bool{}
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok && a.Hdr.Name == "huge.example.internal." {
+			seen[a.A.String()] = true
+		}
+	}
+	if len(seen) != 2000 || !seen["10.5.0.1"] || !seen["10.5.7.250"] {
+		t.Errorf("over TCP: %d distinct addresses of huge.example.internal, want 2,000", len(seen))
+	}
+}
+
 // --- §4.9 forward, cache -------------------------------------------------
 
 func TestSpecForward(t *testing.T) {

@@ -378,9 +378,14 @@ func (s *Server) finish(sc *scratch, obs *Observation, out *dns.Msg, qopt *dns.O
 		// A stream (TCP, TLS, HTTPS) has no smaller answer to send and
 		// no larger transport to retry over: an answer over 64 KiB cut
 		// to fit would be a partial RRset, or an empty one with a TC
-		// bit the client cannot act on.
+		// bit the client cannot act on. Names are compressed only when
+		// the answer needs it to fit (as Truncate does for UDP): packing
+		// without costs less.
 		if out.Len() > maxSize {
-			err = errTooLarge
+			out.Compress = true
+			if out.Len() > maxSize {
+				err = errTooLarge
+			}
 		}
 	} else {
 		out.Truncate(maxSize)

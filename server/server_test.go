@@ -269,6 +269,14 @@ func TestStreamAnswerTooLarge(t *testing.T) {
 	if r := exchange(t, "udp", ts.addr(t, "udp"), q, nil); r.Rcode != dns.RcodeSuccess || !r.Truncated {
 		t.Errorf("over UDP: %s, TC %v; want NOERROR with TC", dns.RcodeToString[r.Rcode], r.Truncated)
 	}
+	// An answer over 64 KiB as written but under it with its names
+	// compressed (3,000 A records: 72 KB, 48 KB compressed) is sent
+	// whole, compressed, over TCP: the retry of a client that got TC=1
+	// over UDP.
+	n.Store(3000)
+	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 3000 || r.Truncated {
+		t.Errorf("3,000 records over TCP: %s, %d records, TC %v; want all of them", dns.RcodeToString[r.Rcode], len(r.Answer), r.Truncated)
+	}
 	// A large answer that fits is sent whole over TCP.
 	n.Store(1000)
 	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1000 || r.Truncated {
