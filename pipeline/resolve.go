@@ -483,7 +483,7 @@ func (r *resolution) addresses(target string) {
 		if name != z.nsName {
 			return
 		}
-		rrs = r.p.nsAddrRRs(target, o.e.src.TTL())
+		rrs = r.p.nsAddrRRs(target, z.apexTTL()) // as when asked for directly
 	default:
 		return
 	}

@@ -271,6 +271,18 @@ func TestApexTTLAsTransferred(t *testing.T) {
 			t.Errorf("%s %s: TTL %d, the transfer's %d, want 60 both", c.name, dns.TypeToString[c.qtype], got, xfr[c.qtype])
 		}
 	}
+	// The NS answer's additional ns.dns address carries the same TTL as
+	// the address asked for directly.
+	r := p.Resolve(context.Background(), &Request{Name: "example.", Type: dns.TypeNS})
+	var extra []dns.RR
+	for _, rr := range r.Msg.Extra {
+		if rr.Header().Name == "ns.dns.example." {
+			extra = append(extra, rr)
+		}
+	}
+	if len(extra) == 0 || extra[0].Header().Ttl != 60 {
+		t.Errorf("NS additional section: %v, want ns.dns.example. with TTL 60", r.Msg.Extra)
+	}
 }
 
 // A transfer leaves out CNAMEs beside other data at their name (the apex
