@@ -34,13 +34,17 @@ type Lister interface {
 }
 
 // SOAer is implemented by sources that hold a zone's own SOA record (a
-// zone file). When a zone has exactly one local source and it returns a
-// SOA for the zone, that SOA (its serial as written) is the zone's,
-// instead of the synthesized one.
+// zone file). The first local source of a zone that returns a SOA for it
+// gives the zone's SOA: its name server, mailbox, timers and TTL. Its
+// serial as written is the zone's only when that source is the zone's
+// only local source and says its serial follows every change of its data
+// (a zone file alone: the operator's serial); otherwise the zone's serial
+// is dnsd's own, which rises with every change of any of its sources.
 type SOAer interface {
 	// SOA returns the zone's SOA (zone a lower-case FQDN), or nil when the
-	// source has none. The record is read-only.
-	SOA(zone string) *dns.SOA
+	// source has none, and whether the SOA's serial follows every change
+	// of the source's data. The record is read-only.
+	SOA(zone string) (soa *dns.SOA, ownSerial bool)
 }
 
 // TSIGKey is a transfer item's TSIG key (RFC 8945), in miekg/dns's terms.
@@ -269,7 +273,8 @@ func (z *zone) apexTTL() uint32 {
 }
 
 // ownSOA is the SOA of the zone's only local source, when it has one
-// (SOAer), else nil.
+// whose serial follows its data (SOAer), else nil: the zone's SOA as
+// written, serial included.
 func (z *zone) ownSOA() *dns.SOA {
 	var only Source
 	for i := range z.entries {
@@ -282,7 +287,26 @@ func (z *zone) ownSOA() *dns.SOA {
 		only = z.entries[i].src
 	}
 	if s, ok := only.(SOAer); ok {
-		return s.SOA(z.name)
+		if soa, own := s.SOA(z.name); own {
+			return soa
+		}
+	}
+	return nil
+}
+
+// heldSOA is the SOA held by the first of the zone's local sources that
+// has one (SOAer), else nil. When ownSOA is nil, the zone's SOA is this
+// one with dnsd's serial.
+func (z *zone) heldSOA() *dns.SOA {
+	for i := range z.entries {
+		if !z.entries[i].local {
+			continue
+		}
+		if s, ok := z.entries[i].src.(SOAer); ok {
+			if soa, _ := s.SOA(z.name); soa != nil {
+				return soa
+			}
+		}
 	}
 	return nil
 }

@@ -40,14 +40,15 @@ func (l listFake) List(zone string, yield func(dns.RR) bool) error {
 // soaFake is a listFake holding the zone's own SOA (a zone file).
 type soaFake struct {
 	listFake
-	soa *dns.SOA
+	soa    *dns.SOA
+	notOwn bool // its serial does not follow its data (a zone file with inline records)
 }
 
-func (s soaFake) SOA(zone string) *dns.SOA {
+func (s soaFake) SOA(zone string) (*dns.SOA, bool) {
 	if s.soa != nil && s.soa.Hdr.Name == zone {
-		return s.soa
+		return s.soa, !s.notOwn
 	}
-	return nil
+	return nil, false
 }
 
 var loopback = netip.MustParseAddr("127.0.0.1")
@@ -205,12 +206,13 @@ func TestTransferPolicy(t *testing.T) {
 }
 
 // TestOwnSOA: a zone whose only local source holds the zone's SOA (a zone
-// file) keeps it, serial as written; with another local source the SOA is
-// dnsd's own.
+// file) keeps it, serial as written; with another local source, or when
+// the source's serial does not follow its data (inline records beside the
+// file), it is still the file's SOA but with dnsd's own serial.
 func TestOwnSOA(t *testing.T) {
 	own := &dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 3600},
 		Ns: "ns1.example.", Mbox: "admin.example.", Serial: 2024010101, Refresh: 7200, Retry: 600, Expire: 86400, Minttl: 300}
-	file := soaFake{listFake{newFake(t, "file", 300, 4000000000, "www.example. 300 IN A 10.0.0.1")}, own}
+	file := soaFake{listFake{newFake(t, "file", 300, 4000000000, "www.example. 300 IN A 10.0.0.1")}, own, false}
 	other := listFake{newFake(t, "hosts", 60, 50, "db.example. 60 IN A 10.0.0.2")}
 	spec := TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
@@ -236,8 +238,30 @@ func TestOwnSOA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mixed.ZoneSOA("example."); got.Serial != 4000000000 || got.Ns != "ns.dns.example." {
-		t.Errorf("file and hosts: SOA %v, want dnsd's own with the largest serial", got)
+	if got := mixed.ZoneSOA("example."); got.Serial != 4000000000 || got.Ns != own.Ns || got.Mbox != own.Mbox ||
+		got.Refresh != own.Refresh || got.Retry != own.Retry || got.Expire != own.Expire || got.Minttl != own.Minttl || got.Hdr.Ttl != own.Hdr.Ttl {
+		t.Errorf("file and hosts: SOA %v, want the file's with dnsd's serial (the largest, 4000000000)", got)
+	}
+	if first := mixed.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)).RRs[0].(*dns.SOA); first.Serial != 4000000000 || first.Ns != own.Ns {
+		t.Errorf("file and hosts: transfer starts with %v, want the file's SOA with dnsd's serial", first)
+	}
+	r = mixed.Resolve(context.Background(), &Request{Name: "nx.example.", Type: dns.TypeA})
+	if len(r.Msg.Ns) != 1 || r.Msg.Ns[0].(*dns.SOA).Ns != own.Ns || r.Msg.Ns[0].(*dns.SOA).Serial != 4000000000 || r.Msg.Ns[0].Header().Ttl != own.Minttl {
+		t.Errorf("file and hosts: negative answer's SOA %v, want the file's with dnsd's serial, TTL its minimum %d", r.Msg.Ns, own.Minttl)
+	}
+
+	inline := soaFake{listFake{newFake(t, "file", 300, 3000000000, "www.example. 300 IN A 10.0.0.1")}, own, true}
+	withRecords, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: inline}}}},
+		Options{Serial: 99, Transfers: []TransferSpec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := withRecords.ZoneSOA("example."); got.Serial != 3000000000 || got.Ns != own.Ns || got.Mbox != own.Mbox {
+		t.Errorf("zone file with inline records: SOA %v, want the file's with dnsd's serial 3000000000", got)
+	}
+	r = withRecords.Resolve(context.Background(), &Request{Name: "example.", Type: dns.TypeSOA})
+	if len(r.Msg.Answer) != 1 || r.Msg.Answer[0].(*dns.SOA).Ns != own.Ns || r.Msg.Answer[0].(*dns.SOA).Serial != 3000000000 {
+		t.Errorf("zone file with inline records: SOA query %v", r.Msg.Answer)
 	}
 }
 
@@ -352,7 +376,7 @@ func TestGenerationSerial(t *testing.T) {
 func TestSerialNeverGoesBackAcrossReloads(t *testing.T) {
 	own := &dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 3600},
 		Ns: "ns1.example.", Mbox: "admin.example.", Serial: 2024010105, Refresh: 7200, Retry: 600, Expire: 86400, Minttl: 300}
-	file := soaFake{listFake{newFake(t, "file", 300, 1700000000, "www.example. 300 IN A 10.0.0.1")}, own}
+	file := soaFake{listFake{newFake(t, "file", 300, 1700000000, "www.example. 300 IN A 10.0.0.1")}, own, false}
 	hosts := newFake(t, "hosts", 60, 1700000001, "db.example. 60 IN A 10.0.0.2")
 	build := func(prev *Pipeline, serial uint32, srcs ...Source) *Pipeline {
 		t.Helper()

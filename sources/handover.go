@@ -213,9 +213,9 @@ func (h *handover) List(zone string, yield func(dns.RR) bool) error {
 }
 
 // SOA is the answering source's own SOA, if it has one.
-func (h *handover) SOA(zone string) *dns.SOA {
+func (h *handover) SOA(zone string) (*dns.SOA, bool) {
 	if s, ok := h.current().(pipeline.SOAer); ok {
 		return s.SOA(zone)
 	}
-	return nil
+	return nil, false
 }

@@ -81,8 +81,8 @@ func TestLoadZoneFile(t *testing.T) {
 	if ttl := lookup(t, s, "www.example.internal.").RRs[0].Header().Ttl; ttl != 600 {
 		t.Errorf("own ttl: %d, want 600", ttl)
 	}
-	if soa := s.SOA("example.internal."); soa == nil || soa.Serial != 2024010101 {
-		t.Fatalf("file SOA %v, want serial 2024010101", soa)
+	if soa, own := s.SOA("example.internal."); soa == nil || soa.Serial != 2024010101 || !own {
+		t.Fatalf("file SOA %v (its serial the zone's: %v), want serial 2024010101, the zone's", soa, own)
 	}
 	if s.TTL() != 60 {
 		t.Errorf("negative TTL %d, want the SOA minimum 60", s.TTL())
@@ -107,10 +107,10 @@ func TestInlineRecords(t *testing.T) {
 	if !s.b.snapshot().z.wildcards {
 		t.Error("the zone does not know it holds a wildcard")
 	}
-	// With inline records beside it, the file's SOA is not the zone's:
-	// its serial cannot follow changes made in dnsd.yaml.
-	if soa := s.SOA("example.internal."); soa != nil {
-		t.Errorf("a zone file with inline records: SOA %v, want none (dnsd's own)", soa)
+	// With inline records beside it, the file's SOA is the zone's but its
+	// serial is not: it cannot follow changes made in dnsd.yaml.
+	if soa, own := s.SOA("example.internal."); soa == nil || soa.Serial != 2024010101 || own {
+		t.Errorf("a zone file with inline records: SOA %v, its serial the zone's %v; want the file's SOA, dnsd's serial", soa, own)
 	}
 	only := NewSource(open(t, &Config{Origin: "example.internal.", Zones: []string{"example.internal."}, Records: []Record{{Text: "db IN A 10.0.0.5"}}}, false))
 	if r := lookup(t, only, "db.example.internal."); r.Status != pipeline.Found || r.RRs[0].Header().Ttl != 3600 {
@@ -243,10 +243,11 @@ func TestWatchLogs(t *testing.T) {
 	// and logged: secondaries ignore the zone until it passes theirs.
 	soa := "@ IN SOA ns.z.test. h.z.test. %d 3600 600 86400 60\na IN A 10.0.0.2\n"
 	write(fmt.Sprintf(soa, 2024010103))
-	dnstest.Eventually(t, "the SOA applied", 5*time.Second, func() bool { return s.SOA("z.test.") != nil })
+	dnstest.Eventually(t, "the SOA applied", 5*time.Second, func() bool { soa, _ := s.SOA("z.test."); return soa != nil })
 	write(fmt.Sprintf(soa, 2024010100))
 	wait("SOA serial went back", 1)
-	if got := s.SOA("z.test.").Serial; got != 2024010100 {
+	if soa, _ := s.SOA("z.test."); soa.Serial != 2024010100 {
+		got := soa.Serial
 		t.Errorf("serial %d, want the file's 2024010100", got)
 	}
 }
@@ -509,11 +510,11 @@ func TestSOAPerApex(t *testing.T) {
 	}}
 	s := NewSource(open(t, c, false))
 	for zone, want := range map[string]uint32{"two.test.": 55, "sub.two.test.": 66} {
-		if soa := s.SOA(zone); soa == nil || soa.Serial != want {
+		if soa, own := s.SOA(zone); soa == nil || soa.Serial != want || !own {
 			t.Errorf("SOA(%s) = %v, want serial %d", zone, soa, want)
 		}
 	}
-	if s.SOA("other.test.") != nil {
+	if soa, _ := s.SOA("other.test."); soa != nil {
 		t.Error("a SOA for a zone the key does not name")
 	}
 }

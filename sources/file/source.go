@@ -56,17 +56,14 @@ func (s *Source) TTL() uint32 {
 // Serial implements pipeline.Source: rises with every change of the zone.
 func (s *Source) Serial() uint32 { return s.b.snapshot().serial }
 
-// SOA returns the file's SOA at zone's apex (its serial as written), or
-// nil when the file has none there. When the file is the zone's only
-// local source, it is the zone's SOA (pipeline.SOAer). A zone file with
-// inline records beside it has none: the records change with dnsd.yaml,
-// where the file's serial cannot follow them, so the zone takes dnsd's
-// own SOA, whose serial rises with them.
-func (s *Source) SOA(zone string) *dns.SOA {
-	if s.b.cfg.Path != "" && len(s.b.cfg.Records) > 0 {
-		return nil
-	}
-	return s.b.snapshot().z.soas[zone]
+// SOA returns the file's SOA at zone's apex, or nil when the file has
+// none there (pipeline.SOAer): it is the zone's SOA. Its serial follows
+// the source's data only without inline records beside the file: those
+// change with dnsd.yaml, where the file's serial cannot follow them, so
+// such a zone takes dnsd's own serial, which rises with them.
+func (s *Source) SOA(zone string) (*dns.SOA, bool) {
+	soa := s.b.snapshot().z.soas[zone]
+	return soa, soa != nil && (s.b.cfg.Path == "" || len(s.b.cfg.Records) == 0)
 }
 
 // List calls yield with every record at names in zone, wildcards as they
