@@ -194,9 +194,28 @@ func (b *Backend) movedOnDisk() bool {
 	return false
 }
 
+// turnedEmpty reports whether a file of was (the zone file or a file it
+// includes) that held something is empty in z: a file rewritten in place
+// is truncated first, and the records beside it (inline ones, other
+// files') must not hide that.
+func turnedEmpty(was, z *zone) bool {
+	for i, f := range z.files {
+		if i >= len(z.infos) || z.infos[i] == nil || z.infos[i].Size() != 0 {
+			continue
+		}
+		for j, g := range was.files {
+			if g == f && j < len(was.infos) && was.infos[j] != nil && was.infos[j].Size() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // reload parses the zone again and publishes it when it changed and is
 // good. It returns when to read the zone again without an event (0: not
-// needed): a zone without records is applied only after emptyGrace.
+// needed): a zone without records, or one of whose files turned empty, is
+// applied only after emptyGrace.
 func (b *Backend) reload() (again time.Duration) {
 	defer b.bulk.Begin()()
 	prev := b.snapshot()
@@ -208,18 +227,18 @@ func (b *Backend) reload() (again time.Duration) {
 		}
 		return 0
 	}
-	if z.records == 0 && prev.z.records > 0 && z.sum != prev.z.sum {
+	if (z.records == 0 && prev.z.records > 0 || turnedEmpty(prev.z, z)) && z.sum != prev.z.sum {
 		now := time.Now()
 		if b.emptySince.IsZero() {
 			b.emptySince = now
 			b.lastErr = ""
-			b.logger.Info("zone file has no record; the last good zone is served unless it stays so", "for", emptyGrace)
+			b.logger.Info("zone file has no record or turned empty; the last good zone is served unless it stays so", "for", emptyGrace)
 			return emptyGrace
 		}
 		if waited := now.Sub(b.emptySince); waited < emptyGrace {
 			return emptyGrace - waited
 		}
-		b.logger.Warn("zone file stayed without a record, serving none from it", "for", now.Sub(b.emptySince).Round(time.Millisecond))
+		b.logger.Warn("zone file stayed without a record or empty, serving what is left", "for", now.Sub(b.emptySince).Round(time.Millisecond))
 	}
 	b.emptySince = time.Time{}
 	if z.sum == prev.z.sum {

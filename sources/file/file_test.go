@@ -200,6 +200,48 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// A file of the zone that turns empty waits emptyGrace even when the zone
+// keeps records from elsewhere: inline records beside the file, or the
+// zone file beside an included file that is emptied (an in-place rewrite
+// truncates first).
+func TestEmptiedFileBesideOtherRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		records []Record
+		empty   string // the file emptied, relative to the directory
+		gone    string // a name it held
+	}{
+		{name: "inline records", records: []Record{{Text: "inl IN A 10.0.0.50"}}, empty: "z.zone", gone: "a.z.test."},
+		{name: "included file", empty: "inc.zone", gone: "inc.z.test."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "z.zone")
+			if err := os.WriteFile(filepath.Join(dir, "inc.zone"), []byte("inc IN A 10.0.0.7\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte("$TTL 60\na IN A 10.0.0.1\n$INCLUDE inc.zone\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s := NewSource(open(t, &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}, Records: tc.records}, true))
+			emptied := time.Now()
+			if err := os.Truncate(filepath.Join(dir, tc.empty), 0); err != nil { // in place, as a rewrite begins
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if r := lookup(t, s, tc.gone); r.Status != pipeline.Found {
+				t.Fatalf("%s emptied: %s dropped after 300 ms, before it stayed empty for %v", tc.empty, tc.gone, emptyGrace)
+			}
+			dnstest.Eventually(t, "the emptied file applied", 5*time.Second, func() bool {
+				return lookup(t, s, tc.gone).Status == pipeline.NotMine
+			})
+			if took := time.Since(emptied); took < emptyGrace {
+				t.Errorf("the emptied file was applied after %v, before it stayed empty for %v", took, emptyGrace)
+			}
+		})
+	}
+}
+
 // What a watched file's changes log: a breakage once per change — again
 // when the file was good in between, even if it breaks the same way —
 // and records outside the zone at every load that has them.
