@@ -156,19 +156,52 @@ func (b *builder) addr(name string, a netip.Addr) {
 	}
 }
 
-// portSRVs adds the SRV records of a service's ports with name as the
-// target: _<port>._<proto>.<name> for named ports, and <name> itself.
-func (b *builder) portSRVs(name string, ports []servicePort) {
+// portSRVs adds the SRV records of a service's named ports with target
+// as the target: at _<port>._<proto>.<name> and at <name> itself.
+// Unnamed ports have no SRV record (Kubernetes DNS specification).
+func (b *builder) portSRVs(name string, ports []servicePort, target string) {
 	for _, p := range ports {
-		if p.port <= 0 || p.port > 65535 {
+		if p.name == "" || p.port <= 0 || p.port > 65535 {
 			continue
 		}
 		proto := p.proto
-		if p.name != "" {
-			b.srv(b.srvName(p.name, &proto, name), uint16(p.port), name)
-		}
-		b.srv(name, uint16(p.port), name)
+		b.srv(b.srvName(p.name, &proto, name), uint16(p.port), target)
+		b.srv(name, uint16(p.port), target)
 	}
+}
+
+// endpointSRVs adds the SRV records of a headless service's endpoint
+// (target its name): one per named port of its EndpointSlice, with the
+// slice's number (the port the endpoint listens on); and one per named
+// port of the service that the slice does not list (a slice written
+// without its ports), with the service's number.
+func (b *builder) endpointSRVs(name string, svcPorts []servicePort, epPorts []discoveryv1.EndpointPort, target string) {
+	for _, p := range epPorts {
+		if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 || p.Name == nil || *p.Name == "" {
+			continue // unnamed ports have no SRV record
+		}
+		b.srv(b.srvName(*p.Name, p.Protocol, name), uint16(*p.Port), target)
+		b.srv(name, uint16(*p.Port), target)
+	}
+	for _, sp := range svcPorts {
+		if sp.name == "" || !slices.ContainsFunc(epPorts, func(p discoveryv1.EndpointPort) bool { return samePort(p, sp) }) {
+			b.portSRVs(name, []servicePort{sp}, target)
+		}
+	}
+}
+
+// samePort reports whether the slice's port p is the service's named
+// port sp: the same name and protocol (TCP when not set).
+func samePort(p discoveryv1.EndpointPort, sp servicePort) bool {
+	proto := corev1.ProtocolTCP
+	if p.Protocol != nil && *p.Protocol != "" {
+		proto = *p.Protocol
+	}
+	spProto := sp.proto
+	if spProto == "" {
+		spProto = corev1.ProtocolTCP
+	}
+	return p.Name != nil && strings.EqualFold(*p.Name, sp.name) && proto == spProto
 }
 
 func (b *builder) srv(name string, port uint16, target string) {
@@ -488,16 +521,7 @@ func serviceRecords(s *settings, svc *serviceObj, slices []*sliceObj) []contribu
 		if headless {
 			for i, ep := range eps {
 				b.addr(name, ep.addr)
-				for _, p := range ep.ports {
-					if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
-						continue
-					}
-					port := uint16(*p.Port)
-					if p.Name != nil && *p.Name != "" {
-						b.srv(b.srvName(*p.Name, p.Protocol, name), port, hosts[i])
-					}
-					b.srv(name, port, hosts[i])
-				}
+				b.endpointSRVs(name, svc.ports, ep.ports, hosts[i])
 			}
 		} else {
 			for _, ip := range clusterIPs {
@@ -506,7 +530,7 @@ func serviceRecords(s *settings, svc *serviceObj, slices []*sliceObj) []contribu
 					b.ptr(ip, name)
 				}
 			}
-			b.portSRVs(name, svc.ports)
+			b.portSRVs(name, svc.ports, name)
 		}
 		for i, ep := range eps {
 			b.addr(hosts[i], ep.addr)
@@ -564,7 +588,7 @@ func externalRecords(b *builder, svc *serviceObj, zones []string) {
 				b.ptr(ip, name)
 			}
 		}
-		b.portSRVs(name, svc.ports)
+		b.portSRVs(name, svc.ports, name)
 	}
 }
 

@@ -132,6 +132,18 @@ func cluster() []runtime.Object {
 			ep{ip: "10.244.1.6", ready: false}),
 		lb, elb,
 		clusterIPService("hidden", "secret", []string{"10.96.0.99"}, port{name: "http", port: 80}),
+		// Headless services whose slices were written by hand: one without
+		// ports (its SRV takes the service's named port), one whose slice
+		// port has no name (the same), one with an unnamed port only (no SRV).
+		headlessService("default", "noports", port{name: "http", port: 80}),
+		endpointSlice("default", "noports", "noports-a", discoveryv1.AddressTypeIPv4, nil,
+			ep{ip: "10.3.0.130", ready: true, hostname: "np-0"}),
+		headlessService("default", "unnamedslice", port{name: "https", port: 443}),
+		endpointSlice("default", "unnamedslice", "unnamedslice-a", discoveryv1.AddressTypeIPv4, []port{{port: 8443}},
+			ep{ip: "10.3.0.131", ready: true, hostname: "us-0"}),
+		headlessService("default", "unnamed", port{port: 9000}),
+		endpointSlice("default", "unnamed", "unnamed-a", discoveryv1.AddressTypeIPv4, []port{{port: 9000}},
+			ep{ip: "10.3.0.132", ready: true, hostname: "un-0"}),
 	}
 }
 
@@ -150,7 +162,9 @@ func TestRecords(t *testing.T) {
 		{"KUBERNETES.Default.svc.cluster.local", dns.TypeA, "NOERROR kubernetes.default.svc.cluster.local. A 10.3.0.1"},
 		{"kubernetes.default.svc.cluster.local", dns.TypeMX, "NOERROR "},
 		{"_https._tcp.kubernetes.default.svc.cluster.local", dns.TypeSRV, "NOERROR _https._tcp.kubernetes.default.svc.cluster.local. SRV 0 100 443 kubernetes.default.svc.cluster.local."},
-		{"kubernetes.default.svc.cluster.local", dns.TypeSRV, "NOERROR kubernetes.default.svc.cluster.local. SRV 0 100 443 kubernetes.default.svc.cluster.local.; kubernetes.default.svc.cluster.local. SRV 0 100 8443 kubernetes.default.svc.cluster.local."},
+		// The named port's SRV at the service name too; the unnamed port
+		// (8443) has none.
+		{"kubernetes.default.svc.cluster.local", dns.TypeSRV, "NOERROR kubernetes.default.svc.cluster.local. SRV 0 100 443 kubernetes.default.svc.cluster.local."},
 		{"_tcp.kubernetes.default.svc.cluster.local", dns.TypeSRV, "NOERROR "}, // empty non-terminal
 		{"_http._tcp.kubernetes.default.svc.cluster.local", dns.TypeSRV, "NXDOMAIN "},
 		{"_https._udp.kubernetes.default.svc.cluster.local", dns.TypeSRV, "NXDOMAIN "},
@@ -167,6 +181,14 @@ func TestRecords(t *testing.T) {
 		{"10-3-0-102.headless.default.svc.cluster.local", dns.TypeA, "NOERROR 10-3-0-102.headless.default.svc.cluster.local. A 10.3.0.102"},
 		{"web-0.headless.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "}, // endpoint_pod_names off
 		{"sick.headless.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "},  // not ready
+		// Headless services: a named port of the service that a slice does
+		// not list gets its SRV with the service's number; unnamed ports
+		// (the service's or a slice's) get none.
+		{"_http._tcp.noports.default.svc.cluster.local", dns.TypeSRV, "NOERROR _http._tcp.noports.default.svc.cluster.local. SRV 0 100 80 np-0.noports.default.svc.cluster.local."},
+		{"noports.default.svc.cluster.local", dns.TypeSRV, "NOERROR noports.default.svc.cluster.local. SRV 0 100 80 np-0.noports.default.svc.cluster.local."},
+		{"_https._tcp.unnamedslice.default.svc.cluster.local", dns.TypeSRV, "NOERROR _https._tcp.unnamedslice.default.svc.cluster.local. SRV 0 100 443 us-0.unnamedslice.default.svc.cluster.local."},
+		{"unnamed.default.svc.cluster.local", dns.TypeSRV, "NOERROR "},
+		{"unnamed.default.svc.cluster.local", dns.TypeA, "NOERROR unnamed.default.svc.cluster.local. A 10.3.0.132"},
 		{"_https._tcp.headless.default.svc.cluster.local", dns.TypeSRV, "NOERROR " +
 			"_https._tcp.headless.default.svc.cluster.local. SRV 0 100 443 10-3-0-102.headless.default.svc.cluster.local.; " +
 			"_https._tcp.headless.default.svc.cluster.local. SRV 0 100 443 my-pet-2.headless.default.svc.cluster.local.; " +
