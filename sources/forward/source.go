@@ -8,6 +8,7 @@ package forward
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/miekg/dns"
@@ -224,7 +225,7 @@ func (s *Source) resolveNow(ctx context.Context, k Key) pipeline.Result {
 			return pipeline.Result{Status: pipeline.Failed, Err: err}
 		}
 		v, err, _ := s.pool.group.Do(key, func() (any, error) { return s.fetch(ctx, k, false) })
-		if err != nil && ctx.Err() == nil && s.pool.ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if err != nil && errors.Is(err, errLeaderGone) && ctx.Err() == nil && s.pool.ctx.Err() == nil {
 			continue
 		}
 		return result(v, err)
@@ -258,13 +259,23 @@ func (s *Source) fetch(ctx context.Context, k Key, background bool) (any, error)
 	defer context.AfterFunc(s.pool.ctx, cancel)()
 	m, err := s.pool.Exchange(ctx, k)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.cache.failed(k, s.cache.now(), s.pool.recoveries.Load())
+		if ctx.Err() != nil {
+			// The exchange ended with its leader's context (or the
+			// pool), not with the upstreams: a client that joined it
+			// asks again. An attempt's own timeout (a DoH request's
+			// deadline, a TLS handshake that never ends) also reads as
+			// a deadline, and is an upstream failure.
+			return nil, fmt.Errorf("%w: %w", errLeaderGone, err)
 		}
+		s.cache.failed(k, s.cache.now(), s.pool.recoveries.Load())
 		return nil, err
 	}
 	return s.cache.Insert(k, m), nil
 }
+
+// errLeaderGone: a coalesced exchange ended because the context of the
+// client that led it ended, or the pool closed.
+var errLeaderGone = errors.New("the exchange's first client left")
 
 // prefetchDue: the entry is popular (asked PrefetchHits times), lives long
 // enough to be worth it, is in the last tenth of its life and no refresh

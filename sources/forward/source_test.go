@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -439,6 +440,56 @@ func TestCoalescedLeaderCanceled(t *testing.T) {
 	}
 	if !s.pool.Up()[0] {
 		t.Fatal("a canceled exchange counted as an upstream failure")
+	}
+}
+
+// An upstream whose every attempt times out by a deadline of its own (a
+// DoT server that accepts and never completes the handshake; a DoH
+// request's deadline reads the same) is a failed upstream: the client
+// gets the failure after the attempt's timeout, and its max_concurrent
+// slot is free again. The exchange used to be taken for one whose first
+// client had left, and asked again, forever.
+func TestHungTLSUpstreamFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		var held []net.Conn // never spoken to
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			held = append(held, c)
+		}
+	}()
+	o := poolOpts()
+	o.Upstreams = []Upstream{{Proto: "tls", Addr: ln.Addr().String(), ServerName: "dns.test"}}
+	o.MaxConcurrent = 1
+	s := newTestSource(t, o, defaultCacheConfig())
+	for i := range 2 {
+		done := make(chan pipeline.Result, 1)
+		go func() { done <- s.lookup(t, "hung.example.", dns.TypeA) }()
+		select {
+		case r := <-done:
+			if r.Status != pipeline.Failed {
+				t.Fatalf("lookup %d through a hung DoT upstream: %v, want a failure", i, r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("lookup %d through a hung DoT upstream (timeout %v) still waits after 5 s", i, o.Timeout)
+		}
+	}
+	if n := accepted.Load(); n > 4 {
+		t.Errorf("two lookups made %d connections: asked again and again", n)
 	}
 }
 
