@@ -203,7 +203,7 @@ func TestDoHUpstreamThroughBinaries(t *testing.T) {
 tls: {cert: tls.crt, key: tls.key}
 zones:
   example.com:
-    - hosts: {entries: ["203.0.113.7 www"]}
+    - hosts: {entries: ["203.0.113.7 www", "203.0.113.8 api"]}
 `, dohPort))
 	server := startDnsd(t, dir, "-config", "server.yaml")
 	server.waitLog("dnsd started", 1)
@@ -223,6 +223,24 @@ zones:
 	if !strings.Contains(grep(scrape(t, s.base), "dnsd_forward_requests_total"), label) {
 		t.Errorf("no dnsd_forward_requests_total for the DoH upstream")
 	}
+
+	// The upstream's CA rotates: the server restarts with a certificate
+	// of a new CA, tls_ca is rewritten in place, and a reload of the
+	// forwarder (its dnsd.yaml unchanged) reads it again.
+	server.stop(syscall.SIGTERM)
+	ca2, leaf2 := testpki.Server(t, "doh.example.test")
+	writeFile(t, filepath.Join(dir, "tls.crt"), string(leaf2.CertPEM))
+	writeFile(t, filepath.Join(dir, "tls.key"), string(leaf2.KeyPEM))
+	server = startDnsd(t, dir, "-config", "server.yaml")
+	server.waitLog("dnsd started", 1)
+	writeFile(t, filepath.Join(dir, "ca.crt"), string(ca2.CertPEM))
+	s.reload(t, fmt.Sprintf(`listen: ["LISTEN"]
+http: "HTTP"
+zones:
+  .:
+    - forward: {upstreams: ["https://127.0.0.1:%d/dns-query@doh.example.test"], tls_ca: %q}
+`, dohPort, filepath.Join(dir, "ca.crt")), true, 1)
+	waitAnswer(t, s.addr, "api.example.com", dns.TypeA, "NOERROR:203.0.113.8")
 	server.stop(syscall.SIGTERM)
 	s.stop(syscall.SIGTERM)
 }

@@ -170,6 +170,9 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		}
 		return NewSource(nil, cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
 	}
+	if c.TLSCA != "" {
+		opts.TLSCASum = CASum(c.TLSCA) // a rewritten CA file makes a new pool
+	}
 	v, _, err := env.Acquire(opts.Key(), func() (any, io.Closer, error) {
 		p, err := NewPool(opts, met, k.probes, env.Logger)
 		if err != nil {

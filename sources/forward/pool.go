@@ -2,8 +2,10 @@ package forward
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,8 +34,12 @@ const (
 
 // PoolOptions are everything a pool's behaviour depends on.
 type PoolOptions struct {
-	Upstreams     []Upstream
-	TLSCA         string // PEM bundle for tls upstreams ("" = system roots)
+	Upstreams []Upstream
+	TLSCA     string // PEM bundle for tls upstreams ("" = system roots)
+	// TLSCASum identifies TLSCA's content when the pool is made (CASum),
+	// so that a reload after the file was rewritten makes a pool that
+	// reads it again.
+	TLSCASum      string
 	Policy        string // random (default) | round_robin | sequential
 	Timeout       time.Duration
 	HealthCheck   time.Duration
@@ -52,8 +58,8 @@ func (o PoolOptions) Key() string {
 		}
 		b.WriteString(u.String())
 	}
-	fmt.Fprintf(&b, " tls_ca=%s policy=%s timeout=%s health_check=%s max_fails=%d max_concurrent=%d udp_buffer=%d",
-		o.TLSCA, o.Policy, o.Timeout, o.HealthCheck, o.MaxFails, o.MaxConcurrent, o.UDPSize)
+	fmt.Fprintf(&b, " tls_ca=%s tls_ca_sum=%s policy=%s timeout=%s health_check=%s max_fails=%d max_concurrent=%d udp_buffer=%d",
+		o.TLSCA, o.TLSCASum, o.Policy, o.Timeout, o.HealthCheck, o.MaxFails, o.MaxConcurrent, o.UDPSize)
 	return b.String()
 }
 
@@ -118,6 +124,17 @@ type Pool struct {
 	loopMu    sync.Mutex
 	loopZones map[string]bool // zones with a loop check running
 	probes    *LoopProbes
+}
+
+// CASum identifies the content of the CA file at path ("" when it
+// cannot be read: loading it then fails as it would).
+func CASum(path string) string {
+	b, err := fsutil.ReadSmall(path)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // LoadCA reads a PEM bundle into a certificate pool.
