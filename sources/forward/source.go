@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -184,11 +185,26 @@ func (s *Source) resolve(ctx context.Context, k Key, stale *entry, now int64) pi
 		s.met.stale.Inc()
 		return answered(stale.staleResponse())
 	}
-	defer s.pool.release()
 	// The refresh must not end with this client, who leaves after
-	// StaleAnswerAfter: it runs on its own goroutine and context, and
-	// holds a slot of its own while it runs.
-	ch := s.pool.group.DoChan(k.String(), func() (any, error) { return s.fetch(context.Background(), k, true) })
+	// StaleAnswerAfter: it runs on its own goroutine and context. It
+	// takes over the client's slot when it starts before the client
+	// leaves (with max_concurrent 1 it could never get a second one, and
+	// the entry was served stale while the upstream was well), else it
+	// takes one of its own; whichever of the two comes second releases
+	// nothing of the other's.
+	var lent atomic.Bool
+	defer func() {
+		if lent.CompareAndSwap(false, true) {
+			s.pool.release()
+		}
+	}()
+	ch := s.pool.group.DoChan(k.String(), func() (any, error) {
+		if lent.CompareAndSwap(false, true) {
+			defer s.pool.release()
+			return s.fetch(context.Background(), k, false) // on the client's slot
+		}
+		return s.fetch(context.Background(), k, true)
+	})
 	t := time.NewTimer(StaleAnswerAfter)
 	defer t.Stop()
 	select {

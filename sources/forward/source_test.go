@@ -493,6 +493,37 @@ func TestHungTLSUpstreamFails(t *testing.T) {
 	}
 }
 
+// With max_concurrent 1, an expired entry is refreshed from a well
+// upstream: the refresh runs on the waiting client's slot (it could never
+// get a second one, and the entry was served stale for serve_stale).
+func TestStaleRefreshWithOneSlot(t *testing.T) {
+	u := startUpstream(t)
+	o := poolOpts(u.Addr)
+	o.MaxConcurrent = 1
+	s := newTestSource(t, o, defaultCacheConfig())
+	u.set(func(u *upstreamServer) { u.ttl = 60 })
+	if got := answerA(s.lookup(t, "one.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/60" {
+		t.Fatalf("first answer: %s", got)
+	}
+	s.clock.advance(61 * time.Second)
+	for i := range 3 {
+		r := s.lookup(t, "one.example.", dns.TypeA)
+		if got := answerA(r); got != "NOERROR:192.0.2.1/60" && got != "NOERROR:192.0.2.1/59" {
+			t.Fatalf("answer %d after expiry: %s, want a fresh one (not stale)", i, got)
+		}
+	}
+	if n := u.count("one.example."); n != 2 {
+		t.Errorf("upstream asked %d times for one.example., want 2 (the first answer, one refresh)", n)
+	}
+	if counterValue(s.met.stale) != 0 {
+		t.Errorf("%v stale answers from a well upstream", counterValue(s.met.stale))
+	}
+	// The slot is free again: another name is forwarded, not refused.
+	if got := answerA(s.lookup(t, "two.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/60" {
+		t.Errorf("another name after the refresh: %s", got)
+	}
+}
+
 // Coalescing works without a cache too (size 0), and nothing is kept.
 func TestNoCache(t *testing.T) {
 	u := startUpstream(t)
