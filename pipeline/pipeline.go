@@ -118,9 +118,9 @@ type zone struct {
 
 // negSOA is a SOA record made by authSOA and what it was made from.
 type negSOA struct {
-	own  *dns.SOA // the only local source's SOA it copies; nil: dnsd's serial
-	held *dns.SOA // with own nil: the source's SOA it copies with dnsd's serial; nil: synthesized
-	ttl  uint32   // the ttl asked for (own and held nil)
+	held *dns.SOA // the source's SOA it copies (heldSOA); nil: synthesized
+	own  bool     // held's serial as written; else dnsd's serial
+	ttl  uint32   // the ttl asked for (held nil)
 	soa  *dns.SOA
 }
 
@@ -347,15 +347,12 @@ func (z *zone) sourcesSerial() uint32 {
 // (a zone file beside other sources or inline records), else synthesized
 // with ttl as TTL and minimum.
 func (z *zone) soa(owner string, ttl uint32) *dns.SOA {
-	if own := z.ownSOA(); own != nil {
-		c := *own
-		c.Hdr.Name = owner
-		return &c
-	}
-	if held := z.heldSOA(); held != nil {
+	if held, own := z.heldSOA(); held != nil {
 		c := *held
 		c.Hdr.Name = owner
-		c.Serial = z.madeSerial()
+		if !own {
+			c.Serial = z.madeSerial()
+		}
 		return &c
 	}
 	return &dns.SOA{
@@ -376,22 +373,16 @@ func (z *zone) soa(owner string, ttl uint32) *dns.SOA {
 // written), so a negative answer allocates no record.
 func (z *zone) authSOA(ttl uint32) *dns.SOA {
 	c := z.neg.Load()
-	own := z.ownSOA()
-	var held *dns.SOA
-	if own == nil {
-		held = z.heldSOA()
-	}
+	held, own := z.heldSOA()
 	switch {
-	case c == nil:
-	case own != nil:
-		if c.own == own {
-			return c.soa
-		}
-	case c.own == nil && c.held == held && (held != nil || c.ttl == ttl) && c.soa.Serial == z.madeSerial():
+	case c == nil || c.held != held || c.own != own:
+	case own:
+		return c.soa
+	case (held != nil || c.ttl == ttl) && c.soa.Serial == z.madeSerial():
 		return c.soa
 	}
-	c = &negSOA{own: own, held: held, ttl: ttl, soa: z.soa(z.name, ttl)}
-	if own != nil || held != nil {
+	c = &negSOA{held: held, own: own, ttl: ttl, soa: z.soa(z.name, ttl)}
+	if held != nil {
 		// RFC 2308 section 3: a negative answer's SOA lives no longer
 		// than the SOA's minimum field says negative answers may.
 		c.soa.Hdr.Ttl = min(c.soa.Hdr.Ttl, c.soa.Minttl)

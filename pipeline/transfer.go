@@ -276,39 +276,32 @@ func (z *zone) apexTTL() uint32 {
 // whose serial follows its data (SOAer), else nil: the zone's SOA as
 // written, serial included.
 func (z *zone) ownSOA() *dns.SOA {
-	var only Source
-	for i := range z.entries {
-		if !z.entries[i].local {
-			continue
-		}
-		if only != nil {
-			return nil
-		}
-		only = z.entries[i].src
-	}
-	if s, ok := only.(SOAer); ok {
-		if soa, own := s.SOA(z.name); own {
-			return soa
-		}
+	if soa, own := z.heldSOA(); own {
+		return soa
 	}
 	return nil
 }
 
 // heldSOA is the SOA held by the first of the zone's local sources that
-// has one (SOAer), else nil. When ownSOA is nil, the zone's SOA is this
-// one with dnsd's serial.
-func (z *zone) heldSOA() *dns.SOA {
+// has one (SOAer), else nil, and whether it is the zone's SOA as written
+// (own: that source is the zone's only local source and says its serial
+// follows its data). When it is not, the zone's SOA is this one with
+// dnsd's serial.
+func (z *zone) heldSOA() (soa *dns.SOA, own bool) {
+	locals := 0
 	for i := range z.entries {
 		if !z.entries[i].local {
 			continue
 		}
+		locals++
+		if soa != nil {
+			continue
+		}
 		if s, ok := z.entries[i].src.(SOAer); ok {
-			if soa, _ := s.SOA(z.name); soa != nil {
-				return soa
-			}
+			soa, own = s.SOA(z.name)
 		}
 	}
-	return nil
+	return soa, soa != nil && own && locals == 1
 }
 
 // zoneContent lists z for a transfer: SOA, records, SOA.

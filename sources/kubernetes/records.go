@@ -161,13 +161,19 @@ func (b *builder) addr(name string, a netip.Addr) {
 // Unnamed ports have no SRV record (Kubernetes DNS specification).
 func (b *builder) portSRVs(name string, ports []servicePort, target string) {
 	for _, p := range ports {
-		if p.name == "" || p.port <= 0 || p.port > 65535 {
-			continue
-		}
-		proto := p.proto
-		b.srv(b.srvName(p.name, &proto, name), uint16(p.port), target)
-		b.srv(name, uint16(p.port), target)
+		b.portSRV(name, p, target)
 	}
+}
+
+// portSRV adds the SRV records of one of a service's ports (none when it
+// has no name).
+func (b *builder) portSRV(name string, p servicePort, target string) {
+	if p.name == "" || p.port <= 0 || p.port > 65535 {
+		return
+	}
+	proto := p.proto
+	b.srv(b.srvName(p.name, &proto, name), uint16(p.port), target)
+	b.srv(name, uint16(p.port), target)
 }
 
 // endpointSRVs adds the SRV records of a headless service's endpoint
@@ -184,8 +190,8 @@ func (b *builder) endpointSRVs(name string, svcPorts []servicePort, epPorts []di
 		b.srv(name, uint16(*p.Port), target)
 	}
 	for _, sp := range svcPorts {
-		if sp.name == "" || !slices.ContainsFunc(epPorts, func(p discoveryv1.EndpointPort) bool { return samePort(p, sp) }) {
-			b.portSRVs(name, []servicePort{sp}, target)
+		if !slices.ContainsFunc(epPorts, func(p discoveryv1.EndpointPort) bool { return samePort(p, sp) }) {
+			b.portSRV(name, sp, target)
 		}
 	}
 }
