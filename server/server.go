@@ -124,7 +124,7 @@ func compile(set Settings) *settings {
 		rate:      set.Limits.RatePerClient,
 		rateDrop:  set.Limits.RateDrop,
 		rotate:    set.Rotate,
-		tls:       set.TLS,
+		tls:       dotTLS(set.TLS),
 	}
 	if st.udpBuffer == 0 {
 		st.udpBuffer = defaultUDPBuffer
