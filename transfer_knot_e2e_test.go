@@ -143,6 +143,13 @@ func knotZone(mail string) string {
 // DNS address and process.
 func startKnot(t *testing.T, port, dnsdPort int, zones []string, keyed bool) (string, *proc) {
 	t.Helper()
+	return startKnotOf(t, port, "127.0.0.1", dnsdPort, zones, keyed)
+}
+
+// startKnotOf starts knotd as startKnot does, with dnsd at primary (an
+// IP: its transfer source and the only address its NOTIFYs are taken from).
+func startKnotOf(t *testing.T, port int, primary string, dnsdPort int, zones []string, keyed bool) (string, *proc) {
+	t.Helper()
 	needTool(t, "knotd")
 	knotd, _ := exec.LookPath("knotd")
 	kdir := filepath.Join(t.TempDir(), "knot")
@@ -170,10 +177,10 @@ log:
     any: info
 %[3]sremote:
   - id: dnsd
-    address: 127.0.0.1@%[4]d
+    address: %[7]s@%[4]d
 %[5]sacl:
   - id: notify-from-dnsd
-    address: 127.0.0.1
+    address: %[7]s
 %[5]s    action: notify
 template:
   - id: default
@@ -182,7 +189,55 @@ template:
     zonefile-load: none
     journal-content: none
 zone:
-%[6]s`, kdir, port, key, dnsdPort, keyRef, zoneList.String()))
+%[6]s`, kdir, port, key, dnsdPort, keyRef, zoneList.String(), primary))
 	k := startBinary(t, knotd, nil, kdir, "-c", filepath.Join(kdir, "knot.conf"))
 	return fmt.Sprintf("127.0.0.1:%d", port), k
+}
+
+// TestNotifyFromListenAddress: dnsd listens on 127.0.0.10 only, the
+// address its Knot secondary lists as the primary. Its NOTIFYs leave from
+// that address (the kernel would pick 127.0.0.1 for a 127.0.0.1 target,
+// which knotd's ACL denies), so a change reaches the secondary at once,
+// not at its next SOA refresh (4 h).
+func TestNotifyFromListenAddress(t *testing.T) {
+	needTool(t, "knotd")
+	dir := t.TempDir()
+	dnsdPort, knotPort, hport := freePort(t), freePort(t), freePort(t)
+	hosts := filepath.Join(dir, "example.hosts")
+	writeFile(t, hosts, "10.0.0.10 db.example.internal\n")
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.10:%d"]
+http: "127.0.0.1:%d"
+zones:
+  example.internal:
+    - hosts: {files: [example.hosts]}
+transfer:
+  - zones: [example.internal]
+    allow: [127.0.0.0/8]
+    notify: ["127.0.0.1:%d"]
+`, dnsdPort, hport, knotPort))
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+	knot, _ := startKnotOf(t, knotPort, "127.0.0.10", dnsdPort, []string{"example.internal"}, false)
+	waitKnotAnswer := func(name, want string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		got := ""
+		for time.Now().Before(deadline) {
+			if r, err := query(t, "udp", knot, name, dns.TypeA); err == nil {
+				if got = dnstest.RData(r); got == want {
+					return
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("knotd answers %s with %q, want %q", name, got, want)
+	}
+	waitKnotAnswer("db.example.internal.", "NOERROR:10.0.0.10", 20*time.Second)
+	// knotd has the zone; the next change reaches it only by NOTIFY.
+	time.Sleep(time.Second)
+	writeFile(t, hosts, "10.0.0.10 db.example.internal\n10.0.0.11 new.example.internal\n")
+	waitKnotAnswer("new.example.internal.", "NOERROR:10.0.0.11", 15*time.Second)
+	if got := d.stderr.String(); strings.Contains(got, "did not answer our NOTIFY") || strings.Contains(got, "refused our NOTIFY") {
+		t.Errorf("a NOTIFY failed:\n%s", got)
+	}
 }

@@ -257,6 +257,7 @@ func rootSchema(kinds Kinds) *Schema {
 							},
 						},
 						"notify": ListSchema("Secondaries told when the zone's serial rises: IP or IP:port (default port 53).", PatternSchema("IP or IP:port.", `^([0-9.]+|[0-9A-Fa-f:]+|`+hostPortP+`)$`)),
+						"notify_source": PatternSchema("Address NOTIFYs leave from (default: the listen address of the target's family).", `^([0-9.]+|[0-9A-Fa-f:]+)$`),
 					},
 				},
 			},

@@ -22,7 +22,10 @@ type Transfer struct {
 	Allow  []netip.Prefix // clients that may transfer; required, not empty
 	TSIG   *TSIG          // nil: unsigned transfers
 	Notify []string       // secondaries to NOTIFY, ip:port (default port 53)
-	Pos    Pos
+	// NotifySource is the address NOTIFYs leave from; invalid (unset):
+	// the address of the listen entry of the target's family.
+	NotifySource netip.Addr
+	Pos          Pos
 }
 
 // TSIG is a transfer item's shared key (RFC 8945). Its String and
@@ -75,7 +78,7 @@ func (p *Parser) transfers(m *Mapping, zones []Zone) []Transfer {
 	var out []Transfer
 	for i, n := range items {
 		ipath := IndexPath(path, i)
-		tm := p.Mapping(n, ipath, "zones", "allow", "tsig", "notify")
+		tm := p.Mapping(n, ipath, "zones", "allow", "tsig", "notify", "notify_source")
 		if tm == nil {
 			continue
 		}
@@ -118,6 +121,7 @@ func (p *Parser) transfers(m *Mapping, zones []Zone) []Transfer {
 		t.Allow = allow
 		t.TSIG = p.tsig(tm, ipath)
 		t.Notify = p.notifyTargets(tm)
+		t.NotifySource = p.notifySource(tm, t.Notify)
 		out = append(out, t)
 	}
 	return out
@@ -174,6 +178,36 @@ func (p *Parser) tsig(m *Mapping, ipath string) *TSIG {
 		k.Secret = base64.StdEncoding.EncodeToString(raw)
 	}
 	return k
+}
+
+// notifySource parses a transfer item's notify_source: an address of this
+// host, of the family of every notify target.
+func (p *Parser) notifySource(m *Mapping, targets []string) netip.Addr {
+	n, path := m.Get("notify_source")
+	if n == nil {
+		return netip.Addr{}
+	}
+	s, ok := p.scalar(n, path)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Zone() != "" {
+		p.Errorf(n, path, "bad notify_source %q: not an IP address (the address NOTIFYs leave from; no port)", s)
+		return netip.Addr{}
+	}
+	ip = ip.Unmap()
+	if ip.IsUnspecified() || ip.IsMulticast() {
+		p.Errorf(n, path, "bad notify_source %q: not a host's address (leave notify_source out to let the system choose)", s)
+		return netip.Addr{}
+	}
+	for _, t := range targets {
+		if ap, err := netip.ParseAddrPort(t); err == nil && ap.Addr().Unmap().Is4() != ip.Is4() {
+			p.Errorf(n, path, "notify_source %s cannot reach notify target %s: another address family", ip, t)
+			break
+		}
+	}
+	return ip
 }
 
 // notifyTargets parses a transfer item's notify list: ip or ip:port.

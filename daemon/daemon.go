@@ -494,14 +494,21 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger, journal *pipeline.
 		seen[ap.Addr()] = true
 		addrs = append(addrs, ap.Addr().Unmap())
 	}
-	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg), Journal: journal}
+	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg, addrs), Journal: journal}
 }
 
 // transferSpecs turns the config's transfer items into the pipeline's.
-func transferSpecs(cfg *config.Config) []pipeline.TransferSpec {
+// listenAddrs are the specific addresses of the top-level listen entries,
+// which serve the transferred zones: NOTIFYs leave from them (secondaries
+// take a NOTIFY only from the primary they list), unless notify_source
+// says otherwise.
+func transferSpecs(cfg *config.Config, listenAddrs []netip.Addr) []pipeline.TransferSpec {
 	out := make([]pipeline.TransferSpec, 0, len(cfg.Transfers))
 	for _, t := range cfg.Transfers {
-		spec := pipeline.TransferSpec{Zones: t.Zones, Allow: t.Allow, Notify: t.Notify}
+		spec := pipeline.TransferSpec{Zones: t.Zones, Allow: t.Allow, Notify: t.Notify, NotifyFrom: listenAddrs}
+		if t.NotifySource.IsValid() {
+			spec.NotifyFrom = []netip.Addr{t.NotifySource}
+		}
 		if t.TSIG != nil {
 			spec.Key = &pipeline.TSIGKey{Name: t.TSIG.Name, Algorithm: t.TSIG.Algorithm, Secret: t.TSIG.Secret}
 		}

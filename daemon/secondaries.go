@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -128,11 +130,11 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 			st.pending, st.last = false, now
 			st.busy = make(chan struct{})
 			s.wg.Add(1)
-			go func(zone string, soa *dns.SOA, key *pipeline.TSIGKey, targets []string, done chan struct{}) {
+			go func(zone string, soa *dns.SOA, spec pipeline.TransferSpec, done chan struct{}) {
 				defer s.wg.Done()
 				defer close(done)
-				s.round(ctx, zone, soa, key, targets)
-			}(zone, soa, spec.Key, spec.Notify, st.busy)
+				s.round(ctx, zone, soa, spec)
+			}(zone, soa, spec, st.busy)
 		}
 	}
 	for zone := range s.zones {
@@ -142,18 +144,37 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 	}
 }
 
-// round notifies every target of zone, in parallel, and waits.
-func (s *secondaries) round(ctx context.Context, zone string, soa *dns.SOA, key *pipeline.TSIGKey, targets []string) {
+// round notifies every target of spec's zone, in parallel, and waits.
+func (s *secondaries) round(ctx context.Context, zone string, soa *dns.SOA, spec pipeline.TransferSpec) {
 	var wg sync.WaitGroup
-	for _, addr := range targets {
-		wg.Go(func() { s.notify(ctx, zone, soa, key, addr) })
+	for _, addr := range spec.Notify {
+		wg.Go(func() { s.notify(ctx, zone, soa, spec.Key, notifySource(spec.NotifyFrom, addr), addr) })
 	}
 	wg.Wait()
 }
 
-// notify sends one NOTIFY to addr, retrying until it answers.
-func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key *pipeline.TSIGKey, addr string) {
+// notifySource returns the first of from of addr's address family
+// (invalid when there is none: the system chooses).
+func notifySource(from []netip.Addr, addr string) netip.Addr {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	for _, a := range from {
+		if a.Is4() == ap.Addr().Unmap().Is4() {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// notify sends one NOTIFY to addr from src (when valid), retrying until
+// it answers.
+func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key *pipeline.TSIGKey, src netip.Addr, addr string) {
 	c := &dns.Client{Net: "udp", Timeout: s.timeout}
+	if src.IsValid() {
+		c.Dialer = &net.Dialer{Timeout: s.timeout, LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
+	}
 	if key != nil {
 		c.TsigSecret = map[string]string{key.Name: key.Secret}
 	}

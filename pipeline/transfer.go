@@ -63,6 +63,9 @@ type TransferSpec struct {
 	Allow  []netip.Prefix // clients that may transfer
 	Key    *TSIGKey       // nil: unsigned transfers
 	Notify []string       // ip:port of secondaries to NOTIFY
+	// NotifyFrom are the addresses NOTIFYs may leave from: a target gets
+	// the first of its family (none: the system's choice).
+	NotifyFrom []netip.Addr
 }
 
 func (p *Pipeline) compileTransfers(specs []TransferSpec) []error {
