@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"runtime"
 	"strconv"
@@ -40,9 +39,9 @@ type unit struct {
 	loopback bool   // the listen address is a loopback address (ACL default)
 	pktinfo  bool   // wildcard UDP address: reply from the query's destination address
 
-	udp  []*net.UDPConn // proto udp: one per CPU, SO_REUSEPORT
-	ln   net.Listener   // proto tcp, tls, https
-	http *http.Server   // proto https
+	udp []*net.UDPConn // proto udp: one per CPU, SO_REUSEPORT
+	ln  net.Listener   // proto tcp, tls, https
+	doh *dohUnit       // proto https
 
 	stopping atomic.Bool
 	loops    sync.WaitGroup // this unit's reader/accept goroutines
@@ -69,9 +68,9 @@ func (u *unit) stop() {
 	if u.ln != nil {
 		_ = u.ln.Close()
 	}
-	if u.http != nil {
+	if u.doh != nil {
 		// No new requests on open connections; the idle ones close.
-		u.http.SetKeepAlivesEnabled(false)
+		u.doh.noMoreRequests()
 	}
 	u.connsMu.Lock()
 	for c := range u.conns {
@@ -97,8 +96,8 @@ func (u *unit) closeSockets() {
 	if u.ln != nil {
 		_ = u.ln.Close()
 	}
-	if u.http != nil {
-		_ = u.http.Close()
+	if u.doh != nil {
+		u.doh.close()
 	}
 }
 
@@ -138,7 +137,8 @@ func (s *Server) start(u *unit) {
 	}
 	if u.ln != nil {
 		if u.key.proto == "https" {
-			u.http = s.newDoHServer(u)
+			u.doh = &dohUnit{}
+			s.followDoH(u, s.set.Load())
 		} else {
 			s.startWatch()
 		}
@@ -148,7 +148,7 @@ func (s *Server) start(u *unit) {
 			defer s.loops.Done()
 			defer u.loops.Done()
 			if u.key.proto == "https" {
-				s.serveHTTPS(u)
+				s.acceptHTTPS(u)
 				return
 			}
 			s.acceptTCP(u)

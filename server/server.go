@@ -323,6 +323,11 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		s.units[u.key] = u
 		s.start(u)
 	}
+	for _, u := range s.units {
+		if u.doh != nil {
+			s.followDoH(u, st) // TCP and TLS read the settings as they serve
+		}
+	}
 	if st.rcvbuf > 0 {
 		s.setRcvBufs(st.rcvbuf)
 	}

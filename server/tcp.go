@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -20,7 +21,7 @@ import (
 // Connections over max_tcp_connections (server-wide) or over
 // max_tcp_per_client (from one client /24 or /56) are closed at once.
 func (s *Server) acceptTCP(u *unit) {
-	var backoff time.Duration
+	errs := acceptLog{log: s.log, proto: u.key.proto, addr: u.ln.Addr().String()}
 	for {
 		c, err := u.ln.Accept()
 		if err != nil {
@@ -28,12 +29,10 @@ func (s *Server) acceptTCP(u *unit) {
 				return
 			}
 			// Out of file descriptors and the like: back off, keep serving.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("tcp accept error", "addr", u.ln.Addr().String(), "err", err, "retry_in", backoff)
-			time.Sleep(backoff)
+			time.Sleep(errs.failed(err))
 			continue
 		}
-		backoff = 0
+		errs.ok()
 		key, ok := s.admit(c)
 		if !ok {
 			continue
@@ -46,6 +45,45 @@ func (s *Server) acceptTCP(u *unit) {
 		s.handlers.Add(1)
 		go s.serveConn(u, c, key)
 	}
+}
+
+// acceptLog logs the accept errors of one listener once per state change:
+// WARN when accepting starts failing (and when the error changes), INFO
+// when it accepts again; the retries in between are DEBUG. It also keeps
+// the backoff between retries (5 ms doubling to 1 s).
+type acceptLog struct {
+	log         *slog.Logger
+	proto, addr string
+	failing     string // the error, "" while accepting
+	since       time.Time
+	backoff     time.Duration
+}
+
+// failed records an accept error and returns how long to wait before the
+// next accept.
+func (a *acceptLog) failed(err error) time.Duration {
+	a.backoff = min(max(2*a.backoff, 5*time.Millisecond), time.Second)
+	msg := err.Error()
+	switch {
+	case a.failing == "":
+		a.since = time.Now()
+		a.log.Warn("accept failing, retrying", "proto", a.proto, "addr", a.addr, "err", msg)
+	case a.failing != msg:
+		a.log.Warn("accept failing, retrying", "proto", a.proto, "addr", a.addr, "err", msg)
+	default:
+		a.log.Debug("accept failing, retrying", "proto", a.proto, "addr", a.addr, "err", msg, "retry_in", a.backoff)
+	}
+	a.failing = msg
+	return a.backoff
+}
+
+// ok records a connection accepted.
+func (a *acceptLog) ok() {
+	if a.failing != "" {
+		a.log.Info("accepting again", "proto", a.proto, "addr", a.addr, "after", time.Since(a.since).Round(time.Millisecond))
+		a.failing = ""
+	}
+	a.backoff = 0
 }
 
 // serveConn serves one TCP or TLS connection. Clients may pipeline
