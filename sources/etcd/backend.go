@@ -7,7 +7,11 @@
 // event to an in-memory index in O(records of the touched name). A
 // compacted watch re-lists; a lost connection is retried with backoff by
 // the client, and the watch resumes where it stopped; meanwhile the last
-// data keeps being served. Until the first list has been applied the
+// data keeps being served. At every reconnection and every CheckEvery the
+// backend checks that etcd is still the one it read (cluster ID, a
+// revision not below its own, the last key put as it applied it): an etcd
+// that came back as another (a new cluster, a restored snapshot) is read
+// into new indexes, swapped in whole. Until the first list has been applied the
 // Backend is not synced and its Sources answer Failed (SERVFAIL). A
 // Backend is shared by every Source with the same settings (zones,
 // reloads); a Source is one zone's view of it.
@@ -18,6 +22,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
@@ -28,6 +33,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -76,9 +84,15 @@ type Options struct {
 	RetryMin    time.Duration // first backoff (default 200ms)
 	RetryMax    time.Duration // longest backoff (default 10s)
 	PageSize    int64         // keys per read of the initial list (default 50000)
+	// CheckEvery is how often the backend asks etcd whether it is still
+	// the cluster and the history it read (default 10s); it also asks at
+	// every reconnection.
+	CheckEvery time.Duration
 
-	// beforeWatch, when set (tests), runs before each watch starts.
-	beforeWatch func()
+	// beforeWatch, when set (tests), runs before each watch starts;
+	// beforeReread before each read of the prefix after the first.
+	beforeWatch  func()
+	beforeReread func()
 }
 
 // Backend is one etcd client and one prefix watch feeding an index per
@@ -100,6 +114,16 @@ type Backend struct {
 	up       atomic.Bool
 	records  atomic.Int64
 	health   *health.Tracker // why etcd cannot be used right now
+	// rereading is why the prefix is being read again (etcd came back as
+	// another, the watch was compacted); nil when it is not.
+	rereading atomic.Pointer[string]
+	// reconnected tells the watch that the connection is up again.
+	reconnected chan struct{}
+
+	// Owned by run: what the data held was read from.
+	clusterID uint64 // of the last read (0: none yet)
+	last      anchor // the last key put that was applied
+	seed      maphash.Seed
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -143,6 +167,9 @@ func Open(opts Options) (*Backend, error) {
 	if opts.RetryMax < opts.RetryMin {
 		opts.RetryMax = max(10*time.Second, opts.RetryMin)
 	}
+	if opts.CheckEvery <= 0 {
+		opts.CheckEvery = 10 * time.Second
+	}
 	if opts.PageSize <= 0 {
 		// etcd counts the rest of the range for every page it returns,
 		// so a read costs it O(keys² / page size): 5,000-key pages took
@@ -155,9 +182,12 @@ func Open(opts Options) (*Backend, error) {
 		log:      opts.Logger.With("source", "etcd", "backend", opts.Name),
 		health:   health.New(opts.Logger.With("source", "etcd", "backend", opts.Name)),
 		m:        opts.Metrics,
-		views:    map[uint32]*view{pipeline.TTLSeconds(opts.TTL): {ix: newIndex(opts.Prefix, pipeline.TTLSeconds(opts.TTL))}},
+		views:    map[uint32]*view{pipeline.TTLSeconds(opts.TTL): newView(newIndex(opts.Prefix, pipeline.TTLSeconds(opts.TTL)))},
 		rangeK:   strings.TrimSuffix(opts.Prefix, "/") + "/",
 		syncedCh: make(chan struct{}),
+		seed:     maphash.MakeSeed(),
+
+		reconnected: make(chan struct{}, 1),
 	}
 	b.serial.Store(opts.Serials.Next())
 	b.m.hold(opts.Name)
@@ -210,8 +240,28 @@ func (b *Backend) Up() bool { return b.up.Load() }
 func (b *Backend) Endpoint() string { return strings.Join(b.opts.Endpoints, ",") }
 
 // Problem is why etcd cannot be used right now ("connection refused",
-// "x509: ...", "authentication failed, ..."), "" when it can.
-func (b *Backend) Problem() string { return b.health.Problem() }
+// "x509: ...", "authentication failed, ..."), or why the prefix is being
+// read again (see Rereading); "" when neither.
+func (b *Backend) Problem() string {
+	p := b.health.Problem()
+	if r := b.Rereading(); r != "" {
+		if p != "" {
+			return r + "; " + p
+		}
+		return r
+	}
+	return p
+}
+
+// Rereading is why the backend is reading the prefix again after its
+// first sync ("etcd cluster changed (id X -> Y): re-reading"), "" when it
+// is not. Meanwhile the data read before keeps being served.
+func (b *Backend) Rereading() string {
+	if r := b.rereading.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
 
 // run owns the client: it connects, lists, watches, and re-lists or
 // retries with backoff, until Close.
@@ -234,29 +284,42 @@ func (b *Backend) run() {
 	b.wg.Add(1)
 	go b.monitor(cli.ActiveConnection())
 
-	var rev int64 // last revision applied; 0: a list is needed
-	reason := "start"
+	var rev int64   // last revision applied
+	need := "start" // why the prefix must be read; "" when it need not
+	fresh := false  // read it into new indexes: etcd is not the one read
 	for b.ctx.Err() == nil {
-		if rev == 0 {
-			r, err := b.list(cli, reason)
-			if err != nil {
+		if need != "" {
+			r, err := b.list(cli, need, fresh, rev)
+			var other *otherError
+			switch {
+			case errors.As(err, &other): // found by a re-read in place
+				b.reread(other.cause, rev)
+				need, fresh = other.reason, true
+				continue
+			case err != nil:
 				b.failed("list", err, &retry)
 				if !retry.wait(b.ctx) {
 					return
 				}
 				continue
 			}
-			rev = r
+			rev, need, fresh = r, "", false
 			retry.reset()
 			b.healthy()
+			b.rereadDone()
 		}
 		err := b.watch(cli, &rev, &retry)
+		var other *otherError
 		switch {
 		case b.ctx.Err() != nil:
 			return
+		case errors.As(err, &other):
+			b.reread(other.cause, rev)
+			need, fresh = other.reason, true
 		case errors.Is(err, errCompacted):
 			b.log.Warn("etcd watch fell behind a compaction; re-reading the prefix", "revision", rev)
-			rev, reason = 0, "compacted"
+			b.reread(fmt.Sprintf("etcd watch compacted past revision %d: re-reading", rev), rev)
+			need = "compacted"
 		default:
 			b.failed("watch", err, &retry)
 			if !retry.wait(b.ctx) {
@@ -334,8 +397,15 @@ func (b *Backend) failed(op string, err error, retry *backoff) {
 }
 
 // list reads the whole prefix at one revision, page by page, and brings
-// the index to exactly that state. It returns the revision.
-func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
+// the indexes to exactly that state. It returns the revision. fresh reads
+// into new indexes, swapped in at the end (etcd is not the one read
+// before: its keys at a revision held may have other values); otherwise
+// the keys read are applied in place, and an etcd found to be another
+// than the one read (held: the revision applied) is an *otherError.
+func (b *Backend) list(cli *clientv3.Client, reason string, fresh bool, held int64) (int64, error) {
+	if b.synced.Load() && b.opts.beforeReread != nil {
+		b.opts.beforeReread()
+	}
 	// The burst (kind.Bulk) begins with the first page: not while etcd
 	// is unreachable and the read only waits.
 	var endBurst func()
@@ -346,11 +416,16 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 	}()
 	start := time.Now()
 	end := clientv3.GetPrefixRangeEnd(b.rangeK)
-	// A re-list marks the keys it reads, to delete those held but gone.
+	// A re-list in place marks the keys it reads, to delete those held
+	// but gone; a fresh one fills new indexes, one per view.
 	relist := b.keyCount() > 0
-	if relist {
+	var into map[uint32]*index
+	if fresh {
+		into = b.newIndexes()
+	} else if relist {
 		b.startMarks()
 	}
+
 	// Indexing a page of 50,000 keys holds a processor for tens of
 	// milliseconds: while queries are answered, on one processor, it gives
 	// way to them every millisecond.
@@ -359,6 +434,8 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 		pc = b.pacer()
 	}
 	var rev int64
+	var cluster uint64
+	var top *mvccpb.KeyValue // the key last put, as of rev
 	from := b.rangeK
 	changed, malformed, read := 0, 0, 0
 	for {
@@ -373,13 +450,26 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 			return 0, fmt.Errorf("etcd get %s: %w", b.rangeK, err)
 		}
 		if rev == 0 {
-			rev = resp.Header.Revision
+			if !fresh && relist {
+				if err := b.differs(resp.Header, held); err != nil {
+					return 0, err
+				}
+			}
+			rev, cluster = resp.Header.Revision, resp.Header.ClusterId
 			endBurst = b.opts.Bulk.Begin()
 		}
 		for _, kv := range resp.Kvs {
 			pc.Step()
+			if top == nil || kv.ModRevision > top.ModRevision {
+				top = kv
+			}
 			k := string(kv.Key)
-			ch, err := b.put(k, kv.Value, kv.ModRevision)
+			var ch bool
+			if fresh {
+				ch, err = putInto(into, k, kv.Value, kv.ModRevision)
+			} else {
+				ch, err = b.put(k, kv.Value, kv.ModRevision)
+			}
 			if ch {
 				changed++
 			}
@@ -401,12 +491,17 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 			runtime.GC()
 		}
 	}
-	if relist {
+	switch {
+	case fresh:
+		b.swap(into)
+		changed++ // whatever the keys, the data is another's
+	case relist:
 		for _, k := range b.unmarked() {
 			b.del(k)
 			changed++
 		}
 	}
+	b.clusterID, b.last = cluster, b.anchorOf(top)
 	b.m.relists.WithLabelValues(b.opts.Name, reason).Inc()
 	if changed > 0 || !b.synced.Load() {
 		b.changed()
@@ -433,6 +528,147 @@ func (b *Backend) list(cli *clientv3.Client, reason string) (int64, error) {
 // turns: only with one processor).
 func (b *Backend) pacer() turns.Pacer { return turns.New(&turns.Pacing{Sleep: b.opts.sleep}) }
 
+// newIndexes returns an empty index for each default TTL in use, for a
+// fresh read of the prefix.
+func (b *Backend) newIndexes() map[uint32]*index {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	out := make(map[uint32]*index, len(b.views))
+	for ttl := range b.views {
+		out[ttl] = newIndex(b.opts.Prefix, ttl)
+	}
+	return out
+}
+
+// putInto applies a put to indexes nobody reads yet (a fresh read).
+func putInto(into map[uint32]*index, key string, val []byte, modRev int64) (changed bool, err error) {
+	first := true
+	for _, ix := range into {
+		c, e := ix.put(key, val, modRev)
+		if first {
+			changed, err, first = c, e, false
+		}
+	}
+	return changed, err
+}
+
+// swap makes the indexes of a fresh read the views' indexes, each at once:
+// a reader sees the data read before or the new data, never a mix. A view
+// opened during the read (a new TTL) gets a clone of one of them.
+func (b *Backend) swap(into map[uint32]*index) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	var any *index
+	for _, ix := range into {
+		any = ix
+		break
+	}
+	for ttl, v := range b.views {
+		ix := into[ttl]
+		if ix == nil {
+			ix = any.clone(ttl)
+		}
+		v.ix.Store(ix)
+	}
+}
+
+// anchor is the last key put that the backend applied: etcd, if it is the
+// one read, holds that value at that revision.
+type anchor struct {
+	key string // "" when none (an empty prefix)
+	rev int64
+	sum uint64 // of the value
+}
+
+func (b *Backend) anchorOf(kv *mvccpb.KeyValue) anchor {
+	if kv == nil {
+		return anchor{}
+	}
+	return anchor{key: string(kv.Key), rev: kv.ModRevision, sum: maphash.Bytes(b.seed, kv.Value)}
+}
+
+// otherError is etcd found to be another than the one read: another
+// cluster ID, a revision below the one applied, another value at the
+// revision of the last key put.
+type otherError struct {
+	reason string // dnsd_etcd_relists_total's
+	cause  string // for /ready and the log
+}
+
+func (e *otherError) Error() string { return e.cause }
+
+// differs compares a linearizable response's header with the cluster
+// read and the revision held.
+func (b *Backend) differs(h *etcdserverpb.ResponseHeader, held int64) error {
+	switch {
+	case h == nil:
+		return nil
+	case b.clusterID != 0 && h.ClusterId != b.clusterID:
+		return &otherError{"cluster_changed", fmt.Sprintf("etcd cluster changed (id %x -> %x): re-reading", b.clusterID, h.ClusterId)}
+	case h.Revision < held:
+		return &otherError{"revision_back", fmt.Sprintf("etcd revision went back (from %d to %d): re-reading", held, h.Revision)}
+	}
+	return nil
+}
+
+// verify asks etcd whether it is still the one read: the same cluster ID,
+// a revision not below rev, and the last key put with the value applied
+// at its revision. nil when it is, or when it cannot say (etcd not
+// answering: the watch says why; that revision compacted and the key
+// changed since).
+func (b *Backend) verify(cli *clientv3.Client, rev int64) error {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.DialTimeout)
+	defer cancel()
+	resp, err := cli.Get(ctx, b.rangeK)
+	if err != nil {
+		b.log.Debug("etcd check failed", "err", err)
+		return nil
+	}
+	if err := b.differs(resp.Header, rev); err != nil {
+		return err
+	}
+	a := b.last
+	if a.key == "" {
+		return nil
+	}
+	resp, err = cli.Get(ctx, a.key, clientv3.WithRev(a.rev))
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		// What is there now says as much when it is from before rev.
+		resp, err = cli.Get(ctx, a.key)
+		if err == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision > rev) {
+			return nil
+		}
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return &otherError{"revision_back", fmt.Sprintf("etcd revision went back (from %d): re-reading", rev)}
+	case err != nil:
+		b.log.Debug("etcd check failed", "err", err)
+		return nil
+	}
+	if len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == a.rev && maphash.Bytes(b.seed, resp.Kvs[0].Value) == a.sum {
+		return nil
+	}
+	return &otherError{"history_changed", fmt.Sprintf("etcd history changed at revision %d (key %s): re-reading", a.rev, a.key)}
+}
+
+// reread records why the prefix is read again: /ready says so until
+// rereadDone, and the log says it once per cause.
+func (b *Backend) reread(cause string, rev int64) {
+	if prev := b.rereading.Swap(&cause); prev != nil && *prev == cause {
+		return
+	}
+	b.log.Warn("etcd is not as read; re-reading the prefix, serving the data read before until done",
+		"cause", cause, "revision", rev, "keys", b.keyCount())
+}
+
+// rereadDone ends a re-read.
+func (b *Backend) rereadDone() {
+	if prev := b.rereading.Swap(nil); prev != nil {
+		b.log.Info("etcd prefix read again; serving what etcd holds", "previous_cause", *prev, "records", b.records.Load())
+	}
+}
+
 // releaseMin is the number of keys from which a full read of the prefix
 // returns the memory it used on the way to the system (TestMemory1M shows
 // the effect on RSS).
@@ -456,7 +692,33 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 	// deleted at once: every key): applied while queries are answered,
 	// they give way as a re-list does.
 	pc := b.pacer()
-	for resp := range ch {
+	check := time.NewTicker(b.opts.CheckEvery)
+	defer check.Stop()
+watching:
+	for {
+		var resp clientv3.WatchResponse
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				break watching
+			}
+			resp = r
+		case <-b.reconnected:
+			if err := b.verify(cli, *rev); err != nil {
+				return err
+			}
+			continue
+		case <-check.C:
+			if err := b.verify(cli, *rev); err != nil {
+				return err
+			}
+			continue
+		}
+		// A watch response's header says which cluster sent it (not its
+		// revision: a member that lags may serve the watch).
+		if h := resp.Header; h != nil && b.clusterID != 0 && h.ClusterId != 0 && h.ClusterId != b.clusterID {
+			return b.differs(h, 0)
+		}
 		if resp.CompactRevision != 0 {
 			return errCompacted
 		}
@@ -475,6 +737,7 @@ func (b *Backend) watch(cli *clientv3.Client, rev *int64, retry *backoff) error 
 			k := string(ev.Kv.Key)
 			switch ev.Type {
 			case clientv3.EventTypePut:
+				b.last = b.anchorOf(ev.Kv)
 				ch, err := b.put(k, ev.Kv.Value, ev.Kv.ModRevision)
 				changed = changed || ch
 				if err != nil {
@@ -514,7 +777,7 @@ func (b *Backend) put(key string, val []byte, modRev int64) (changed bool, err e
 	defer b.wmu.Unlock()
 	first := true
 	for _, v := range b.views {
-		c, e := v.ix.put(key, val, modRev)
+		c, e := v.ix.Load().put(key, val, modRev)
 		if first {
 			changed, err, first = c, e, false
 		}
@@ -527,7 +790,7 @@ func (b *Backend) del(key string) (changed bool) {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	for _, v := range b.views {
-		changed = v.ix.del(key) || changed
+		changed = v.ix.Load().del(key) || changed
 	}
 	return changed
 }
@@ -536,7 +799,7 @@ func (b *Backend) del(key string) (changed bool) {
 // holds wmu.
 func (b *Backend) anyIndex() *index {
 	for _, v := range b.views {
-		return v.ix
+		return v.ix.Load()
 	}
 	panic("etcd: backend without a view")
 }
@@ -553,7 +816,7 @@ func (b *Backend) startMarks() {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	for _, v := range b.views {
-		v.ix.startMarks()
+		v.ix.Load().startMarks()
 	}
 }
 
@@ -563,7 +826,7 @@ func (b *Backend) unmarked() []string {
 	defer b.wmu.Unlock()
 	var out []string
 	for _, v := range b.views {
-		out = v.ix.unmarked() // the same keys in every index
+		out = v.ix.Load().unmarked() // the same keys in every index
 	}
 	return out
 }
@@ -590,6 +853,13 @@ func (b *Backend) monitor(conn *grpc.ClientConn) {
 				v = 1
 			}
 			b.m.up.WithLabelValues(b.opts.Name).Set(v)
+			if up {
+				// The watch checks that etcd is still the one read.
+				select {
+				case b.reconnected <- struct{}{}:
+				default:
+				}
+			}
 		}
 		switch st {
 		case connectivity.Ready:
@@ -607,18 +877,21 @@ func (b *Backend) monitor(conn *grpc.ClientConn) {
 // lookup looks name up in the index of the backend's own default TTL
 // (tests; Sources look up in their view's index).
 func (b *Backend) lookup(name, zone string) (rrs []dns.RR, ok bool) {
-	return lookupIn(b.defaultIndex(), name, zone)
+	return lookupIn(b.defaultView().ix.Load(), name, zone)
 }
 
-// defaultIndex is the index of the TTL the backend was opened with, or
-// any when that one has been let go of.
-func (b *Backend) defaultIndex() *index {
+// defaultView is the view of the TTL the backend was opened with, or any
+// when that one has been let go of.
+func (b *Backend) defaultView() *view {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	if v := b.views[b.TTL()]; v != nil {
-		return v.ix
+		return v
 	}
-	return b.anyIndex()
+	for _, v := range b.views {
+		return v
+	}
+	panic("etcd: backend without a view")
 }
 
 // lookupIn is the index lookup behind a Source.

@@ -371,8 +371,10 @@ func TestEtcdOutage(t *testing.T) {
 	if got := metricValue(f.m.up.WithLabelValues(f.b.opts.Name)); got != 1 {
 		t.Errorf("dnsd_etcd_up = %v after the restart", got)
 	}
-	if got := metricValue(f.m.relists.WithLabelValues(f.b.opts.Name, "compacted")); got != 0 {
-		t.Errorf("the watch re-listed (%v) instead of resuming", got)
+	for _, reason := range []string{"compacted", "cluster_changed", "revision_back", "history_changed"} {
+		if got := metricValue(f.m.relists.WithLabelValues(f.b.opts.Name, reason)); got != 0 {
+			t.Errorf("the watch re-listed (%v, %s) instead of resuming", got, reason)
+		}
 	}
 }
 

@@ -366,7 +366,7 @@ func TestIndexConcurrentReaders(t *testing.T) {
 func backendOver(ix *index) *Backend {
 	return &Backend{
 		opts:  Options{TTL: time.Duration(ix.ttl) * time.Second},
-		views: map[uint32]*view{ix.ttl: {ix: ix}},
+		views: map[uint32]*view{ix.ttl: newView(ix)},
 		m:     NewMetrics(),
 	}
 }

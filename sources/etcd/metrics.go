@@ -38,7 +38,7 @@ func NewMetrics() *Metrics {
 		}, []string{"backend", "type"}),
 		relists: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_etcd_relists_total",
-			Help: "Full reads of the prefix, by reason (start, compacted, watch_lost).",
+			Help: "Full reads of the prefix, by reason (start; compacted; cluster_changed, revision_back, history_changed: etcd came back as another).",
 		}, []string{"backend", "reason"}),
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_etcd_malformed_total",

@@ -60,7 +60,7 @@ func (b *Backend) trouble(cause string) {
 // healthy clears the backend's problem, logging the recovery once.
 func (b *Backend) healthy() {
 	if b.health.Failing() {
-		b.health.Recover("etcd reachable again; the watch resumes where it stopped", "records", b.records.Load())
+		b.health.Recover("etcd reachable again", "records", b.records.Load())
 	}
 }
 

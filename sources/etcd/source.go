@@ -14,7 +14,7 @@ import (
 // pipeline.Source and pipeline.Syncer.
 type Source struct {
 	b     *Backend // nil: a placeholder that is never asked (dnsd check)
-	ix    *index   // the index of the source's default TTL
+	v     *view    // the index of the source's default TTL
 	ttl   uint32
 	apex  map[string]apexNames
 	fixed uint32 // serial of a placeholder
@@ -37,7 +37,7 @@ var (
 func NewSource(b *Backend, zones []string, ttl time.Duration) *Source {
 	s := newSource(zones, ttl)
 	if b != nil {
-		s.b, s.ix = b, b.defaultIndex()
+		s.b, s.v = b, b.defaultView()
 	}
 	return s
 }
@@ -47,7 +47,7 @@ func NewSource(b *Backend, zones []string, ttl time.Duration) *Source {
 // own v.
 func NewViewSource(v *View, zones []string, ttl time.Duration) *Source {
 	s := newSource(zones, ttl)
-	s.b, s.ix = v.b, v.ix
+	s.b, s.v = v.b, v.vw
 	return s
 }
 
@@ -78,8 +78,11 @@ func (s *Source) Serial() uint32 {
 	return s.b.Serial()
 }
 
-// Synced reports whether the backend has finished its first sync.
-func (s *Source) Synced() bool { return s.b != nil && s.b.Synced() }
+// Synced reports whether the source holds what etcd holds: the backend
+// has finished its first sync and is not reading the prefix again (after
+// etcd came back as another, or a compacted watch). While it reads again,
+// the source answers from the data it had, and /ready says why.
+func (s *Source) Synced() bool { return s.b != nil && s.b.Synced() && s.b.Rereading() == "" }
 
 // Endpoint names the etcd cluster behind the source (never credentials).
 func (s *Source) Endpoint() string {
@@ -117,7 +120,7 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 	if q.Name == q.Zone {
 		return s.apexLookup(q.Name)
 	}
-	rrs, ok := lookupIn(s.ix, q.Name, q.Zone)
+	rrs, ok := lookupIn(s.v.ix.Load(), q.Name, q.Zone)
 	if !ok {
 		return pipeline.Result{Status: pipeline.NotMine}
 	}
@@ -134,7 +137,7 @@ func (s *Source) apexLookup(zone string) pipeline.Result {
 	if !known {
 		an = apexNames{apex: "apex.dns." + zone, ns: "ns.dns." + zone}
 	}
-	ix := s.ix
+	ix := s.v.ix.Load()
 	n := ix.lookup(zone)
 	if n == nil {
 		return pipeline.Result{Status: pipeline.NotMine}
@@ -180,7 +183,7 @@ func (s *Source) List(zone string, yield func(dns.RR) bool) error {
 	if res := s.apexLookup(zone); res.Status == pipeline.Found && !emit(zone, res.RRs) {
 		return nil
 	}
-	s.ix.names.each(func(name string, n *node) bool {
+	s.v.ix.Load().names.each(func(name string, n *node) bool {
 		if name == zone || !pipeline.InZone(name, zone) {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -19,17 +20,25 @@ import (
 // only changes ttl needs no etcd (it works during an outage) and is synced
 // as soon as the backend is.
 
-// view is one default TTL's index and the Views holding it.
+// view is one default TTL's index and the Views holding it. The index is
+// replaced whole when the backend reads a changed etcd into a new one.
 type view struct {
-	ix   *index
+	ix   atomic.Pointer[index]
 	refs int
+}
+
+// newView is a view of ix.
+func newView(ix *index) *view {
+	v := &view{}
+	v.ix.Store(ix)
+	return v
 }
 
 // View is the backend's records with one default TTL. It implements the
 // parts of a source that depend on the backend; Close lets it go.
 type View struct {
 	b    *Backend
-	ix   *index
+	vw   *view
 	ttl  uint32
 	once sync.Once
 }
@@ -42,7 +51,7 @@ func (b *Backend) View(ttl time.Duration) *View {
 	defer b.wmu.Unlock()
 	v := b.views[t]
 	if v == nil {
-		v = &view{ix: b.anyIndex().clone(t)}
+		v = newView(b.anyIndex().clone(t))
 		b.views[t] = v
 	}
 	v.refs++
@@ -53,7 +62,7 @@ func (b *Backend) View(ttl time.Duration) *View {
 			delete(b.views, other)
 		}
 	}
-	return &View{b: b, ix: v.ix, ttl: t}
+	return &View{b: b, vw: v, ttl: t}
 }
 
 // Close releases the View; the backend stops maintaining its index when
@@ -82,7 +91,9 @@ func (v *View) Synced() bool { return v.b.Synced() }
 // WaitSynced blocks until the backend has synced or ctx ends.
 func (v *View) WaitSynced(ctx context.Context) error { return v.b.WaitSynced(ctx) }
 
-func (v *View) lookup(name, zone string) ([]dns.RR, bool) { return lookupIn(v.ix, name, zone) }
+func (v *View) lookup(name, zone string) ([]dns.RR, bool) {
+	return lookupIn(v.vw.ix.Load(), name, zone)
+}
 
 // clone returns a copy of ix (writer only) whose records from values
 // without a "ttl" have ttl instead.

@@ -51,6 +51,8 @@ type Server struct {
 	t       testing.TB
 	opts    Options
 	dir     string
+	data    string // the data directory
+	token   string // initial-cluster-token ("": etcd's default)
 	client  url.URL
 	peer    url.URL
 	etcd    *embed.Etcd
@@ -71,6 +73,7 @@ type Certs struct {
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := &Server{t: t, opts: opts, dir: t.TempDir()}
+	s.data = filepath.Join(s.dir, "data")
 	scheme := "http"
 	if opts.TLS {
 		scheme = "https"
@@ -112,7 +115,10 @@ func (s *Server) Restart() {
 	}
 	cfg := embed.NewConfig()
 	cfg.Name = "dnsd-test"
-	cfg.Dir = filepath.Join(s.dir, "data")
+	cfg.Dir = s.data
+	if s.token != "" {
+		cfg.InitialClusterToken = s.token
+	}
 	cfg.ListenClientUrls = []url.URL{s.client}
 	cfg.AdvertiseClientUrls = []url.URL{s.client}
 	cfg.ListenPeerUrls = []url.URL{s.peer}
@@ -152,6 +158,31 @@ func (s *Server) Restart() {
 		s.t.Fatal("etcdtest: server not ready after 30s")
 	}
 	s.running = true
+}
+
+// Replace stops the server and starts another cluster in its place at the
+// same client URL: a new data directory, none of the old data or history.
+// fill writes the new cluster's data first, through a client on a port of
+// its own, so that clients of the old server find the new one as fill
+// left it. etcd derives the cluster ID from token (its
+// initial-cluster-token) with the member's name and peer URL: "" (the
+// default token) keeps the old cluster ID, as restoring a snapshot with
+// the same flags does; another token gives a new one.
+func (s *Server) Replace(token string, fill func(*clientv3.Client)) {
+	s.t.Helper()
+	s.Stop()
+	s.data, s.token = filepath.Join(s.t.TempDir(), "data"), token
+	public := s.client
+	s.client.Host = fmt.Sprintf("127.0.0.1:%d", FreePort(s.t))
+	s.Restart()
+	if fill != nil {
+		c := s.Client()
+		fill(c)
+		_ = c.Close()
+	}
+	s.Stop()
+	s.client = public
+	s.Restart()
 }
 
 // Client returns a client for the server (as the root user when auth is
