@@ -165,7 +165,8 @@ var ErrNotListable = errors.New("a local source of the zone cannot list its reco
 // listed zone, the client is in the item's allow, the TSIG signature
 // (when the item has a key: unsigned is REFUSED; another key name is
 // NOTAUTH/BADKEY; a bad MAC NOTAUTH/BADSIG; a time outside the fudge
-// NOTAUTH/BADTIME). A signed request to an item without a key is
+// NOTAUTH/BADTIME). A request to an item without a key signed with
+// another item's key is answered, signed; with an unknown key it is
 // NOTAUTH/BADKEY.
 func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferResult {
 	q := req.Msg.Question[0]
@@ -178,12 +179,13 @@ func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferR
 	if !allowed(spec.Allow, req.Client) {
 		return res
 	}
-	if r, ok := checkTSIG(spec.Key, req); !ok {
+	key, r, ok := p.checkTSIG(spec.Key, req)
+	if !ok {
 		r.Zone = name
 		return r
 	}
-	if spec.Key != nil {
-		res.Key, res.RequestMAC = spec.Key, req.Msg.IsTsig().MAC
+	if key != nil {
+		res.Key, res.RequestMAC = key, req.Msg.IsTsig().MAC
 	}
 	z := p.table.zones[name]
 	var from *version
@@ -220,30 +222,37 @@ func allowed(allow []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-// checkTSIG verifies the request's signature against key; ok false gives
-// the result to send.
-func checkTSIG(key *TSIGKey, req *TransferRequest) (TransferResult, bool) {
+// checkTSIG verifies the request's signature against key, the zone's
+// transfer key, and returns the key the answer is signed with (nil:
+// unsigned); ok false gives the result to send. A request signed with a
+// key of another transfer item, for a zone whose item has no key, is
+// answered as an unsigned one would be, signed with that key: BIND signs
+// every request to a primary it has a key for.
+func (p *Pipeline) checkTSIG(key *TSIGKey, req *TransferRequest) (*TSIGKey, TransferResult, bool) {
 	ts := req.Msg.IsTsig()
+	if key == nil && ts != nil {
+		key = p.TSIGKey(ts.Hdr.Name)
+	}
 	switch {
 	case key == nil && ts == nil:
-		return TransferResult{}, true
+		return nil, TransferResult{}, true
 	case ts == nil:
-		return TransferResult{Rcode: dns.RcodeRefused}, false
+		return nil, TransferResult{Rcode: dns.RcodeRefused}, false
 	case key == nil || !strings.EqualFold(dns.Fqdn(ts.Hdr.Name), key.Name) || !strings.EqualFold(ts.Algorithm, key.Algorithm):
-		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
+		return nil, TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
 	}
 	err := dns.TsigVerify(req.Wire, key.Secret, "", false)
 	switch {
 	case err == nil:
-		return TransferResult{}, true
+		return key, TransferResult{}, true
 	case errors.Is(err, dns.ErrTime):
 		// The signature is good, the clock is not: the error is signed
 		// (RFC 8945 section 5.2.3), so the key goes with it.
-		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadTime, Key: key, RequestMAC: ts.MAC}, false
+		return nil, TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadTime, Key: key, RequestMAC: ts.MAC}, false
 	case errors.Is(err, dns.ErrKeyAlg):
-		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
+		return nil, TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
 	default:
-		return TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadSig}, false
+		return nil, TransferResult{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadSig}, false
 	}
 }
 

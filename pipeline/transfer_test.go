@@ -189,14 +189,19 @@ func TestTransferPolicy(t *testing.T) {
 		{"other key", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "other.", key.Secret, now), dns.RcodeNotAuth, dns.RcodeBadKey, "signed."},
 		{"bad MAC", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "xfr-key.", "b3RoZXI=", now), dns.RcodeNotAuth, dns.RcodeBadSig, "signed."},
 		{"old", sign(xfrRequest("signed.", dns.TypeAXFR, 0), "xfr-key.", key.Secret, now.Add(-time.Hour)), dns.RcodeNotAuth, dns.RcodeBadTime, "signed."},
-		{"signed without a key", sign(xfrRequest("example.", dns.TypeAXFR, 0), "xfr-key.", key.Secret, now), dns.RcodeNotAuth, dns.RcodeBadKey, "example."},
+		// An item without a key, asked with another item's key (BIND
+		// signs every request to a server it has a key for): answered,
+		// signed with that key; with an unknown key or a bad MAC, not.
+		{"signed without a key", sign(xfrRequest("example.", dns.TypeAXFR, 0), "xfr-key.", key.Secret, now), dns.RcodeSuccess, 0, "example."},
+		{"unknown key without a key", sign(xfrRequest("example.", dns.TypeAXFR, 0), "other.", key.Secret, now), dns.RcodeNotAuth, dns.RcodeBadKey, "example."},
+		{"bad MAC without a key", sign(xfrRequest("example.", dns.TypeAXFR, 0), "xfr-key.", "b3RoZXI=", now), dns.RcodeNotAuth, dns.RcodeBadSig, "example."},
 	} {
 		res := p.Transfer(context.Background(), tc.req)
 		if res.Rcode != tc.rcode || res.TSIGError != tc.tsigErr || res.Zone != tc.zone {
 			t.Errorf("%s: rcode %d tsig error %d zone %q, want %d %d %q", tc.name, res.Rcode, res.TSIGError, res.Zone, tc.rcode, tc.tsigErr, tc.zone)
 		}
-		if tc.name == "signed" && (res.Key != key || res.RequestMAC == "") {
-			t.Errorf("signed: key %v MAC %q: the answer would not be signed", res.Key, res.RequestMAC)
+		if (tc.name == "signed" || tc.name == "signed without a key") && (res.Key != key || res.RequestMAC == "") {
+			t.Errorf("%s: key %v MAC %q: the answer would not be signed", tc.name, res.Key, res.RequestMAC)
 		}
 	}
 	if _, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}},

@@ -2,8 +2,8 @@
 # Installs the Debian packages the tests need beyond Go, when missing:
 # systemd-analyze (the unit check), dpkg-deb and rpm (the package test),
 # groff and man (the man page check), kdig (knot-dnsutils: the DNS over
-# HTTPS test's real client), knotd (knot: the real secondary of the zone
-# transfer test) and curl. Fast when everything is there; needs
+# HTTPS test's real client), knotd (knot) and named (bind9: the real
+# secondaries of the zone transfer tests) and curl. Fast when everything is there; needs
 # root (CI runs as root) otherwise.
 set -euo pipefail
 
@@ -16,6 +16,7 @@ command -v man >/dev/null || need+=(man-db)
 command -v gzip >/dev/null || need+=(gzip)
 command -v kdig >/dev/null || need+=(knot-dnsutils)
 command -v knotd >/dev/null || need+=(knot)
+command -v named >/dev/null || need+=(bind9)
 command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
