@@ -114,6 +114,8 @@ type zone struct {
 	// neg is the last SOA made for a negative answer's authority section,
 	// reused while it is still the one authSOA would make.
 	neg atomic.Pointer[negSOA]
+	// xfr is the zone's transfer listing, shared by its transfers.
+	xfr xfrCache
 }
 
 // negSOA is a SOA record made by authSOA and what it was made from.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/miekg/dns"
 )
@@ -188,28 +190,110 @@ func (p *Pipeline) Transfer(ctx context.Context, req *TransferRequest) TransferR
 		res.Key, res.RequestMAC = key, req.Msg.IsTsig().MAC
 	}
 	z := p.table.zones[name]
+	soa := z.soa(z.name, z.apexTTL())
 	var from *version
 	if q.Qtype == dns.TypeIXFR {
 		theirs, ok := ixfrSerial(req.Msg)
-		if ok && !SerialLess(theirs, z.serial()) {
-			res.Rcode, res.RRs = dns.RcodeSuccess, []dns.RR{p.ZoneSOA(name)}
+		if ok && !SerialLess(theirs, soa.Serial) {
+			res.Rcode, res.RRs = dns.RcodeSuccess, []dns.RR{soa}
 			return res
 		}
 		if ok {
 			from = p.journal.find(name, theirs)
 		}
 	}
-	rrs, err := p.zoneContent(ctx, z)
+	l, err := p.listing(ctx, z, soa)
 	if err != nil {
 		res.Rcode, res.Err = dns.RcodeServerFailure, err
 		return res
 	}
-	res.Rcode, res.RRs = dns.RcodeSuccess, rrs
-	if from != nil && from.soa.Serial != rrs[0].(*dns.SOA).Serial {
-		res.RRs, res.Incremental = ixfrDiff(from, rrs), true
+	res.Rcode, res.RRs = dns.RcodeSuccess, l.rrs
+	if from != nil && from.soa.Serial != l.serial {
+		res.RRs, res.Incremental = l.diff(from), true
 	}
-	p.journal.record(name, rrs)
+	p.journal.record(name, l.rrs)
 	return res
+}
+
+// TransferMsgSize bounds the records of one transfer message
+// (uncompressed, as dns.Len counts them), leaving room in a 64 KiB
+// message for the header, the question, an OPT and a TSIG record. A
+// record longer than this alone is left out of transfers.
+const TransferMsgSize = dns.MaxMsgSize - 1024
+
+// xfrCache holds a zone's transfer listing at its latest serial: every
+// transfer of that version shares it, and the first one builds it while
+// the others wait.
+type xfrCache struct {
+	mu  sync.Mutex
+	cur *listing
+}
+
+// listing is a zone's transfer content at one serial.
+type listing struct {
+	serial uint32
+	done   chan struct{} // closed once rrs or err is set
+	rrs    []dns.RR      // SOA, records, SOA; shared and read-only
+	err    error
+
+	mu    sync.Mutex
+	diffs map[uint32][]dns.RR // IXFR answers from the journal's versions, by their serial
+}
+
+// listing returns z's transfer content at soa's serial, built once per
+// serial and shared. A transfer waiting for another one's build stops
+// waiting when ctx ends; when that build ended because its own
+// transfer's ctx did, the waiter builds it again.
+func (p *Pipeline) listing(ctx context.Context, z *zone, soa *dns.SOA) (*listing, error) {
+	for {
+		z.xfr.mu.Lock()
+		l := z.xfr.cur
+		build := l == nil || l.serial != soa.Serial
+		if build {
+			l = &listing{serial: soa.Serial, done: make(chan struct{})}
+			z.xfr.cur = l
+		}
+		z.xfr.mu.Unlock()
+		if build {
+			l.rrs, l.err = p.zoneContent(ctx, z, soa)
+			if l.err != nil {
+				z.xfr.mu.Lock()
+				if z.xfr.cur == l {
+					z.xfr.cur = nil // the next transfer tries again
+				}
+				z.xfr.mu.Unlock()
+			}
+			close(l.done)
+			return l, l.err
+		}
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if l.err == nil {
+			return l, nil
+		}
+		if !errors.Is(l.err, context.Canceled) && !errors.Is(l.err, context.DeadlineExceeded) {
+			return nil, l.err
+		}
+	}
+}
+
+// diff is the IXFR answer from the journal's version from to l, made once
+// per version and shared.
+func (l *listing) diff(from *version) []dns.RR {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d, ok := l.diffs[from.soa.Serial]; ok {
+		return d
+	}
+	d := ixfrDiff(from, l.rrs)
+	if l.diffs == nil {
+		l.diffs = make(map[uint32][]dns.RR, JournalVersions)
+	}
+	l.diffs[from.soa.Serial] = d
+	return d
 }
 
 func allowed(allow []netip.Prefix, a netip.Addr) bool {
@@ -316,12 +400,13 @@ func (z *zone) heldSOA() (soa *dns.SOA, own bool) {
 	return soa, soa != nil && own && locals == 1
 }
 
-// zoneContent lists z for a transfer: SOA, records, SOA.
-func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
+// zoneContent lists z for a transfer: soa, records, soa. Records too
+// large for a transfer message are left out, and logged.
+func (p *Pipeline) zoneContent(ctx context.Context, z *zone, soa *dns.SOA) ([]dns.RR, error) {
 	ttl := z.apexTTL()
-	soa := z.soa(z.name, ttl)
 	out := []dns.RR{soa}
 	apexNS, nsAddr := false, false
+	var big oversized
 	// Sources after one without fallthrough are never asked.
 	last := len(z.entries) - 1
 	for i := range z.entries {
@@ -340,8 +425,12 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s source: %w", e.kind, ErrNotListable)
 		}
-		// shadowed caches, per owner, whether an earlier source answers it.
-		shadowed := map[string]bool{}
+		// shadowed caches, per owner, whether an earlier source answers
+		// it; the first source's names are never shadowed.
+		var shadowed map[string]bool
+		if i > 0 {
+			shadowed = map[string]bool{}
+		}
 		var lerr error
 		err := l.List(z.name, func(rr dns.RR) bool {
 			h := rr.Header()
@@ -349,15 +438,21 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
 			if h.Rrtype == dns.TypeSOA || !InZone(owner, z.name) || p.table.match(owner) != z {
 				return true
 			}
-			sh, known := shadowed[owner]
-			if !known {
-				sh, lerr = z.answeredBefore(ctx, q, i, owner)
-				if lerr != nil {
-					return false
+			if shadowed != nil {
+				sh, known := shadowed[owner]
+				if !known {
+					sh, lerr = z.answeredBefore(ctx, q, i, owner)
+					if lerr != nil {
+						return false
+					}
+					shadowed[owner] = sh
 				}
-				shadowed[owner] = sh
+				if sh {
+					return true
+				}
 			}
-			if sh {
+			if n := dns.Len(rr); n > TransferMsgSize {
+				big.add(rr, n)
 				return true
 			}
 			switch {
@@ -392,7 +487,40 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone) ([]dns.RR, error) {
 				"zone", z.name, "records", dropped, "example", example)
 		}
 	}
+	big.log(p.log, z.name, soa.Serial)
 	return append(out, soa), nil
+}
+
+// oversized collects the records a listing leaves out because one alone
+// does not fit in a transfer message.
+type oversized struct {
+	n    int
+	some []dns.RR // the first maxOversizedLogged
+	lens []int
+}
+
+// maxOversizedLogged bounds the records of one zone version logged one
+// by one; the rest are counted.
+const maxOversizedLogged = 5
+
+func (o *oversized) add(rr dns.RR, n int) {
+	o.n++
+	if len(o.some) < maxOversizedLogged {
+		o.some = append(o.some, rr)
+		o.lens = append(o.lens, n)
+	}
+}
+
+// log warns about the records left out of zone's version serial (called
+// once per version: the listing is built once).
+func (o *oversized) log(log *slog.Logger, zone string, serial uint32) {
+	for i, rr := range o.some {
+		log.Warn("zone transfer leaves out a record too large for one transfer message (64 KiB); the other records are transferred",
+			"zone", zone, "serial", serial, "owner", rr.Header().Name, "type", dns.TypeToString[rr.Header().Rrtype], "bytes", o.lens[i])
+	}
+	if more := o.n - len(o.some); more > 0 {
+		log.Warn("zone transfer leaves out more records too large for one transfer message", "zone", zone, "serial", serial, "records", more)
+	}
 }
 
 // withoutCNAMEConflicts drops from a zone's records (SOA first) the CNAME

@@ -3,13 +3,18 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/logtest"
 )
 
 // listFake is a fakeSource that lists its records (a Lister).
@@ -140,8 +145,10 @@ func TestTransferPrecedence(t *testing.T) {
 		}
 	}
 
-	// A source that cannot list fails the transfer (never an empty zone).
+	// A source that cannot list fails the transfer (never an empty zone);
+	// the listing of the previous version is not served for the new one.
 	second.fail = errors.New("not synced")
+	second.serial.Store(40)
 	if res := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)); res.Rcode != dns.RcodeServerFailure || res.Err == nil {
 		t.Errorf("unsynced source: rcode %d err %v, want SERVFAIL", res.Rcode, res.Err)
 	}
@@ -411,5 +418,107 @@ func TestSerialNeverGoesBackAcrossReloads(t *testing.T) {
 	p3 := build(p2, 1700000060, file, hosts) // another reload keeps the offset
 	if s := p3.ZoneSOA("example."); !SerialLess(s2, s.Serial) {
 		t.Errorf("the next reload: serial %d, want above %d", s.Serial, s2)
+	}
+}
+
+// countingLister counts its List calls.
+type countingLister struct {
+	listFake
+	lists atomic.Int32
+	slow  time.Duration // each List takes this long
+}
+
+func (c *countingLister) List(zone string, yield func(dns.RR) bool) error {
+	c.lists.Add(1)
+	time.Sleep(c.slow)
+	return c.listFake.List(zone, yield)
+}
+
+// Transfers of one zone version share one listing, built once even when
+// they ask at the same time; a new version is listed again.
+func TestTransferListingShared(t *testing.T) {
+	src := &countingLister{listFake: listFake{newFake(t, "hosts", 60, 10, "www.example. 60 IN A 10.0.0.1", "db.example. 60 IN A 10.0.0.2")}, slow: 50 * time.Millisecond}
+	p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}},
+		Options{Journal: NewJournal(), Transfers: []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]TransferResult, 8)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)) })
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.Rcode != dns.RcodeSuccess || len(res.RRs) != 5 {
+			t.Fatalf("transfer %d: rcode %d, %d records, err %v", i, res.Rcode, len(res.RRs), res.Err)
+		}
+		if &res.RRs[0] != &results[0].RRs[0] {
+			t.Errorf("transfer %d has a listing of its own", i)
+		}
+	}
+	if n := src.lists.Load(); n != 1 {
+		t.Errorf("8 transfers of one version listed the source %d times, want 1", n)
+	}
+	src.serial.Store(11)
+	src.rrs["new.example."] = []dns.RR{mustRR(t, "new.example. 60 IN A 10.0.0.3")}
+	res := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
+	if n := src.lists.Load(); n != 2 || len(res.RRs) != 6 || res.RRs[0].(*dns.SOA).Serial != 11 {
+		t.Errorf("after a change: %d lists, %d records, SOA %v", n, len(res.RRs), res.RRs[0])
+	}
+	// An IXFR from the version sent before is the difference, also made
+	// once and shared.
+	a := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeIXFR, 10))
+	b := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeIXFR, 10))
+	if !a.Incremental || !slices.Equal(xfrStrings(a.RRs), xfrStrings(b.RRs)) || &a.RRs[0] != &b.RRs[0] {
+		t.Errorf("IXFR from 10: incremental %t, %v vs %v", a.Incremental, xfrStrings(a.RRs), xfrStrings(b.RRs))
+	}
+	if want := "new.example. 60 IN A 10.0.0.3"; len(a.RRs) != 5 || xfrStrings(a.RRs)[3] != want {
+		t.Errorf("IXFR from 10: %v, want the addition of %s", xfrStrings(a.RRs), want)
+	}
+}
+
+// A record that cannot be packed in one transfer message is left out of
+// the zone's transfers, which go on, with one warning per zone version
+// naming the zone and the record's owner.
+func TestTransferOversizedRecord(t *testing.T) {
+	big := &dns.TXT{Hdr: dns.RR_Header{Name: "big.example.", Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60}}
+	for range 300 {
+		big.Txt = append(big.Txt, strings.Repeat("x", 250))
+	}
+	fits := &dns.TXT{Hdr: dns.RR_Header{Name: "fits.example.", Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60}, Txt: big.Txt[:200]}
+	src := listFake{newFake(t, "etcd", 60, 10, "www.example. 60 IN A 10.0.0.1")}
+	src.rrs["big.example."] = []dns.RR{big}
+	src.rrs["fits.example."] = []dns.RR{fits}
+	var logs logtest.Buffer
+	p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}},
+		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Transfers: []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		res := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
+		if res.Rcode != dns.RcodeSuccess {
+			t.Fatalf("rcode %d err %v", res.Rcode, res.Err)
+		}
+		var owners []string
+		for _, rr := range res.RRs {
+			owners = append(owners, rr.Header().Name)
+		}
+		if slices.Contains(owners, "big.example.") || !slices.Contains(owners, "fits.example.") || !slices.Contains(owners, "www.example.") {
+			t.Errorf("transfer owners %v: want fits and www, not big", owners)
+		}
+	}
+	const warning = "zone transfer leaves out a record too large for one transfer message"
+	if n := logs.Count(warning); n != 1 {
+		t.Errorf("logged %d times for three transfers of one version, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "zone=example. serial=10 owner=big.example. type=TXT") {
+		t.Errorf("the warning does not name zone and owner:\n%s", logs.String())
+	}
+	src.serial.Store(11)
+	p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
+	if n := logs.Count(warning); n != 2 {
+		t.Errorf("a new version: logged %d times in all, want 2", n)
 	}
 }
