@@ -106,6 +106,7 @@ type shard struct {
 	ring    []*entry // CLOCK order; entry.slot is its index
 	hand    int
 	retired bool     // its table was replaced (resize): inserts go to the new one
+	soa     *dns.SOA // the last negative answer's SOA (see shareSOA)
 	_       [32]byte // keep shards on separate cache lines
 }
 
@@ -481,11 +482,54 @@ func (c *Cache) Insert(k Key, m *dns.Msg) *dns.Msg {
 			}
 		}
 	}
+	compact(m)
+	if len(m.Question) == 1 && m.Question[0].Name == k.Name {
+		k.Name = m.Question[0].Name // one string for both
+	}
 	now := c.now()
 	e := &entry{key: k, msg: m, stored: now, negative: negative}
 	e.life.Store(int64(life))
 	c.put(c.tab.Load(), e, now, true)
 	return m
+}
+
+// compact lets go of what an empty section still holds: the pool strips
+// the upstream's OPT leaving Extra empty but holding its array, and the
+// OPT in it.
+func compact(m *dns.Msg) {
+	if len(m.Answer) == 0 {
+		m.Answer = nil
+	}
+	if len(m.Ns) == 0 {
+		m.Ns = nil
+	}
+	if len(m.Extra) == 0 {
+		m.Extra = nil
+	}
+}
+
+// shareSOA makes a negative answer whose SOA is the same as the last one
+// the shard stored (every field, the owner's case and the TTL included)
+// hold that one: under a flood of random names in one zone, every entry
+// would hold its own copy of the zone's SOA. Cached messages are never
+// written, so entries may share records. sh.mu is held and e not yet
+// visible.
+func (sh *shard) shareSOA(e *entry) {
+	if !e.negative {
+		return
+	}
+	for i, rr := range e.msg.Ns {
+		soa, ok := rr.(*dns.SOA)
+		if !ok {
+			continue
+		}
+		if sh.soa != nil && *sh.soa == *soa {
+			e.msg.Ns[i] = sh.soa
+		} else {
+			sh.soa = soa
+		}
+		return
+	}
 }
 
 // put adds e to t, replacing the entry of the same key (or, without
@@ -506,6 +550,11 @@ func (c *Cache) put(t *table, e *entry, now int64, replace bool) {
 }
 
 func (c *Cache) putLocked(sh *shard, per int, e *entry, now int64, replace bool) {
+	if replace {
+		// A new entry (Insert), not visible yet; an entry put again at
+		// a resize is, and its message is never written.
+		sh.shareSOA(e)
+	}
 	if old := sh.m[e.key]; old != nil {
 		if !replace {
 			e.gone.Store(true) // not kept: the entry there is newer
