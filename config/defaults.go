@@ -14,6 +14,7 @@ const (
 	DefaultMaxTCPPipeline    = 16
 	DefaultUDPRcvBuf         = 4 << 20
 	DefaultTCPIdleTimeout    = 10 * time.Second
+	DefaultMaxTransfers      = 10
 
 	DefaultCacheSize   = 100000
 	DefaultMaxTTL      = time.Hour
@@ -38,6 +39,7 @@ func defaultLimits() Limits {
 		MaxTCPPipeline:    DefaultMaxTCPPipeline,
 		UDPRcvBuf:         DefaultUDPRcvBuf,
 		TCPIdleTimeout:    DefaultTCPIdleTimeout,
+		MaxTransfers:      DefaultMaxTransfers,
 	}
 }
 

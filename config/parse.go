@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/quote"
 )
 
 // maxConfigSize bounds dnsd.yaml (a config is kilobytes; this only keeps
@@ -57,6 +58,9 @@ type Parser struct {
 	dir   string // directory of file, base of relative paths
 	kinds Kinds
 	errs  ErrorList
+	// secrets: the key, password, certificate and kubeconfig files that
+	// dnsd.yaml names, cleaned and with links resolved (see SecretFile).
+	secrets map[string]bool
 }
 
 func (p *Parser) parse(data []byte) *Config {
@@ -178,9 +182,9 @@ func Describe(n *yaml.Node) string {
 	case "!!int", "!!float":
 		return "the number " + n.Value
 	case "!!str":
-		return "the string " + strconv.Quote(n.Value)
+		return "the string " + quote.QS(n.Value)
 	}
-	return fmt.Sprintf("a %s value %q", n.Tag, n.Value)
+	return fmt.Sprintf("a %s value %s", n.Tag, quote.QS(n.Value))
 }
 
 // field is one key of a mapping with its value.
@@ -221,7 +225,7 @@ func (p *Parser) Mapping(n *yaml.Node, path string, known ...string) *Mapping {
 			continue
 		}
 		if !slices.Contains(known, key) {
-			p.Errorf(k, KeyPath(path, key), "unknown key %q (known: %s)", key, strings.Join(sorted(known), ", "))
+			p.Errorf(k, KeyPath(path, key), "unknown key %s (known: %s)", quote.QS(key), strings.Join(sorted(known), ", "))
 			continue
 		}
 		m.fields[key] = field{key: k, val: v}
@@ -409,7 +413,7 @@ func (m *Mapping) Duration(key string, dst *time.Duration, lim DurLimit) *yaml.N
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
-		m.p.Errorf(n, path, "bad duration %q: %v (use Go syntax: 500ms, 5s, 1h)", n.Value, strings.TrimPrefix(err.Error(), "time: "))
+		m.p.Errorf(n, path, "bad duration %s: %v (use Go syntax: 500ms, 5s, 1h)", quote.QS(n.Value), strings.TrimPrefix(err.Error(), "time: "))
 		return n
 	}
 	switch {
@@ -438,7 +442,7 @@ func (m *Mapping) Enum(key string, dst *string, allowed ...string) *yaml.Node {
 	}
 	if !slices.Contains(allowed, s) {
 		_, path := m.Get(key)
-		m.p.Errorf(n, path, "unknown value %q (known: %s)", s, strings.Join(allowed, ", "))
+		m.p.Errorf(n, path, "unknown value %s (known: %s)", quote.QS(s), strings.Join(allowed, ", "))
 		return n
 	}
 	*dst = s
@@ -497,12 +501,12 @@ func (p *Parser) filePath(n *yaml.Node, path, s string) (string, bool) {
 	if s == "~" || strings.HasPrefix(s, "~/") {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			p.Errorf(n, path, "cannot expand ~ in %q: %v", s, err)
+			p.Errorf(n, path, "cannot expand ~ in %s: %v", quote.QS(s), err)
 			return "", false
 		}
 		s = filepath.Join(home, s[1:])
 	} else if strings.HasPrefix(s, "~") {
-		p.Errorf(n, path, "%q: only ~ and ~/ are expanded (~user is not supported)", s)
+		p.Errorf(n, path, "%s: only ~ and ~/ are expanded (~user is not supported)", quote.QS(s))
 		return "", false
 	}
 	if !filepath.IsAbs(s) {

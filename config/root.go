@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/dnsd/dnsd/internal/quote"
 )
 
 var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones", "views", "transfer"}
@@ -26,6 +28,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 		p.ErrorAt(Pos{File: p.file, Line: 1, Col: 1}, "", "no zones: the file is empty (it needs at least a zones: mapping)")
 		return cfg
 	}
+	p.noteSecretFiles(root)
 	m := p.Mapping(root, "", rootKeys...)
 	if m == nil {
 		return cfg
@@ -64,14 +67,14 @@ func hostPort(s string) (string, error) {
 	}
 	pn, err := strconv.Atoi(port)
 	if err != nil || pn < 1 || pn > 65535 {
-		return "", fmt.Errorf("port %q must be a number between 1 and 65535", port)
+		return "", fmt.Errorf("port %s must be a number between 1 and 65535", quote.QS(port))
 	}
 	if host == "" {
 		return net.JoinHostPort("", strconv.Itoa(pn)), nil
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return "", fmt.Errorf("host %q must be an IP address (or empty for all addresses)", host)
+		return "", fmt.Errorf("host %s must be an IP address (or empty for all addresses)", quote.QS(host))
 	}
 	return net.JoinHostPort(ip.String(), strconv.Itoa(pn)), nil
 }
@@ -115,7 +118,7 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 			if inView {
 				p.Errorf(n, path, "no listen addresses (omit listen to match queries on every listen entry)")
 			} else {
-				p.Errorf(n, path, "no listen addresses (omit listen for the default %q)", DefaultListen)
+				p.Errorf(n, path, "no listen addresses (omit listen for the default %s)", quote.QS(DefaultListen))
 			}
 		}
 		return nil
@@ -136,18 +139,18 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 			case "udp", "tcp", "tls", "https":
 				l.Proto, rest = scheme, after
 			default:
-				p.Errorf(n, ipath, "unknown scheme %q in %q (known: udp://, tcp://, tls://, https://, or none for UDP and TCP)", scheme+"://", s)
+				p.Errorf(n, ipath, "unknown scheme %s in %s (known: udp://, tcp://, tls://, https://, or none for UDP and TCP)", quote.QS(scheme+"://"), quote.QS(s))
 				continue
 			}
 		}
 		addr, err := hostPort(rest)
 		if err != nil {
-			p.Errorf(n, ipath, "bad listen address %q: %v", s, err)
+			p.Errorf(n, ipath, "bad listen address %s: %v", quote.QS(s), err)
 			continue
 		}
 		l.Addr = addr
 		if (l.Proto == "tls" || l.Proto == "https") && !haveTLS {
-			p.Errorf(n, ipath, "%q needs the top-level tls: block (cert and key)", s)
+			p.Errorf(n, ipath, "%s needs the top-level tls: block (cert and key)", quote.QS(s))
 		}
 		var transports []string
 		switch l.Proto {
@@ -161,7 +164,7 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 		dup := false
 		for _, t := range transports {
 			if u, ok := used[t+" "+addr]; ok {
-				p.Errorf(n, ipath, "duplicate listen address: %s %s is already used by %q at %s", strings.ToUpper(t), addr, u.entry, u.pos)
+				p.Errorf(n, ipath, "duplicate listen address: %s %s is already used by %s at %s", strings.ToUpper(t), addr, quote.QS(u.entry), u.pos)
 				dup = true
 				break
 			}
@@ -171,7 +174,7 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 			// cannot both be bound (UDP ones can).
 			for _, o := range out {
 				if o.Proto != "udp" && tcpOverlap(o.Addr, addr) {
-					p.Errorf(n, ipath, "listen address %s overlaps %q at %s: two TCP listeners on port %s of overlapping addresses cannot both be bound", addr, o.String(), o.Pos, portOf(addr))
+					p.Errorf(n, ipath, "listen address %s overlaps %s at %s: two TCP listeners on port %s of overlapping addresses cannot both be bound", addr, quote.QS(o.String()), o.Pos, portOf(addr))
 					dup = true
 					break
 				}
@@ -221,7 +224,7 @@ func (p *Parser) http(m *Mapping) string {
 	_, path := m.Get("http")
 	addr, err := hostPort(s)
 	if err != nil {
-		p.Errorf(n, path, "bad address %q: %v", s, err)
+		p.Errorf(n, path, "bad address %s: %v", quote.QS(s), err)
 		return ""
 	}
 	return addr
@@ -256,17 +259,17 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || ip.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("bad CIDR %q: expected an address/prefix-length such as 10.0.0.0/8 or a bare IP", s)
+			return netip.Prefix{}, fmt.Errorf("bad CIDR %s: expected an address/prefix-length such as 10.0.0.0/8 or a bare IP", quote.QS(s))
 		}
 		return netip.PrefixFrom(ip, ip.BitLen()), nil
 	}
 	pr, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("bad CIDR %q: %v", s, strings.TrimPrefix(err.Error(), "netip.ParsePrefix("+strconv.Quote(s)+"): "))
+		return netip.Prefix{}, fmt.Errorf("bad CIDR %s: %v", quote.QS(s), strings.TrimPrefix(err.Error(), "netip.ParsePrefix("+strconv.Quote(s)+"): "))
 	}
 	if pr.Masked() != pr {
-		return netip.Prefix{}, fmt.Errorf("bad CIDR %q: bits set after the /%d mask (did you mean %s or %s/%d?)",
-			s, pr.Bits(), pr.Masked(), pr.Addr(), pr.Addr().BitLen())
+		return netip.Prefix{}, fmt.Errorf("bad CIDR %s: bits set after the /%d mask (did you mean %s or %s/%d?)",
+			quote.QS(s), pr.Bits(), pr.Masked(), pr.Addr(), pr.Addr().BitLen())
 	}
 	return pr, nil
 }
@@ -294,7 +297,7 @@ func (p *Parser) acl(m *Mapping, a *ACL) {
 
 func (p *Parser) limits(m *Mapping, l *Limits) {
 	n, path := m.Get("limits")
-	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "max_tcp_pipeline", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop")
+	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "max_tcp_pipeline", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop", "max_transfers")
 	if lm == nil {
 		return
 	}
@@ -308,6 +311,7 @@ func (p *Parser) limits(m *Mapping, l *Limits) {
 	lm.Duration("tcp_idle_timeout", &l.TCPIdleTimeout, Positive)
 	lm.Int("rate_per_client", &l.RatePerClient, 0, MaxInt)
 	lm.Bool("rate_drop", &l.RateDrop)
+	lm.Int("max_transfers", &l.MaxTransfers, 1, 10000)
 }
 
 func (p *Parser) cache(m *Mapping, c *Cache) {

@@ -227,6 +227,7 @@ func rootSchema(kinds Kinds) *Schema {
 				"tcp_idle_timeout":    DurationSchema("TCP and TLS connections with no query in flight are closed after this.", DefaultTCPIdleTimeout),
 				"rate_per_client":     IntSchema("UDP responses per second per client /24 (/56 for IPv6); 0 = off.", 0, 0, nil),
 				"rate_drop":           BoolSchema("Over the rate: drop instead of answering TC=1.", false),
+				"max_transfers":       IntSchema("Zone transfers (AXFR, IXFR) sent at once; more get SERVFAIL.", DefaultMaxTransfers, 1, Ptr(10000)),
 			}),
 			"cache": ObjectSchema("The response cache of forward sources.", map[string]*Schema{
 				"size":         IntSchema("Entries.", DefaultCacheSize, 0, nil),
@@ -256,7 +257,7 @@ func rootSchema(kinds Kinds) *Schema {
 								"secret_file": FileSchema("File holding the base64 secret (never inline)."),
 							},
 						},
-						"notify": ListSchema("Secondaries told when the zone's serial rises: IP or IP:port (default port 53).", PatternSchema("IP or IP:port.", `^([0-9.]+|[0-9A-Fa-f:]+|`+hostPortP+`)$`)),
+						"notify":        ListSchema("Secondaries told when the zone's serial rises: IP or IP:port (default port 53).", PatternSchema("IP or IP:port.", `^([0-9.]+|[0-9A-Fa-f:]+|`+hostPortP+`)$`)),
 						"notify_source": PatternSchema("Address NOTIFYs leave from (default: the listen address of the target's family).", `^([0-9.]+|[0-9A-Fa-f:]+)$`),
 					},
 				},

@@ -240,6 +240,7 @@ func TestSchemaFixtures(t *testing.T) {
 			"/zones/cluster.local/0/kubernetes/endpoint_pod_names"},
 		"control.yaml": yamlError,
 		"latin1.yaml":  yamlError,
+		"limits.yaml":  {"/limits/max_transfers"},
 		"listen.yaml":  {"/listen/1", "/listen/2", "/listen/7", "/listen/8", "/http"},
 		"nulls.yaml":   {"/tls/cert", "/tls/key", "/views/0"},
 		"overlap.yaml": nil, // addresses that overlap: dnsd check

@@ -98,6 +98,7 @@ type Limits struct {
 	TCPIdleTimeout    time.Duration // default 10s
 	RatePerClient     int           // UDP responses/s per /24 (/56), 0 = off
 	RateDrop          bool          // over the rate: drop instead of TC=1 (key limits.rate_drop)
+	MaxTransfers      int           // zone transfers (AXFR, IXFR) sent at once, default 10; more get SERVFAIL
 }
 
 // Cache configures the forward response cache.

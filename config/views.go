@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/dnsd/dnsd/internal/quote"
 )
 
 // maxViews bounds the views (a client's matching views are a 64-bit set).
@@ -34,11 +36,11 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 		if nn := vm.Str("name", &v.Name); nn == nil {
 			p.Errorf(n, vpath, "a view needs a name")
 		} else if !viewName(v.Name) {
-			p.Errorf(nn, KeyPath(vpath, "name"), "bad view name %q: letters, digits, '-' and '_', at most 63", v.Name)
+			p.Errorf(nn, KeyPath(vpath, "name"), "bad view name %s: letters, digits, '-' and '_', at most 63", quote.QS(v.Name))
 		} else if v.Name == "default" {
-			p.Errorf(nn, KeyPath(vpath, "name"), "%q is the name of the top-level zones; choose another", v.Name)
+			p.Errorf(nn, KeyPath(vpath, "name"), "%s is the name of the top-level zones; choose another", quote.QS(v.Name))
 		} else if at, dup := seen[v.Name]; dup {
-			p.Errorf(nn, KeyPath(vpath, "name"), "duplicate view name %q (first at %s)", v.Name, at)
+			p.Errorf(nn, KeyPath(vpath, "name"), "duplicate view name %s (first at %s)", quote.QS(v.Name), at)
 		} else {
 			seen[v.Name] = v.Pos
 		}
@@ -49,12 +51,12 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 			v.Listen = p.listen(vm, true, true)
 			for j, l := range v.Listen {
 				if !containsListen(listen, l) {
-					p.ErrorAt(l.Pos, IndexPath(lpath, j), "listen entry %q is not in the top-level listen", l.String())
+					p.ErrorAt(l.Pos, IndexPath(lpath, j), "listen entry %s is not in the top-level listen", quote.QS(l.String()))
 				}
 			}
 		}
 		if cn == nil && ln == nil {
-			p.Errorf(n, vpath, "view %q needs clients, listen or both (a view without either would take every query)", v.Name)
+			p.Errorf(n, vpath, "view %s needs clients, listen or both (a view without either would take every query)", quote.QS(v.Name))
 		}
 		v.Zones = p.zones(vm)
 		out = append(out, v)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/dnsd/dnsd/internal/quote"
 )
 
 // zoneSeen records where a zone name was first declared.
@@ -79,7 +81,7 @@ func (p *Parser) zoneNames(k *yaml.Node, path string, seen map[string]zoneSeen) 
 		}
 		for _, name := range expanded {
 			if first, dup := seen[name]; dup {
-				p.ErrorAt(pos, path, "duplicate zone %q%s: already declared in key %q at %s", name, from, first.key, first.pos)
+				p.ErrorAt(pos, path, "duplicate zone %s%s: already declared in key %s at %s", quote.QS(name), from, quote.QS(first.key), first.pos)
 				continue
 			}
 			seen[name] = zoneSeen{key: k.Value, pos: pos}
@@ -154,15 +156,15 @@ func normalizeDomain(s string, wildcard bool) (string, error) {
 		return "", fmt.Errorf("empty name")
 	}
 	if len(name) > 253 {
-		return "", fmt.Errorf("%q is longer than 253 characters", s)
+		return "", fmt.Errorf("%s is longer than 253 characters", quote.QS(s))
 	}
 	first := true
 	for label := range strings.SplitSeq(name, ".") {
 		if label == "" {
-			return "", fmt.Errorf("%q has an empty label", s)
+			return "", fmt.Errorf("%s has an empty label", quote.QS(s))
 		}
 		if len(label) > 63 {
-			return "", fmt.Errorf("%q has a label longer than 63 characters", s)
+			return "", fmt.Errorf("%s has a label longer than 63 characters", quote.QS(s))
 		}
 		if wildcard && first && label == "*" {
 			first = false
@@ -171,10 +173,10 @@ func normalizeDomain(s string, wildcard bool) (string, error) {
 		first = false
 		for _, c := range label {
 			if wildcard && c == '*' {
-				return "", fmt.Errorf("%q: '*' is allowed only as the whole first label (a wildcard: *.apps.example.internal)", s)
+				return "", fmt.Errorf("%s: '*' is allowed only as the whole first label (a wildcard: *.apps.example.internal)", quote.QS(s))
 			}
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", fmt.Errorf("%q: character %q is not allowed (letters, digits, '-' and '_')", s, c)
+				return "", fmt.Errorf("%s: character %q is not allowed (letters, digits, '-' and '_')", quote.QS(s), c)
 			}
 		}
 	}
@@ -273,7 +275,7 @@ func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 		}
 		kind := p.kinds.lookup(kindNode.Value)
 		if kindNode.Kind != yaml.ScalarNode || kind == nil {
-			p.Errorf(kindNode, ipath, "unknown source kind %q (known: %s)", kindNode.Value, strings.Join(known, ", "))
+			p.Errorf(kindNode, ipath, "unknown source kind %s (known: %s)", quote.QS(kindNode.Value), strings.Join(known, ", "))
 			continue
 		}
 		spath := KeyPath(ipath, kind.Name())

@@ -130,7 +130,7 @@ func New(version, commit string) *Metrics {
 		}, []string{"reason"}),
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_transfers_total",
-			Help: "Zone transfers (AXFR, IXFR) answered, by zone (a transferred zone, or none) and result: success, refused, notauth (TSIG key or signature wrong) or error (a source could not list, or the connection broke).",
+			Help: "Zone transfers (AXFR, IXFR) answered, by zone (a transferred zone, or none) and result: success, refused, notauth (TSIG key or signature wrong), busy (limits.max_transfers were being sent: SERVFAIL) or error (a source could not list, the connection broke, or a stop ended it).",
 		}, []string{"zone", "result"}),
 		notifies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dnsd_notify_total",

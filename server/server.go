@@ -95,6 +95,7 @@ const (
 	defaultMaxPer    = 64
 	defaultPipeline  = 16
 	defaultIdle      = 10 * time.Second
+	defaultXfrs      = 10
 )
 
 // settings is the compiled, immutable form of Settings.
@@ -110,6 +111,7 @@ type settings struct {
 	rateDrop  bool
 	rotate    bool
 	tls       *tls.Config
+	maxXfrs   int // limits.max_transfers
 }
 
 func compile(set Settings) *settings {
@@ -124,6 +126,7 @@ func compile(set Settings) *settings {
 		rate:      set.Limits.RatePerClient,
 		rateDrop:  set.Limits.RateDrop,
 		rotate:    set.Rotate,
+		maxXfrs:   set.Limits.MaxTransfers,
 		tls:       dotTLS(set.TLS),
 	}
 	if st.udpBuffer == 0 {
@@ -147,6 +150,9 @@ func compile(set Settings) *settings {
 	if st.rate < 0 {
 		st.rate = 0
 	}
+	if st.maxXfrs <= 0 {
+		st.maxXfrs = defaultXfrs
+	}
 	return st
 }
 
@@ -166,6 +172,7 @@ type Server struct {
 	faults  faults
 	tcpPer  tcpClients
 	watch   answerWatch // relieves TCP readers and takes over UDP batches stuck on an answer
+	xfrs    transfers   // zone transfers being sent (xfr.go)
 
 	// ctx is handed to the Resolver; it is cancelled when Shutdown gives
 	// up waiting (or has finished).
@@ -219,6 +226,7 @@ func New(opts Options) *Server {
 		done:     make(chan struct{}),
 		udpq:     make(chan *udpJob),
 	}
+	s.xfrs.init()
 	s.jobs.New = func() any { return new(udpJob) }
 	s.batches.New = newBatchAny
 	s.scratches.New = func() any { return new(scratch) }
@@ -454,6 +462,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.stopping.Store(true)
+	s.xfrs.end() // a transfer cannot finish in a stop's time: its secondary retries
 	// Answers still being resolved halfway to ctx's deadline (a forward
 	// to upstreams that do not answer: up to timeout x upstreams) are
 	// cancelled then, so that the stop ends in time: their clients get

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -31,13 +33,76 @@ const (
 	TransferSuccess = "success"
 	TransferRefused = "refused"
 	TransferNotAuth = "notauth"
+	TransferBusy    = "busy" // limits.max_transfers were being sent: SERVFAIL
 	TransferError   = "error"
 )
 
 // xfrMsgSize bounds the records of one transfer message (uncompressed,
 // as dns.Len counts them), leaving room in a 64 KiB message for the
-// header, the question and a TSIG record.
-const xfrMsgSize = dns.MaxMsgSize - 1024
+// header, the question and a TSIG record. The pipeline leaves out of
+// transfers a record longer than this.
+const xfrMsgSize = pipeline.TransferMsgSize
+
+// transfers bounds the zone transfers being sent (limits.max_transfers)
+// and the CPU they take, and ends them at a stop. At most packers of
+// them pack a message at once (half the CPUs, at least one), so that
+// transfers never take every CPU from queries.
+type transfers struct {
+	n       atomic.Int64       // transfers being sent
+	packers chan struct{}      // a token per message being packed
+	stop    context.Context    // done once Shutdown begins
+	end     context.CancelFunc // ends stop
+}
+
+func (t *transfers) init() {
+	t.packers = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	t.stop, t.end = context.WithCancel(context.Background())
+}
+
+// take claims one of limit transfer slots; give returns it.
+func (t *transfers) take(limit int) bool {
+	if t.n.Add(1) > int64(limit) {
+		t.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (t *transfers) give() { t.n.Add(-1) }
+
+// pack waits for a packing token (false: ctx ended) and packs m into buf
+// behind a two-byte length prefix, signed with key when it is set. done
+// gives the token back.
+func (t *transfers) pack(ctx context.Context, m *dns.Msg, buf []byte, key *pipeline.TSIGKey, mac string, timersOnly bool) (out []byte, newMAC string, err error) {
+	select {
+	case t.packers <- struct{}{}:
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+	defer func() { <-t.packers }()
+	var wire []byte
+	if key != nil {
+		m.SetTsig(key.Name, key.Algorithm, tsigFudge, time.Now().Unix())
+		wire, newMAC, err = dns.TsigGenerate(m, key.Secret, mac, timersOnly)
+	} else {
+		wire, err = m.PackBuffer(buf[2:])
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("packing a transfer message: %w", err)
+	}
+	if len(wire) > dns.MaxMsgSize {
+		return nil, "", fmt.Errorf("packing a transfer message: %d bytes", len(wire))
+	}
+	if &wire[0] != &buf[2] {
+		if cap(buf) < 2+len(wire) {
+			buf = make([]byte, 2+len(wire))
+		}
+		copy(buf[2:], wire)
+	}
+	out = buf[:2+len(wire)]
+	binary.BigEndian.PutUint16(out, uint16(len(wire)))
+	return out, newMAC, nil
+}
 
 // tsigFudge is the fudge of our signatures, seconds (RFC 8945 §10: 300).
 const tsigFudge = 300
@@ -78,7 +143,7 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 	start := time.Now()
 	client := cc.client
 	obs := Observation{Proto: cc.proto.String(), Client: client, Rcode: -1}
-	zone := ""
+	zone, result := "", ""
 	locked := false
 	defer func() {
 		if r := recover(); r != nil {
@@ -94,7 +159,10 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 			obs.Duration = time.Since(start)
 			s.observer.Observe(obs)
 			if !obs.Dropped {
-				s.observer.Transfer(zone, transferResult(obs.Rcode))
+				if result == "" {
+					result = transferResult(obs.Rcode)
+				}
+				s.observer.Transfer(zone, result)
 			}
 		}
 	}()
@@ -111,10 +179,18 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 	obs.Name = strings.ToLower(q.Question[0].Name)
 	obs.Qtype = q.Question[0].Qtype
 	st := s.set.Load()
-	sendWire := func(out []byte) error {
-		buf := make([]byte, 2+len(out))
-		binary.BigEndian.PutUint16(buf, uint16(len(out)))
-		copy(buf[2:], out)
+	// A stop ends the transfer: its listing, its wait for a packing
+	// token, and a write blocked on a client that does not read (the
+	// connection is closed).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := context.AfterFunc(s.xfrs.stop, func() {
+		cancel()
+		cc.fail()
+	})
+	defer stopped()
+	// sendWire writes one message with its length prefix.
+	sendWire := func(buf []byte) error {
 		if !locked {
 			cc.wmu.Lock()
 			locked = true
@@ -136,17 +212,20 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		if err != nil {
 			return "", fmt.Errorf("packing a transfer message: %w", err)
 		}
-		return mac, sendWire(out)
+		return mac, sendWire(prefixed(out))
 	}
-	fail := func(rcode int, tsigErr uint16, key *pipeline.TSIGKey, mac string) bool {
+	fail := func(rcode int, tsigErr uint16, key *pipeline.TSIGKey, mac string, ede ...dns.EDNS0) bool {
 		m := new(dns.Msg)
 		m.SetRcode(q, rcode)
 		withOPT(m, q, st)
+		if o := m.IsEdns0(); o != nil {
+			o.Option = append(o.Option, ede...)
+		}
 		obs.Rcode = rcode
 		if tsigErr == dns.RcodeBadTime && key != nil {
 			out, err := badTime(m, key, mac)
 			if err == nil {
-				err = sendWire(out)
+				err = sendWire(prefixed(out))
 			}
 			return err == nil
 		}
@@ -164,14 +243,21 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 	zone = res.Zone
 	obs.Zone = res.Zone
 	if res.Rcode != dns.RcodeSuccess {
-		if res.Err != nil {
+		if res.Err != nil && s.xfrs.stop.Err() == nil {
 			s.log.Warn("zone transfer failed", "zone", res.Zone, "client", client, "err", res.Err)
 		}
 		return fail(res.Rcode, res.TSIGError, res.Key, res.RequestMAC)
 	}
+	if !s.xfrs.take(st.maxXfrs) {
+		result = TransferBusy
+		s.log.Debug("zone transfer refused: limits.max_transfers are being sent", "zone", res.Zone, "client", client, "max", st.maxXfrs)
+		return fail(dns.RcodeServerFailure, 0, nil, "", &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "limits.max_transfers reached"})
+	}
+	defer s.xfrs.give()
 	obs.Rcode = dns.RcodeSuccess
 	mac := res.RequestMAC
 	rrs := res.RRs
+	buf := make([]byte, 2+dns.MaxMsgSize) // this transfer's messages, one at a time
 	for first := true; len(rrs) > 0; first = false {
 		n, size := 0, 0
 		for n < len(rrs) {
@@ -186,17 +272,33 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		m.SetReply(q)
 		m.Authoritative = true
 		m.Compress = true
-		m.Answer = rrs[:n]
+		m.Answer = rrs[:n:n] // the listing is shared: never appended to
 		withOPT(m, q, st)
 		rrs = rrs[n:]
-		var err error
-		if mac, err = send(m, res.Key, mac, !first); err != nil {
-			s.log.Debug("zone transfer aborted", "zone", res.Zone, "client", client, "err", err)
+		out, next, err := s.xfrs.pack(ctx, m, buf, res.Key, mac, !first)
+		if err == nil {
+			mac = next
+			err = sendWire(out)
+		}
+		if err != nil {
 			obs.Rcode = dns.RcodeServerFailure
+			if s.xfrs.stop.Err() != nil {
+				s.log.Info("zone transfer ended by the stop", "zone", res.Zone, "client", client)
+			} else {
+				s.log.Debug("zone transfer aborted", "zone", res.Zone, "client", client, "err", err)
+			}
 			return false
 		}
 	}
 	return true
+}
+
+// prefixed is msg behind its two-byte length.
+func prefixed(msg []byte) []byte {
+	buf := make([]byte, 2+len(msg))
+	binary.BigEndian.PutUint16(buf, uint16(len(msg)))
+	copy(buf[2:], msg)
+	return buf
 }
 
 func transferResult(rcode int) string {

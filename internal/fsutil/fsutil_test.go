@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +126,37 @@ func TestTargetDir(t *testing.T) {
 	for name, w := range map[string]string{"away": want, "near": "", "dangling": "", "plain": ""} {
 		if got := TargetDir(filepath.Join(root, name)); got != w {
 			t.Errorf("TargetDir(%s) = %q, want %q", name, got, w)
+		}
+	}
+}
+
+func TestReadLines(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	short := strings.Repeat("a", MaxLine) + "\n"
+	for _, c := range []struct {
+		data string
+		want int // the long line, 0: none
+	}{
+		{"", 0},
+		{short, 0},
+		{strings.Repeat("a", MaxLine), 0},
+		{strings.Repeat("a", MaxLine+1), 1},
+		{short + short + strings.Repeat("b", MaxLine+1) + "\nc\n", 3},
+		{short + "x\n" + strings.Repeat("b", 3<<20), 3},
+		{strings.Repeat(short, 40) + strings.Repeat("\n", 1<<20) + "x\n" + short, 0},
+		{strings.Repeat(short, 40) + strings.Repeat("\n", 1<<20) + "x" + short, 40 + 1<<20 + 1},
+	} {
+		if err := os.WriteFile(path, []byte(c.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := ReadLines(path, 0)
+		var le *LongLineError
+		switch {
+		case c.want == 0 && (err != nil || string(data) != c.data):
+			t.Errorf("ReadLines(%d bytes): %d bytes, %v", len(c.data), len(data), err)
+		case c.want > 0 && (!errors.As(err, &le) || le.Line != c.want || !errors.Is(err, ErrLongLine)):
+			t.Errorf("ReadLines(%d bytes): %v, want line %d too long", len(c.data), err, c.want)
 		}
 	}
 }

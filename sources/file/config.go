@@ -22,6 +22,10 @@ type Config struct {
 	// Zones are the zone key's zones; records outside them are ignored.
 	Zones []string
 
+	// secrets are the files the config names as key, password,
+	// certificate or kubeconfig files.
+	secrets config.Secrets
+
 	// parsed is the zone as ParseSettings read it, so that a backend
 	// opened by the build right after starts from it instead of parsing
 	// it again. The build lets go of it (takeParsed) either way, so a
@@ -46,7 +50,7 @@ type Record struct {
 // file that does not parse is a config error with its FILE:LINE (paced
 // when the config is loaded while another serves: see PaceParses).
 func (k *Kind) ParseSettings(b *config.SourceBlock) any {
-	c := &Config{Zones: b.Zone.Names}
+	c := &Config{Zones: b.Zone.Names, secrets: b.Parser.SecretFiles()}
 	if len(b.Zone.Names) > 0 {
 		c.Origin = b.Zone.Names[0]
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/dnstest"
+	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/internal/logtest"
+	"github.com/dnsd/dnsd/internal/quote"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/internal/turns/turnstest"
 	"github.com/dnsd/dnsd/pipeline"
@@ -636,5 +638,68 @@ func TestTTLBeforeDollarTTL(t *testing.T) {
 	}
 	if got := NewSource(open(t, &Config{Origin: "z.test.", Zones: []string{"z.test."}, Records: []Record{{Text: "x A 10.0.0.4"}}}, false)).TTL(); got != 3600 {
 		t.Errorf("TTL() of inline records alone: %d, want 3600", got)
+	}
+}
+
+// A line over fsutil.MaxLine, in the zone file or a file it includes, is
+// an error at its FILE:LINE; the zone is not parsed, and the error does
+// not quote the line.
+func TestLongLine(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("a", fsutil.MaxLine+1)
+	zone := filepath.Join(dir, "z.zone")
+	inc := filepath.Join(dir, "inc.zone")
+	for _, c := range []struct {
+		zone, inc, at string
+	}{
+		{"@ 300 IN A 10.0.0.1\n" + long + " IN A 10.0.0.2\n", "", zone + ":2:1"},
+		{"@ 300 IN A 10.0.0.1\n" + long, "", zone + ":2:1"},
+		{"@ 300 IN TXT \"" + long + "\"\n", "", zone + ":1:1"},
+		{"$INCLUDE inc.zone\n", "www IN A 10.0.0.3\n\n" + long, inc + ":3:1"},
+	} {
+		writeTestFile(t, zone, c.zone)
+		writeTestFile(t, inc, c.inc)
+		_, err := load(&Config{Path: zone, Origin: "example.internal.", Zones: []string{"example.internal."}}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.at+": "+fsutil.ErrLongLine.Error()) || len(err.Error()) > 1024 {
+			t.Fatalf("error %.300v, want %s: %v", err, c.at, fsutil.ErrLongLine)
+		}
+	}
+}
+
+// A zone file's error quotes at most quote.Max bytes of the token, and
+// never a key: a zone file that is, or includes, a key, password or
+// certificate file (configured as one, or looking like one) is named.
+func TestErrorsDoNotQuoteFiles(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="
+	zone := filepath.Join(dir, "z.zone")
+	c := &Config{Path: zone, Origin: "example.internal.", Zones: []string{"example.internal."}}
+	writeTestFile(t, filepath.Join(dir, "bind.key"), "key \"xfr\" {\n\talgorithm hmac-sha256;\n\tsecret \""+secret+"\";\n};\n")
+	writeTestFile(t, filepath.Join(dir, "tls.key"), "-----BEGIN PRIVATE KEY-----\n"+secret+"\n-----END PRIVATE KEY-----\n")
+	writeTestFile(t, filepath.Join(dir, "xfr.secret"), secret+"\n")
+	for _, inc := range []string{"bind.key", "tls.key", "xfr.secret"} {
+		writeTestFile(t, zone, "@ 300 IN A 10.0.0.1\n$INCLUDE "+inc+"\n")
+		c.secrets = config.Secrets{filepath.Join(dir, "xfr.secret"): true}
+		_, err := load(c, nil)
+		if err == nil || strings.Contains(err.Error(), secret[:16]) || !strings.Contains(err.Error(), zone+":2:10: $INCLUDE "+filepath.Join(dir, inc)+": a key") {
+			t.Fatalf("$INCLUDE %s: %v", inc, err)
+		}
+	}
+	c.Path = filepath.Join(dir, "tls.key")
+	if _, err := load(c, nil); err == nil || strings.Contains(err.Error(), secret[:16]) || !strings.Contains(err.Error(), "not a zone file") {
+		t.Fatalf("a key as the zone file: %v", err)
+	}
+	c.Path = zone
+	writeTestFile(t, zone, "@ 300 IN A 10.0.0.1\n"+strings.Repeat("b", 60000)+" IN A 10.0.0.1\n")
+	_, err := load(c, nil)
+	if err == nil || len(err.Error()) > 512 || !strings.Contains(err.Error(), quote.Ellipsis) {
+		t.Fatalf("a long token: %d bytes: %.300v", len(fmt.Sprint(err)), err)
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/quote"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -65,14 +66,64 @@ type zone struct {
 type parseError struct {
 	pos config.Pos
 	msg string
+	// read: an included file could not be read (it is read again: see
+	// Backend.run).
+	read bool
 }
 
 func (e *parseError) Error() string { return e.pos.String() + ": " + e.msg }
+
+// readError is a zone file that could not be read.
+type readError struct{ error }
+
+func (e *readError) Unwrap() error { return e.error }
+
+// unreadable reports whether err is a file that could not be read (a
+// failure worth trying again without an event), not one that does not
+// parse.
+func unreadable(err error) bool {
+	var re *readError
+	var pe *parseError
+	return errors.As(err, &re) || errors.As(err, &pe) && pe.read
+}
+
+// secretFile is what is said of a key, password or certificate file a
+// zone file is, or includes, instead of quoting it.
+const secretFile = "a key, password or certificate file, not a zone file (its content is not shown)"
+
+// isSecret reports whether file (holding data) is one the config names
+// as a key, password, certificate or kubeconfig file, or looks like one.
+func (c *Config) isSecret(file string, data []byte) bool {
+	return c.secrets.Has(file) || quote.Secret(data)
+}
+
+// checkContent checks that the zone file (holding data) is not a key,
+// password or certificate file.
+func (c *Config) checkContent(file string, data []byte) error {
+	if c.isSecret(file, data) {
+		return fmt.Errorf("zone file %s: %s", file, secretFile)
+	}
+	return nil
+}
 
 func asParseError(err error, target **parseError) bool { return errors.As(err, target) }
 
 // miekg/dns reports `[file: ]dns: msg: "token" at line: L:C`.
 var zoneErr = regexp.MustCompile(`^(?:(.*): )?dns: (.*) at line: (\d+):(\d+)$`)
+
+// requote cuts the token a ZoneParser message ends with (`problem:
+// "token"`) to what quote.Q shows of it.
+func requote(msg string) string {
+	i := strings.Index(msg, `: "`)
+	if i < 0 {
+		return msg
+	}
+	tok, err := strconv.Unquote(msg[i+2:])
+	if err != nil {
+		return msg
+	}
+	return msg[:i+2] + quote.QS(tok)
+}
 
 // toParseError turns a ZoneParser error into FILE:LINE:COL.
 func toParseError(err error, file string, base config.Pos) *parseError {
@@ -86,6 +137,7 @@ func toParseError(err error, file string, base config.Pos) *parseError {
 	}
 	line, _ := strconv.Atoi(m[3])
 	col, _ := strconv.Atoi(m[4])
+	m[2] = requote(m[2])
 	if m[1] != "" {
 		file = m[1]
 	}
@@ -104,9 +156,15 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 	h := crc64.New(crc64.MakeTable(crc64.ECMA)) // a byte at a time (FNV) was a tenth of the load
 	defTTL := uint32(DefaultTTL / 1e9)
 	if c.Path != "" {
-		data, info, err := fsutil.ReadFile(c.Path, maxFileSize)
+		data, info, err := fsutil.ReadLines(c.Path, maxFileSize)
+		if le := (*fsutil.LongLineError)(nil); errors.As(err, &le) {
+			return nil, &parseError{pos: config.Pos{File: c.Path, Line: le.Line, Col: 1}, msg: fsutil.ErrLongLine.Error()}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("zone file %s: %w", c.Path, err)
+			return nil, &readError{fmt.Errorf("zone file %s: %w", c.Path, err)}
+		}
+		if err := c.checkContent(c.Path, data); err != nil {
+			return nil, err
 		}
 		h.Write(data)
 		z.files, z.infos = append(z.files, c.Path), append(z.infos, info)
@@ -120,9 +178,15 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 		for depth := 0; len(todo) > 0 && depth < maxIncludeDepth; depth++ {
 			var next []include
 			for _, inc := range todo {
-				b, info, err := fsutil.ReadFile(inc.path, maxFileSize)
+				b, info, err := fsutil.ReadLines(inc.path, maxFileSize)
+				if le := (*fsutil.LongLineError)(nil); errors.As(err, &le) {
+					return nil, &parseError{pos: config.Pos{File: inc.path, Line: le.Line, Col: 1}, msg: fsutil.ErrLongLine.Error()}
+				}
 				if err != nil {
-					return nil, &parseError{pos: inc.pos, msg: fmt.Sprintf("$INCLUDE %s: %v", inc.path, unwrapPath(err))}
+					return nil, &parseError{pos: inc.pos, msg: fmt.Sprintf("$INCLUDE %s: %v", inc.path, unwrapPath(err)), read: true}
+				}
+				if c.isSecret(inc.path, b) {
+					return nil, &parseError{pos: inc.pos, msg: fmt.Sprintf("$INCLUDE %s: %s", inc.path, secretFile)}
 				}
 				h.Write(b)
 				z.files, z.infos = append(z.files, inc.path), append(z.infos, info)
@@ -165,11 +229,11 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 		}
 		if err := zp.Err(); err != nil {
 			pe := toParseError(err, "", r.Pos)
-			pe.msg = fmt.Sprintf("record %q: %s", r.Text, pe.msg)
+			pe.msg = fmt.Sprintf("record %s: %s", quote.QS(r.Text), pe.msg)
 			return nil, pe
 		}
 		if n == 0 {
-			return nil, &parseError{pos: r.Pos, msg: fmt.Sprintf("record %q: no record", r.Text)}
+			return nil, &parseError{pos: r.Pos, msg: fmt.Sprintf("record %s: no record", quote.QS(r.Text))}
 		}
 	}
 	z.sum = h.Sum64()

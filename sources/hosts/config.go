@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/quote"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -42,6 +43,10 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 		ipath := config.IndexPath(fpath, i)
 		full, ok := b.Parser.ReadableFile(nodes[i], ipath, s)
 		if !ok {
+			continue
+		}
+		if b.Parser.SecretFile(full) {
+			b.Errorf(nodes[i], ipath, "file %s is a key, password or certificate file named elsewhere in the config, not a hosts file", full)
 			continue
 		}
 		if first, dup := seen[full]; dup {
@@ -80,12 +85,12 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 	}
 	f := strings.Fields(line)
 	if len(f) < 2 {
-		b.Errorf(n, path, "bad entry %q: expected \"IP name [name...]\"", s)
+		b.Errorf(n, path, "bad entry %s: expected \"IP name [name...]\"", quote.QS(s))
 		return e, false
 	}
 	addr, err := netip.ParseAddr(f[0])
 	if err != nil || addr.Zone() != "" {
-		b.Errorf(n, path, "bad entry %q: %q is not an IP address", s, f[0])
+		b.Errorf(n, path, "bad entry %s: %s is not an IP address", quote.QS(s), quote.QS(f[0]))
 		return e, false
 	}
 	e.Addr = addr.Unmap()
@@ -101,7 +106,7 @@ func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, boo
 		}
 		norm, err := config.NormalizeWildcardName(full)
 		if err != nil {
-			b.Errorf(n, path, "bad entry %q: bad name: %v", s, err)
+			b.Errorf(n, path, "bad entry %s: bad name: %v", quote.QS(s), err)
 			ok = false
 			continue
 		}

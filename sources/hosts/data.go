@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/quote"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -29,6 +31,9 @@ type fileData struct {
 	entries []fileEntry
 	v6      [][16]byte
 	bad     int // lines skipped as malformed
+	// secret: a skipped line is one only a key, password or certificate
+	// file holds (see quote.SecretLine); no line of the file is logged.
+	secret bool
 }
 
 // fileEntry is one (address, name) pair: 16 bytes. The name is
@@ -300,6 +305,12 @@ func parseParts(path string, logger *slog.Logger, first, second partFunc) (fileP
 // logBad logs a file's first maxBadLinesLogged bad lines (bad, in file
 // order) and, past them, how many there were.
 func logBad(path string, parts fileParts, bad []badLine, logger *slog.Logger) {
+	if slices.ContainsFunc(parts, func(d *fileData) bool { return d.secret }) {
+		// A key or a certificate: its lines are never logged.
+		logger.Warn("hosts: not a hosts file (it looks like a key, password or certificate file); its lines are skipped and not shown",
+			"file", path, "bad_lines", parts.bad())
+		return
+	}
 	for _, b := range bad[:min(len(bad), maxBadLinesLogged)] {
 		msg := "hosts: skipping bad line"
 		if b.kind == badNames {
@@ -357,12 +368,19 @@ func (p *partParser) lines(data []byte) {
 		if lineNo == 1 && len(line) >= len(utf8BOM) && string(line[:len(utf8BOM)]) == utf8BOM {
 			line = line[len(utf8BOM):] // as some editors save a file
 		}
+		if len(line) > fsutil.MaxLine {
+			p.long(lineNo)
+			continue
+		}
 		addr, a, s, kind, field := parseLine(line, p.arena[:0], p.spans[:0])
 		p.arena, p.spans = a, s
 		if kind != lineOK {
+			if !d.secret && quote.SecretLine(line) {
+				d.secret = true
+			}
 			d.bad++
 			if d.bad <= maxBadLinesLogged {
-				p.bad = append(p.bad, badLine{lineNo, kind, string(field)})
+				p.bad = append(p.bad, badLine{lineNo, kind, quote.Excerpt(field)})
 			}
 			if kind != badNames {
 				continue
@@ -378,6 +396,21 @@ func (p *partParser) lines(data []byte) {
 		if !addr.Is4() {
 			d.v6 = append(d.v6, addr.As16())
 		}
+	}
+}
+
+// skipLong skips the next line, longer than fsutil.MaxLine: a bad line.
+func (p *partParser) skipLong() {
+	p.long(p.lineNo)
+	p.lineNo++
+}
+
+// long counts line lineNo, longer than fsutil.MaxLine, as a bad line.
+func (p *partParser) long(lineNo int) {
+	d := p.b.d
+	d.bad++
+	if d.bad <= maxBadLinesLogged {
+		p.bad = append(p.bad, badLine{line: lineNo, kind: badLong})
 	}
 }
 

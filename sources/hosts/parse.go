@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/quote"
 )
 
 // Line syntax (hosts(5)): an address, then one or more names, separated by
@@ -29,6 +32,8 @@ const (
 	badName
 	// badNames: some of the line's names are bad; the others are kept.
 	badNames
+	// badLong: a line over fsutil.MaxLine, skipped unread.
+	badLong
 )
 
 func (k badKind) String() string {
@@ -41,6 +46,8 @@ func (k badKind) String() string {
 		return "bad name"
 	case badNames:
 		return "bad name (the line's other names are kept)"
+	case badLong:
+		return fsutil.ErrLongLine.Error()
 	}
 	return "ok"
 }
@@ -222,10 +229,13 @@ var ErrBadLine = errors.New("bad hosts line")
 // ErrBadLine, and, when it has good names beside a bad one, its address
 // and those names too (they are served).
 func ParseLine(line []byte) (addr netip.Addr, names []string, err error) {
+	if len(line) > fsutil.MaxLine {
+		return netip.Addr{}, nil, fmt.Errorf("%w: %s", ErrBadLine, badLong)
+	}
 	addr, arena, spans, kind, field := parseLine(line, nil, nil)
 	if kind != lineOK {
 		if field != nil {
-			err = fmt.Errorf("%w: %s %q", ErrBadLine, kind, field)
+			err = fmt.Errorf("%w: %s %s", ErrBadLine, kind, quote.Q(field))
 		} else {
 			err = fmt.Errorf("%w: %s", ErrBadLine, kind)
 		}

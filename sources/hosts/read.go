@@ -144,25 +144,47 @@ func (s *scan) close() { s.f.Close() }
 
 // parseStream parses r chunk bytes at a time: lines numbered from first
 // on, about lines of them in size bytes. The file may have changed since
-// it was scanned: what r has is parsed (the change's event follows).
+// it was scanned: what r has is parsed (the change's event follows). A
+// line longer than fsutil.MaxLine is a bad line, skipped without being
+// held: the buffer is never larger than a chunk or a line of MaxLine.
 func parseStream(r io.Reader, first, lines int, size int64, chunk int, pace *turns.Pacing) (*fileData, []badLine, error) {
 	p := newPartParser(first, lines, int(size), pace)
 	buf := make([]byte, min(int64(chunk), size+1))
-	carry := 0 // the start of a line that the last chunk cut
+	carry := 0        // the start of a line that the last chunk cut
+	skipping := false // in a line over MaxLine, up to its newline
 	for {
 		n, err := io.ReadFull(r, buf[carry:])
 		data := buf[:carry+n]
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		end := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !end {
+			return nil, nil, err
+		}
+		if skipping {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				if end {
+					break
+				}
+				carry = 0
+				continue
+			}
+			skipping, data = false, data[i+1:]
+		}
+		if end {
 			p.lines(data)
 			break
 		}
-		if err != nil {
-			return nil, nil, err
-		}
 		last := bytes.LastIndexByte(data, '\n')
-		if last < 0 { // a line longer than buf
-			buf = append(buf, make([]byte, len(buf))...)
-			carry = len(data)
+		if last < 0 { // a line longer than what buf holds
+			if len(data) > fsutil.MaxLine {
+				p.skipLong()
+				skipping, carry = true, 0
+				continue
+			}
+			if len(data) == len(buf) {
+				buf = append(buf, make([]byte, min(len(buf), fsutil.MaxLine+1-len(buf)))...)
+			}
+			carry = copy(buf, data)
 			continue
 		}
 		p.lines(data[:last+1])

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dnsd/dnsd/internal/fsutil"
 )
 
 // A file read a chunk at a time, whole or in halves, gives what its
@@ -89,3 +91,74 @@ var noTime = &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slo
 	}
 	return a
 }}
+
+// A line over fsutil.MaxLine is a bad line at its FILE:LINE, whatever the
+// chunk size and wherever chunks cut it; the lines around it are served,
+// and the log line that names it does not quote it.
+func TestLongLineSkipped(t *testing.T) {
+	dir := t.TempDir()
+	seed := maphash.MakeSeed()
+	long := strings.Repeat("1", fsutil.MaxLine+1)
+	for _, c := range []struct {
+		name string
+		data string
+		bad  []int // lines
+	}{
+		{"alone", long, []int{1}},
+		{"middle", "10.0.0.1 a.example.internal\n" + long + "\n10.0.0.2 b.example.internal\n", []int{2}},
+		{"huge", "10.0.0.1 a.example.internal\n10.0.0.9 " + strings.Repeat("x", 5*readChunk/2) + "\n10.0.0.2 b.example.internal", []int{2}},
+		{"two", long + "\n" + long + "z\n10.0.0.2 b.example.internal\n" + long, []int{1, 2, 4}},
+		{"at max", "10.0.0.1 a.example.internal\n" + strings.Repeat("#", fsutil.MaxLine) + "\n10.0.0.2 b.example.internal\n", nil},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, []byte(c.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, chunk := range []int{7, 1000, 70 << 10, readChunk} {
+			var log bytes.Buffer
+			sc, err := scanFile(path, seed, chunk, 1<<30, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := sc.parse(path, slog.New(slog.NewTextHandler(&log, noTime)))
+			sc.close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantPairs := strings.Count(c.data, ".example.internal")
+			if n := got.pairs(); n != wantPairs || got.bad() != len(c.bad) {
+				t.Fatalf("%s, chunk %d: %d pairs, %d bad; want %d, %d\n%s", c.name, chunk, n, got.bad(), wantPairs, len(c.bad), log.String())
+			}
+			for _, l := range c.bad {
+				if want := fmt.Sprintf("at=%s:%d reason=%q", path, l, fsutil.ErrLongLine.Error()); !strings.Contains(log.String(), want) {
+					t.Fatalf("%s, chunk %d: log lacks %s:\n%s", c.name, chunk, want, log.String())
+				}
+			}
+			for l := range strings.Lines(log.String()) {
+				if len(l) > 1024 {
+					t.Fatalf("%s, chunk %d: a log line of %d bytes", c.name, chunk, len(l))
+				}
+			}
+		}
+	}
+}
+
+// A hosts source pointed at a key or certificate logs that it is not a
+// hosts file, never a line of it.
+func TestKeyFileNotQuoted(t *testing.T) {
+	const key = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
+	for _, data := range []string{
+		"-----BEGIN PRIVATE KEY-----\n" + key + "\n-----END PRIVATE KEY-----\n",
+		"10.0.0.1 a.example.internal\n-----BEGIN EC PRIVATE KEY-----\n" + key + "\n-----END EC PRIVATE KEY-----\n",
+		"key \"xfr\" {\n\talgorithm hmac-sha256;\n\tsecret \"" + key + "\";\n};\n",
+	} {
+		var log bytes.Buffer
+		parseData("k.pem", []byte(data), slog.New(slog.NewTextHandler(&log, noTime)))
+		if strings.Contains(log.String(), key[:20]) || strings.Contains(log.String(), "BEGIN") {
+			t.Fatalf("the key was logged:\n%s", log.String())
+		}
+		if !strings.Contains(log.String(), "not a hosts file") {
+			t.Fatalf("log does not say it is not a hosts file:\n%s", log.String())
+		}
+	}
+}
