@@ -116,6 +116,7 @@ func (s *Server) followDoH(u *unit, st *settings) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		defer g.q.Close() // a server that failed takes no more connections
 		err := g.srv.ServeTLS(g.q, "", "")
 		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.log.Warn("https server stopped", "addr", u.ln.Addr().String(), "err", err)

@@ -54,6 +54,9 @@ type Backend struct {
 	done    chan struct{}
 	once    sync.Once
 	lastErr string // the error logged last (run goroutine only)
+	// failing: the last reload could not read a file (run goroutine
+	// only); it is read again with backoff (see run).
+	failing bool
 	// emptySince: when the zone was first read without a record while
 	// the one served has some (run goroutine only).
 	emptySince time.Time
@@ -144,6 +147,21 @@ func (b *Backend) run() {
 	named := false // an event since the last reload named a file of the zone
 	rewatch := time.NewTicker(fsutil.RewatchEvery)
 	defer rewatch.Stop()
+	// A file that could not be read is read again with backoff until it
+	// is: nothing on the filesystem may change when the cause goes away.
+	retry := fsutil.NewRetry()
+	defer retry.Stop()
+	reload := func() {
+		again := b.reload()
+		if again > 0 {
+			timer.Reset(again)
+		}
+		if b.failing {
+			retry.Failed()
+		} else {
+			retry.Succeeded()
+		}
+	}
 	for {
 		select {
 		case <-b.stop:
@@ -173,11 +191,12 @@ func (b *Backend) run() {
 		case <-timer.C:
 			named = named || !b.emptySince.IsZero() // the empty zone's recheck
 			if named || b.movedOnDisk() {
-				if again := b.reload(); again > 0 {
-					timer.Reset(again)
-				}
+				reload()
 			}
 			named = false
+		case <-retry.C:
+			retry.Fired()
+			reload()
 		}
 	}
 }
@@ -220,12 +239,24 @@ func (b *Backend) reload() (again time.Duration) {
 	defer b.bulk.Begin()()
 	prev := b.snapshot()
 	z, err := load(b.cfg, b.pacing.Load()) // a reload: paced
+	wasFailing := b.failing
+	b.failing = err != nil && unreadable(err)
 	if err != nil {
-		if msg := err.Error(); msg != b.lastErr {
+		msg := err.Error()
+		switch {
+		case msg != b.lastErr:
 			b.lastErr = msg
+			if b.failing {
+				msg += " (read again until it is read)"
+			}
 			b.logger.Error("zone file not applied, the last good zone is served", "error", msg)
+		case b.failing:
+			b.logger.Debug("zone file still unreadable", "error", msg)
 		}
 		return 0
+	}
+	if wasFailing {
+		b.logger.Info("zone file readable again")
 	}
 	if (z.records == 0 && prev.z.records > 0 || turnedEmpty(prev.z, z)) && z.sum != prev.z.sum {
 		now := time.Now()

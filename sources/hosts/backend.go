@@ -372,12 +372,24 @@ func (b *Backend) run() {
 		}
 	}
 	rewatch := time.NewTicker(fsutil.RewatchEvery)
+	// Files that could not be read are read again with backoff until
+	// they are: nothing on the filesystem may change when the cause goes
+	// away (file descriptors freed, a permission granted on a parent).
+	retry := fsutil.NewRetry()
+	retryFailing := func() {
+		if slices.ContainsFunc(b.files, func(f *hostsFile) bool { return f.failing }) {
+			retry.Failed()
+		} else {
+			retry.Succeeded()
+		}
+	}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 		emptyTimer.Stop()
 		rewatch.Stop()
+		retry.Stop()
 	}()
 	for {
 		select {
@@ -430,6 +442,21 @@ func (b *Backend) run() {
 			clear(dirty)
 			clear(checkDirs)
 			armEmpty()
+			retryFailing()
+		case <-retry.C:
+			retry.Fired()
+			for _, f := range b.files {
+				if f.failing {
+					dirty[f] = true
+				}
+			}
+			if fire == nil { // else the debounce will read them anyway
+				b.refresh(dirty, checkDirs)
+				clear(dirty)
+				clear(checkDirs)
+				armEmpty()
+			}
+			retryFailing()
 		case <-emptyFire:
 			emptyFire = nil
 			for _, f := range b.files {
@@ -443,6 +470,7 @@ func (b *Backend) run() {
 				clear(checkDirs)
 			}
 			armEmpty()
+			retryFailing()
 		}
 	}
 }
@@ -490,11 +518,15 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 }
 
 // unreadable keeps f's last good data after a failed read (logged once
-// until f is readable again); it returns false, nothing changed.
+// until f is readable again, each retry at DEBUG); it returns false,
+// nothing changed.
 func (b *Backend) unreadable(f *hostsFile, err error) bool {
 	if !f.failing {
 		f.failing = true
-		b.logger.Warn("hosts file unreadable, keeping its last good data", "file", f.path, "error", err)
+		b.logger.Warn("hosts file unreadable, keeping its last good data; reading it again until it is read",
+			"file", f.path, "error", err)
+	} else {
+		b.logger.Debug("hosts file still unreadable", "file", f.path, "error", err)
 	}
 	f.info = nil
 	return false
