@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // Zone transfers through the built binary, with miekg/dns clients.
@@ -596,4 +599,114 @@ transfer:
 		t.Errorf("stop with transfers in flight took %v", d)
 	}
 	s.waitLog("zone transfer ended by the stop", 2)
+}
+
+// notifyCounter is a UDP server that answers NOTIFYs and keeps the
+// serials they carry.
+type notifyCounter struct {
+	addr string
+	mu   sync.Mutex
+	got  []uint32
+}
+
+func startNotifyCounter(t *testing.T) *notifyCounter {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := &notifyCounter{addr: pc.LocalAddr().String()}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		if r.Opcode == dns.OpcodeNotify && len(r.Answer) == 1 {
+			if soa, ok := r.Answer[0].(*dns.SOA); ok {
+				nc.mu.Lock()
+				nc.got = append(nc.got, soa.Serial)
+				nc.mu.Unlock()
+			}
+		}
+		m := new(dns.Msg)
+		m.SetReply(r)
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return nc
+}
+
+func (nc *notifyCounter) serials() []uint32 {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	return append([]uint32(nil), nc.got...)
+}
+
+// TestReloadKeepsUnchangedSerial: a SIGHUP that changes nothing in a
+// transferred zone leaves its serial as it was and sends its secondaries
+// no NOTIFY (each would cost them a transfer); one that changes the
+// zone's data raises the serial and notifies.
+func TestReloadKeepsUnchangedSerial(t *testing.T) {
+	sec := startNotifyCounter(t)
+	dir := t.TempDir()
+	port, hport := freePort(t), freePort(t)
+	conf := func(inline string) {
+		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+http: "127.0.0.1:%d"
+zones:
+  example.internal:
+    - hosts: {files: [a.hosts], entries: [%q]}
+transfer:
+  - zones: [example.internal]
+    allow: [127.0.0.1]
+    notify: [%q]
+`, port, hport, inline, sec.addr))
+	}
+	writeFile(t, filepath.Join(dir, "a.hosts"), "10.0.0.9 f.example.internal\n")
+	conf("10.0.0.1 inline")
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	serial := func() uint32 {
+		t.Helper()
+		r := dnstest.Ask(t, addr, "example.internal.", dns.TypeSOA)
+		if len(r.Answer) != 1 {
+			t.Fatalf("SOA: %v", r)
+		}
+		return r.Answer[0].(*dns.SOA).Serial
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sec.serials()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := sec.serials(); len(got) != 1 {
+		t.Fatalf("NOTIFYs at start: %v, want one", got)
+	}
+	s1 := serial()
+
+	time.Sleep(1100 * time.Millisecond) // a new second: the clock would give a new serial
+	d.signal(syscall.SIGHUP)
+	d.waitLog("reloaded", 1)
+	if s := serial(); s != s1 {
+		t.Errorf("after a reload that changed nothing: serial %d, want %d as before", s, s1)
+	}
+	time.Sleep(7 * time.Second) // NOTIFYs of a zone are at most 5 s apart, checked every second
+	if got := sec.serials(); len(got) != 1 {
+		t.Errorf("NOTIFYs after a reload that changed nothing: %v, want only the one at start", got)
+	}
+
+	conf("10.0.0.2 inline")
+	d.signal(syscall.SIGHUP)
+	d.waitLog("reloaded", 2)
+	s2 := serial()
+	if !pipeline.SerialLess(s1, s2) {
+		t.Errorf("after a reload that changed an entry: serial %d, want above %d", s2, s1)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(sec.serials()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := sec.serials(); len(got) != 2 || got[1] != s2 {
+		t.Errorf("NOTIFYs after a reload that changed the zone: %v, want a second one with %d", got, s2)
+	}
 }

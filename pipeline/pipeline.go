@@ -116,6 +116,11 @@ type zone struct {
 	neg atomic.Pointer[negSOA]
 	// xfr is the zone's transfer listing, shared by its transfers.
 	xfr xfrCache
+	// pinned: a reload found the zone's data as it was, so it keeps the
+	// serial it had (pinSerial) for as long as its sources' serial stays
+	// pinAt (see keepSerial).
+	pinned           bool
+	pinAt, pinSerial uint32
 }
 
 // negSOA is a SOA record made by authSOA and what it was made from.
@@ -204,6 +209,9 @@ func (p *Pipeline) carrySerials(view string, t, old *table) {
 		}
 		if now := z.serial(); !SerialLess(was, now) {
 			z.offset += was + 1 - now
+		}
+		if view == "" && p.xfr[name] != nil {
+			p.keepSerial(z, oz, was)
 		}
 	}
 }
@@ -330,7 +338,13 @@ func (z *zone) serial() uint32 {
 
 // madeSerial is the serial of the SOA dnsd makes for z: its sources'
 // serial, carried above what it served before (offset).
-func (z *zone) madeSerial() uint32 { return z.sourcesSerial() + z.offset }
+func (z *zone) madeSerial() uint32 {
+	s := z.sourcesSerial()
+	if z.pinned && s == z.pinAt {
+		return z.pinSerial
+	}
+	return s + z.offset
+}
 
 // sourcesSerial is the serial of a zone without a source's own SOA: the
 // largest of its sources' serials and the generation's.

@@ -118,15 +118,7 @@ func (p *Pipeline) ZoneSOA(zone string) *dns.SOA {
 // transfer fails, so NOTIFY waits.
 func (p *Pipeline) ZoneSynced(zone string) bool {
 	z := p.table.zones[strings.ToLower(dns.Fqdn(zone))]
-	if z == nil {
-		return false
-	}
-	for i := range z.entries {
-		if sy, ok := z.entries[i].src.(Syncer); ok && !sy.Synced() {
-			return false
-		}
-	}
-	return true
+	return z != nil && zoneSynced(z)
 }
 
 // TransferRequest is an AXFR or IXFR query as the server received it.
@@ -403,6 +395,11 @@ func (z *zone) heldSOA() (soa *dns.SOA, own bool) {
 // zoneContent lists z for a transfer: soa, records, soa. Records too
 // large for a transfer message are left out, and logged.
 func (p *Pipeline) zoneContent(ctx context.Context, z *zone, soa *dns.SOA) ([]dns.RR, error) {
+	return p.listZone(ctx, z, soa, true)
+}
+
+// listZone is zoneContent, logging what it leaves out when logged.
+func (p *Pipeline) listZone(ctx context.Context, z *zone, soa *dns.SOA, logged bool) ([]dns.RR, error) {
 	ttl := z.apexTTL()
 	out := []dns.RR{soa}
 	apexNS, nsAddr := false, false
@@ -481,6 +478,9 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone, soa *dns.SOA) ([]dn
 		}
 	}
 	out, dropped, example := withoutCNAMEConflicts(out)
+	if !logged {
+		return append(out, soa), nil
+	}
 	if dropped > 0 {
 		if _, logged := p.cnameWarned.LoadOrStore(z.name, true); !logged {
 			p.log.Warn("zone transfer leaves out CNAME records beside other data at their name (a secondary would refuse the zone); fix the sources' data",
@@ -628,3 +628,82 @@ func (p *Pipeline) TSIGKey(name string) *TSIGKey {
 }
 
 var _ Transferer = (*Pipeline)(nil)
+
+// keepSerial pins z, a transferred zone whose SOA dnsd makes, to the
+// serial was that its predecessor oz served, when a reload leaves the
+// zone's content as it was: a reload that changes nothing costs no
+// secondary a NOTIFY and a transfer. The content compared is the
+// transfer listing (SOA fields but the serial, every record), read from
+// both generations now; a zone not synced on either side, or whose
+// sources change meanwhile, is not pinned (its serial rises, as for any
+// change). Once a source's data changes the zone's serial moves on, above
+// was (carrySerials' offset).
+func (p *Pipeline) keepSerial(z, oz *zone, was uint32) {
+	if !zoneSynced(z) || !zoneSynced(oz) {
+		return
+	}
+	at := z.sourcesSerial()
+	ctx := context.Background()
+	newRRs, err := p.listZone(ctx, z, z.soa(z.name, z.apexTTL()), false)
+	if err != nil {
+		return
+	}
+	var oldRRs []dns.RR
+	oz.xfr.mu.Lock()
+	if l := oz.xfr.cur; l != nil && l.serial == was && isDone(l.done) && l.err == nil {
+		oldRRs = l.rrs
+	}
+	oz.xfr.mu.Unlock()
+	if oldRRs == nil {
+		if oldRRs, err = oz.gen.listZone(ctx, oz, oz.soa(oz.name, oz.apexTTL()), false); err != nil {
+			return
+		}
+	}
+	if !sameContent(oldRRs, newRRs) || z.sourcesSerial() != at {
+		return
+	}
+	z.pinned, z.pinAt, z.pinSerial = true, at, was
+}
+
+func isDone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// zoneSynced reports whether every source of z has synced.
+func zoneSynced(z *zone) bool {
+	for i := range z.entries {
+		if sy, ok := z.entries[i].src.(Syncer); ok && !sy.Synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// sameContent reports whether two transfer listings hold the same
+// records, in the same order, their SOAs compared without the serial.
+func sameContent(a, b []dns.RR) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if xs, ok := x.(*dns.SOA); ok {
+			ys, ok := y.(*dns.SOA)
+			if !ok {
+				return false
+			}
+			xc, yc := *xs, *ys
+			xc.Serial, yc.Serial = 0, 0
+			x, y = &xc, &yc
+		}
+		if !dns.IsDuplicate(x, y) || x.Header().Ttl != y.Header().Ttl {
+			return false
+		}
+	}
+	return true
+}

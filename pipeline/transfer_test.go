@@ -522,3 +522,62 @@ func TestTransferOversizedRecord(t *testing.T) {
 		t.Errorf("a new version: logged %d times in all, want 2", n)
 	}
 }
+
+// A reload that leaves a transferred zone's content as it was keeps its
+// serial (no NOTIFY, no transfer for the secondaries); one that changes
+// it (a record's TTL, a source with records more), or a later change of
+// the data, raises it.
+func TestReloadKeepsSerialOfUnchangedZone(t *testing.T) {
+	var clock SerialClock
+	hosts := listFake{newFake(t, "hosts", 60, clock.Next(), "www.example. 60 IN A 10.0.0.1")}
+	spec := TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	build := func(prev *Pipeline, srcs ...Source) *Pipeline {
+		t.Helper()
+		var entries []SourceEntry
+		for _, s := range srcs {
+			entries = append(entries, SourceEntry{Source: s, Fallthrough: true})
+		}
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: entries}}, Options{Serial: clock.Next(), Prev: prev, Transfers: []TransferSpec{spec}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	serial := func(p *Pipeline) uint32 { return p.ZoneSOA("example.").Serial }
+
+	p1 := build(nil, hosts)
+	s1 := serial(p1)
+	p2 := build(p1, hosts)
+	if s := serial(p2); s != s1 {
+		t.Errorf("a reload that changed nothing: serial %d, want %d as before", s, s1)
+	}
+	// Listed by a transfer first, the old generation's listing is reused.
+	p1b := build(p2, hosts)
+	_ = p1b.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
+	if s := serial(build(p1b, hosts)); s != s1 {
+		t.Errorf("a second reload that changed nothing: serial %d, want %d", s, s1)
+	}
+
+	hosts.serial.Store(clock.Next()) // the data changes after the reload
+	s2 := serial(p2)
+	if !SerialLess(s1, s2) {
+		t.Errorf("a change after a reload that kept the serial: %d, want above %d", s2, s1)
+	}
+
+	other := listFake{newFake(t, "etcd", 60, clock.Next(), "db.example. 60 IN A 10.0.0.2")}
+	p3 := build(p2, hosts, other)
+	s3 := serial(p3)
+	if !SerialLess(s2, s3) {
+		t.Errorf("a reload that added a source with records: serial %d, want above %d", s3, s2)
+	}
+	shorter := listFake{newFake(t, "hosts", 30, clock.Next(), "www.example. 30 IN A 10.0.0.1")}
+	p4 := build(p3, shorter, other)
+	if s := serial(p4); !SerialLess(s3, s) {
+		t.Errorf("a reload that changed a TTL: serial %d, want above %d", s, s3)
+	}
+	empty := listFake{newFake(t, "file", 60, clock.Next())}
+	p5 := build(p4, shorter, other, empty)
+	if s, was := serial(p5), serial(p4); s != was {
+		t.Errorf("a reload that added a source without records: serial %d, want %d as before", s, was)
+	}
+}
