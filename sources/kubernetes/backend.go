@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -113,21 +114,43 @@ func RESTConfig(c ClientConfig) (*rest.Config, error) {
 // so changes made once the API server is back could take a minute to be
 // served. Waiting here instead keeps the failed attempts few, and the
 // list goes out as soon as the server says it is ready.
+//
+// It also tells relist of the lists and watches the API server refuses
+// for their resource version, and of the complete lists after them.
 type patientLW struct {
 	cache.ListerWatcher
-	wait func()
+	wait   func()
+	relist *relisting
 }
 
 func (l patientLW) List(options metav1.ListOptions) (runtime.Object, error) {
 	l.wait()
-	return l.ListerWatcher.List(options)
+	obj, err := l.ListerWatcher.List(options)
+	if err == nil {
+		if m, merr := apimeta.ListAccessor(obj); merr == nil && m.GetContinue() == "" { // the last page
+			l.relist.listed()
+		}
+	} else {
+		l.relist.refused(err, options.ResourceVersion)
+	}
+	return obj, err
 }
 
 // Watch waits as List does: after a broken watch the reflector watches
 // again from where it was, with the same backoff.
 func (l patientLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
 	l.wait()
-	return l.ListerWatcher.Watch(options)
+	w, err := l.ListerWatcher.Watch(options)
+	if err != nil {
+		l.relist.refused(err, options.ResourceVersion)
+		return w, err
+	}
+	if options.SendInitialEvents != nil && *options.SendInitialEvents || l.relist.pending() {
+		// Only these watches' events are looked at: a watch that lists,
+		// or one started while a list is due.
+		return l.relist.watching(w, options), nil
+	}
+	return w, nil
 }
 
 // IsWatchListSemanticsUnSupported says what the wrapped ListerWatcher
@@ -252,6 +275,10 @@ type Backend struct {
 	endpoint string
 	listMu   sync.Mutex
 	listErr  map[cache.SharedIndexInformer]string
+	// relisting is why an informer lists again (by resource): the API
+	// server refused its resource version (see relisting).
+	relistMu  sync.Mutex
+	relisting map[string]string
 	// serial is the SOA serial of every source over this backend: it
 	// starts at a serial of serials and advances to a new one with each
 	// change applied.
@@ -288,7 +315,7 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 	if m == nil {
 		m = NewMetrics()
 	}
-	b := &Backend{logger: logger, metrics: m, health: opts.Health, endpoint: opts.Endpoint, listErr: make(map[cache.SharedIndexInformer]string)}
+	b := &Backend{logger: logger, metrics: m, health: opts.Health, endpoint: opts.Endpoint, listErr: make(map[cache.SharedIndexInformer]string), relisting: make(map[string]string)}
 	if b.health == nil {
 		b.health = health.New(logger)
 	}
@@ -297,7 +324,7 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 	informer := func(resource string, indexers cache.Indexers) cache.SharedIndexInformer {
 		lw := api.ListWatch(resource)
 		if r, ok := api.(readier); ok {
-			lw = patientLW{ListerWatcher: lw, wait: func() { b.waitReachable(r) }}
+			lw = patientLW{ListerWatcher: lw, wait: func() { b.waitReachable(r) }, relist: &relisting{b: b, resource: resource}}
 		}
 		inf := cache.NewSharedIndexInformer(lw, objectOf(resource), 0, indexers)
 		_ = inf.SetTransform(b.strip)
@@ -406,6 +433,12 @@ func (b *Backend) Endpoint() string { return b.endpoint }
 // Unauthorized"), else the last list/watch error of an informer that has
 // not synced yet (e.g. a missing permission); "" when there is none.
 func (b *Backend) Problem() string {
+	if r := b.Rereading(); r != "" {
+		if p := b.health.Problem(); p != "" {
+			return r + "; " + p
+		}
+		return r
+	}
 	if p := b.health.Problem(); p != "" {
 		return p
 	}

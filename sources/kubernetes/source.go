@@ -529,8 +529,11 @@ func (src *Source) TTL() uint32 { return src.s.ttl }
 // never goes back.
 func (src *Source) Serial() uint32 { return src.ix.serial.Load() }
 
-// Synced reports whether the first full sync is done.
-func (src *Source) Synced() bool { return src.synced.Load() }
+// Synced reports whether the first full sync is done and no informer is
+// listing again after the API server refused its resource version (its
+// resource versions went back); meanwhile the source answers from what
+// it holds, and /ready says why.
+func (src *Source) Synced() bool { return src.synced.Load() && src.b.Rereading() == "" }
 
 // Endpoint names the API server behind the source.
 func (src *Source) Endpoint() string { return src.b.Endpoint() }
