@@ -21,8 +21,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/internal/dnstest"
-	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
 // Zone transfers through the built binary, with miekg/dns clients.
