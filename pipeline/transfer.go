@@ -528,15 +528,17 @@ func (o *oversized) log(log *slog.Logger, zone string, serial uint32) {
 // NS, included - and every CNAME of a name but the first: secondaries
 // refuse such a zone (RFC 1034 §3.6.2, RFC 2181 §10.1), and would then
 // take none of its later changes. Sources such as etcd can hold them
-// (one key's value a name, another's an address). It returns the records
-// kept (rrs, filtered in place), how many were dropped and one name.
+// (one key's value a name, another's an address). A CNAME's own RRSIG
+// and NSEC records (a signed zone file's) are not other data (RFC 4035
+// §2.5; BIND and Knot load them). It returns the records kept (rrs,
+// filtered in place), how many were dropped and one name.
 func withoutCNAMEConflicts(rrs []dns.RR) ([]dns.RR, int, string) {
 	if !slices.ContainsFunc(rrs, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeCNAME }) {
 		return rrs, 0, ""
 	}
 	other := make(map[string]bool, len(rrs))
 	for _, rr := range rrs {
-		if h := rr.Header(); h.Rrtype != dns.TypeCNAME {
+		if h := rr.Header(); h.Rrtype != dns.TypeCNAME && h.Rrtype != dns.TypeRRSIG && h.Rrtype != dns.TypeNSEC {
 			other[strings.ToLower(h.Name)] = true
 		}
 	}

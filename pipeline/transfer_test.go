@@ -355,6 +355,41 @@ func TestTransferLeavesOutCNAMEConflicts(t *testing.T) {
 	}
 }
 
+// TestTransferKeepsSignedCNAME: a signed zone's CNAME has its RRSIG and
+// NSEC beside it (RFC 4035 section 2.5): they are not other data, and all
+// three are transferred; a CNAME beside an A record is still left out.
+func TestTransferKeepsSignedCNAME(t *testing.T) {
+	file := listFake{newFake(t, "file", 300, 50,
+		"alias.example. 300 IN CNAME www.example.",
+		"alias.example. 300 IN RRSIG CNAME 13 2 300 20270103002832 20261204002832 15233 example. AAAA",
+		"alias.example. 60 IN NSEC www.example. CNAME RRSIG NSEC",
+		"alias.example. 60 IN RRSIG NSEC 13 2 60 20270103002832 20261204002832 15233 example. AAAA",
+		"mix.example. 300 IN CNAME www.example.", "mix.example. 300 IN A 10.0.0.1",
+		"www.example. 300 IN A 10.0.0.10")}
+	p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: file}}}},
+		Options{Transfers: []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alias, cnames []string
+	for _, rr := range p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)).RRs {
+		h := rr.Header()
+		if h.Name == "alias.example." {
+			alias = append(alias, dns.TypeToString[h.Rrtype])
+		}
+		if h.Rrtype == dns.TypeCNAME {
+			cnames = append(cnames, h.Name)
+		}
+	}
+	slices.Sort(alias)
+	if want := []string{"CNAME", "NSEC", "RRSIG", "RRSIG"}; !slices.Equal(alias, want) {
+		t.Errorf("records of alias.example. transferred: %q, want %q", alias, want)
+	}
+	if want := []string{"alias.example."}; !slices.Equal(cnames, want) {
+		t.Errorf("CNAMEs transferred %q, want %q (mix's beside its A left out)", cnames, want)
+	}
+}
+
 // TestGenerationSerial: a new generation raises the zone's serial even
 // when no source changed (a source removed by a reload).
 func TestGenerationSerial(t *testing.T) {
