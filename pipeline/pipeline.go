@@ -121,6 +121,9 @@ type zone struct {
 	// pinAt (see keepSerial).
 	pinned           bool
 	pinAt, pinSerial uint32
+	// signer is the zone's only local source when it is Presigned (it
+	// may hold the zone signed, dnssec.go); nil otherwise.
+	signer *entry
 }
 
 // negSOA is a SOA record made by authSOA and what it was made from.
@@ -142,6 +145,9 @@ type entry struct {
 	// keep is the source as a Keeper, when it is a forward source that
 	// implements it; nil otherwise.
 	keep Keeper
+	// pre is the source as Presigned, when it is local and implements
+	// it; nil otherwise.
+	pre Presigned
 }
 
 // New compiles zones into a Pipeline. Zone names are case-insensitive and
@@ -245,6 +251,9 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 			if k, ok := se.Source.(Keeper); ok && !e.local {
 				e.keep = k
 			}
+			if ps, ok := se.Source.(Presigned); ok && e.local {
+				e.pre = ps
+			}
 			entries = append(entries, e)
 			p.addSource(se.Source, seen)
 		}
@@ -264,7 +273,8 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 				errs = append(errs, fmt.Errorf("pipeline: zone %q declared twice", name))
 				continue
 			}
-			z := &zone{name: name, nsName: "ns.dns." + name, nsUp: "dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial, gen: p}
+			z := &zone{name: name, nsName: "ns.dns." + name, nsUp: "dns." + name, mbox: "hostmaster." + name, entries: entries, built: p.serial, gen: p,
+				signer: signerOf(entries)}
 			if name == "." {
 				z.nsName, z.nsUp, z.mbox = "ns.dns.", "dns.", "hostmaster."
 				t.root = z

@@ -84,6 +84,9 @@ type outcome struct {
 	// decided: e itself gave the answer (false when every source fell
 	// through, i.e. the pipeline decides NXDOMAIN).
 	decided bool
+	// wild is the wildcard whose records rrs are ("*.apps.example."),
+	// "" when they are the name's own.
+	wild string
 }
 
 // Resolve answers one query (docs/configuration.md, zones and sources):
@@ -116,6 +119,9 @@ type outcome struct {
 //     (the type of the first record); at an apex without records, the SOA.
 //   - SRV, MX and NS answers get their targets' A/AAAA in the additional
 //     section, from local sources only (never forwarded).
+//   - DO=1 queries of a zone whose only local source holds it signed
+//     (Presigned, dnssec.go) get the source's RRSIGs beside every RRset
+//     and its NSEC/NSEC3 proofs of denials and wildcard answers.
 //   - Answer owner names are the question name as the client wrote it;
 //     records whose owner differs (case, wildcards) are copied, others are
 //     shared as they are.
@@ -212,11 +218,18 @@ func (p *Pipeline) Resolve(ctx context.Context, req *Request) Response {
 			m.Extra = append(m.Extra, o.msg.Extra...)
 			return resp
 		}
+		a0, n0 := len(m.Answer), len(m.Ns)
 		cname := r.answer(z, name, owner, qt, &o)
-		if cname == nil || nseen > MaxCNAMELinks {
+		chase := cname != nil && nseen <= MaxCNAMELinks
+		if chase {
+			m.Answer = append(m.Answer, withOwner(cname, owner))
+		}
+		if s := r.presigned(z); s != nil {
+			r.sign(s, z, name, owner, &o, a0, n0)
+		}
+		if !chase {
 			break
 		}
-		m.Answer = append(m.Answer, withOwner(cname, owner))
 		target := cname.Target
 		tname := strings.ToLower(target)
 		if slices.Contains(seen[:nseen], tname) {

@@ -56,6 +56,9 @@ func (r *resolution) wildcard(z *zone, name string, n int) (o outcome, ok bool) 
 	if !found && !failed {
 		return outcome{}, false
 	}
+	if found {
+		fo.wild = q.Name
+	}
 	return fo, true
 }
 

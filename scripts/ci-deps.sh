@@ -3,7 +3,9 @@
 # systemd-analyze (the unit check), dpkg-deb and rpm (the package test),
 # groff and man (the man page check), kdig (knot-dnsutils: the DNS over
 # HTTPS test's real client), knotd (knot) and named (bind9: the real
-# secondaries of the zone transfer tests) and curl. Fast when everything is there; needs
+# secondaries of the zone transfer tests), curl, and bind9-utils and
+# bind9-dnsutils (dnssec-signzone, dnssec-verify, delv: the pre-signed zone
+# tests). Fast when everything is there; needs
 # root (CI runs as root) otherwise.
 set -euo pipefail
 
@@ -18,6 +20,8 @@ command -v kdig >/dev/null || need+=(knot-dnsutils)
 command -v knotd >/dev/null || need+=(knot)
 command -v named >/dev/null || need+=(bind9)
 command -v curl >/dev/null || need+=(curl)
+command -v dnssec-signzone >/dev/null || need+=(bind9-utils) # dnssec-keygen, -signzone, -verify: pre-signed zone tests
+command -v delv >/dev/null || need+=(bind9-dnsutils)         # delv: the validator of the pre-signed zone test
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi

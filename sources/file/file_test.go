@@ -703,3 +703,66 @@ func writeTestFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPresignedZone: a zone file signed beforehand exposes its DNSSEC
+// records to the pipeline (pipeline.Presigned): whether a zone is signed
+// (a DNSKEY at its apex), and the NSEC and NSEC3 records matching or
+// covering a name; an RRSIG keeps the TTL of the RRset it covers.
+func TestPresignedZone(t *testing.T) {
+	nsec := NewSource(open(t, &Config{Path: "../../pipeline/testdata/signed.example.signed", Origin: "signed.example.", Zones: []string{"signed.example."}}, false))
+	nsec3 := NewSource(open(t, &Config{Path: "../../pipeline/testdata/nsec3.example.signed", Origin: "nsec3.example.", Zones: []string{"nsec3.example."}}, false))
+	plain := NewSource(open(t, &Config{Path: "testdata/example.internal.zone", Origin: "example.internal.", Zones: []string{"example.internal."}}, false))
+	if !nsec.Presigned("signed.example.") || !nsec3.Presigned("nsec3.example.") || plain.Presigned("example.internal.") || nsec.Presigned("example.internal.") {
+		t.Fatal("Presigned: want true for the signed zones only")
+	}
+	owner := func(rrs []dns.RR, typ uint16) string {
+		for _, rr := range rrs {
+			if rr.Header().Rrtype == typ {
+				return rr.Header().Name
+			}
+		}
+		return ""
+	}
+	for name, want := range map[string]string{
+		"signed.example.":         "signed.example.", // matches
+		"mail.signed.example.":    "mail.signed.example.",
+		"nope.signed.example.":    "mail.signed.example.", // covers: mail < nope < ns1
+		"deep.signed.example.":    "*.apps.signed.example.",
+		"a.alias.signed.example.": "alias.signed.example.",
+		"zzz.signed.example.":     "www.signed.example.", // the last: it wraps to the apex
+	} {
+		if got := owner(nsec.NSEC("signed.example.", name), dns.TypeNSEC); got != want {
+			t.Errorf("NSEC(%s) at %q, want %q", name, got, want)
+		}
+	}
+	if rrs := plain.NSEC("example.internal.", "web.example.internal."); rrs != nil {
+		t.Errorf("NSEC of an unsigned zone: %v", rrs)
+	}
+	param := lookup(t, nsec3, "nsec3.example.").RRs
+	var p *dns.NSEC3PARAM
+	for _, rr := range param {
+		if x, ok := rr.(*dns.NSEC3PARAM); ok {
+			p = x
+		}
+	}
+	if p == nil {
+		t.Fatal("no NSEC3PARAM at the apex")
+	}
+	for _, name := range []string{"nsec3.example.", "www.nsec3.example.", "deep.nsec3.example.", "nope.nsec3.example.", "*.nsec3.example.", "zz.yy.nsec3.example."} {
+		h := strings.ToLower(dns.HashName(name, p.Hash, p.Iterations, p.Salt))
+		var n3 *dns.NSEC3
+		for _, rr := range nsec3.NSEC3("nsec3.example.", h) {
+			if x, ok := rr.(*dns.NSEC3); ok {
+				n3 = x
+			}
+		}
+		if n3 == nil || !n3.Match(name) && !n3.Cover(name) {
+			t.Errorf("NSEC3(%s = %s): %v neither matches nor covers it", name, h, n3)
+		}
+	}
+	for _, rr := range lookup(t, nsec, "mail.signed.example.").RRs {
+		if sig, ok := rr.(*dns.RRSIG); ok && sig.Hdr.Ttl != sig.OrigTtl {
+			t.Errorf("RRSIG over %s has TTL %d, want its RRset's %d", dns.TypeToString[sig.TypeCovered], sig.Hdr.Ttl, sig.OrigTtl)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"strings"
 
 	"github.com/miekg/dns"
 
@@ -17,6 +18,7 @@ type Source struct {
 var (
 	_ pipeline.Source     = (*Source)(nil)
 	_ pipeline.Wildcarder = (*Source)(nil)
+	_ pipeline.Presigned  = (*Source)(nil)
 )
 
 // NewSource returns the source over b.
@@ -86,3 +88,38 @@ func (s *Source) List(zone string, yield func(dns.RR) bool) error {
 
 // Wildcards implements pipeline.Wildcarder.
 func (s *Source) Wildcards() bool { return s.b.snapshot().z.wildcards }
+
+// Presigned implements pipeline.Presigned: the file holds a DNSKEY at
+// zone's apex.
+func (s *Source) Presigned(zone string) bool {
+	d := s.b.snapshot().z.denials[zone]
+	return d != nil && d.signed
+}
+
+// NSEC implements pipeline.Presigned.
+func (s *Source) NSEC(zone, name string) []dns.RR {
+	z := s.b.snapshot().z
+	d := z.denials[zone]
+	if d == nil {
+		return nil
+	}
+	i := before(d.nsec, name, pipeline.CanonicalCompare)
+	if i < 0 {
+		return nil
+	}
+	return z.names[d.nsec[i]]
+}
+
+// NSEC3 implements pipeline.Presigned.
+func (s *Source) NSEC3(zone, hash string) []dns.RR {
+	z := s.b.snapshot().z
+	d := z.denials[zone]
+	if d == nil {
+		return nil
+	}
+	i := before(d.nsec3, hash, strings.Compare)
+	if i < 0 {
+		return nil
+	}
+	return z.names[d.owner3[i]]
+}

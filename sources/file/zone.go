@@ -60,6 +60,20 @@ type zone struct {
 	// silently (section 5).
 	conflicts, ttlFixed int
 	conflict, ttlName   string
+	// denials: for each apex of the zone key whose names hold NSEC or
+	// NSEC3 records or a DNSKEY (a zone signed beforehand), its denial
+	// records in order; nil when there is none.
+	denials map[string]*denial
+}
+
+// denial is one signed apex's NSEC and NSEC3 owners in the order a
+// search for the record matching or covering a name needs (Source.NSEC,
+// Source.NSEC3).
+type denial struct {
+	signed bool     // a DNSKEY at the apex
+	nsec   []string // owners of NSEC records, in canonical order
+	nsec3  []string // NSEC3 owners' first labels (hashes), lower case, in order
+	owner3 []string // the NSEC3 owners, as nsec3
 }
 
 // parseError is a zone file or inline record that does not parse.
@@ -238,6 +252,7 @@ func load(c *Config, pace *turns.Pacing) (*zone, error) {
 	}
 	z.sum = h.Sum64()
 	z.delegations(c.Zones)
+	z.indexDenials(c.Zones)
 	for name := range z.names {
 		pc.Step()
 		top := zoneOf(name, c.Zones)
@@ -307,7 +322,7 @@ func (z *zone) add(rr dns.RR, zones []string) {
 			if dns.IsDuplicate(old, rr) {
 				return
 			}
-			if t := old.Header().Ttl; t != hdr.Ttl {
+			if t := old.Header().Ttl; t != hdr.Ttl && sameRRset(old, rr) {
 				hdr.Ttl = t
 				if z.ttlFixed++; z.ttlName == "" {
 					z.ttlName = name
@@ -323,6 +338,18 @@ func (z *zone) add(rr dns.RR, zones []string) {
 	}
 	z.names[name] = append(rrs, rr)
 	z.records++
+}
+
+// sameRRset reports whether a and b, of one type at one name, are of one
+// RRset: RRSIGs are only with those covering the same type, whose TTL is
+// that type's (RFC 4034 section 3).
+func sameRRset(a, b dns.RR) bool {
+	sa, ok := a.(*dns.RRSIG)
+	if !ok {
+		return true
+	}
+	sb, ok := b.(*dns.RRSIG)
+	return ok && sa.TypeCovered == sb.TypeCovered
 }
 
 // besideCNAME reports whether records of type t may share a name with a
@@ -411,6 +438,68 @@ func (z *zone) delegations(zones []string) {
 		}
 		z.referrals[name] = m
 	}
+}
+
+// indexDenials orders, for each apex of zones, the NSEC and NSEC3
+// records at its names, and notes whether it has a DNSKEY.
+func (z *zone) indexDenials(zones []string) {
+	for _, name := range z.order {
+		for _, rr := range z.names[name] {
+			t := rr.Header().Rrtype
+			if t != dns.TypeNSEC && t != dns.TypeNSEC3 && t != dns.TypeDNSKEY {
+				continue
+			}
+			apex := zoneOf(name, zones)
+			if t == dns.TypeDNSKEY && name != apex {
+				continue
+			}
+			if z.denials == nil {
+				z.denials = make(map[string]*denial)
+			}
+			d := z.denials[apex]
+			if d == nil {
+				d = new(denial)
+				z.denials[apex] = d
+			}
+			switch t {
+			case dns.TypeDNSKEY:
+				d.signed = true
+			case dns.TypeNSEC:
+				if len(d.nsec) == 0 || d.nsec[len(d.nsec)-1] != name {
+					d.nsec = append(d.nsec, name)
+				}
+			case dns.TypeNSEC3:
+				if pipeline.Parent(name) == apex && (len(d.owner3) == 0 || d.owner3[len(d.owner3)-1] != name) {
+					d.owner3 = append(d.owner3, name)
+				}
+			}
+		}
+	}
+	for _, d := range z.denials {
+		slices.SortFunc(d.nsec, pipeline.CanonicalCompare)
+		slices.SortFunc(d.owner3, strings.Compare) // one parent: by the hash label
+		d.nsec3 = make([]string, len(d.owner3))
+		for i, o := range d.owner3 {
+			d.nsec3[i] = o[:strings.IndexByte(o, '.')]
+		}
+	}
+}
+
+// before returns the index of the last of sorted (in the order of cmp)
+// that is at or before key, or the last when none is (a chain wraps);
+// -1 when sorted is empty.
+func before(sorted []string, key string, cmp func(a, b string) int) int {
+	if len(sorted) == 0 {
+		return -1
+	}
+	i, found := slices.BinarySearchFunc(sorted, key, cmp)
+	if found {
+		return i
+	}
+	if i == 0 {
+		return len(sorted) - 1
+	}
+	return i - 1
 }
 
 // referral returns the referral for name when it lies at or below a zone
