@@ -652,8 +652,11 @@ func (p *Pipeline) keepSerial(z, oz *zone, was uint32) {
 	}
 	var oldRRs []dns.RR
 	oz.xfr.mu.Lock()
-	if l := oz.xfr.cur; l != nil && l.serial == was && isDone(l.done) && l.err == nil {
-		oldRRs = l.rrs
+	held := oz.xfr.cur
+	if held != nil && held.serial == was && isDone(held.done) && held.err == nil {
+		oldRRs = held.rrs
+	} else {
+		held = nil
 	}
 	oz.xfr.mu.Unlock()
 	if oldRRs == nil {
@@ -665,6 +668,8 @@ func (p *Pipeline) keepSerial(z, oz *zone, was uint32) {
 		return
 	}
 	z.pinned, z.pinAt, z.pinSerial = true, at, was
+	// The same version: its listing (and what it logged) carries over.
+	z.xfr.cur = held
 }
 
 func isDone(c chan struct{}) bool {

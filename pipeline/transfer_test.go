@@ -551,8 +551,21 @@ func TestTransferOversizedRecord(t *testing.T) {
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "zone=example. serial=10 owner=big.example. type=TXT") {
 		t.Errorf("the warning does not name zone and owner:\n%s", logs.String())
 	}
+	// A reload that leaves the zone as it was keeps its version: the
+	// listing carries over and is not logged again.
+	p2, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}},
+		Options{Prev: p, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Transfers: []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := p2.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0)); res.Rcode != dns.RcodeSuccess || len(res.RRs) != 5 {
+		t.Fatalf("after a reload: rcode %d, %d records", res.Rcode, len(res.RRs))
+	}
+	if n := logs.Count(warning); n != 1 {
+		t.Errorf("after a reload that changed nothing: logged %d times in all, want 1", n)
+	}
 	src.serial.Store(11)
-	p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
+	p2.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
 	if n := logs.Count(warning); n != 2 {
 		t.Errorf("a new version: logged %d times in all, want 2", n)
 	}
