@@ -125,6 +125,10 @@ type patientLW struct {
 
 func (l patientLW) List(options metav1.ListOptions) (runtime.Object, error) {
 	l.wait()
+	if l.relist.pending() && options.Continue == "" {
+		// The versions held are ahead of the server: the current state.
+		options.ResourceVersion, options.ResourceVersionMatch = "", ""
+	}
 	obj, err := l.ListerWatcher.List(options)
 	if err == nil {
 		if m, merr := apimeta.ListAccessor(obj); merr == nil && m.GetContinue() == "" { // the last page
@@ -140,16 +144,28 @@ func (l patientLW) List(options metav1.ListOptions) (runtime.Object, error) {
 // again from where it was, with the same backoff.
 func (l patientLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
 	l.wait()
+	initial := options.SendInitialEvents != nil && *options.SendInitialEvents
+	if l.relist.pending() {
+		if !initial {
+			// A watch from the versions held would wait for the server
+			// to reach them: the informer lists first.
+			return nil, errRelist
+		}
+		// A streamed list from the versions held, ahead of the server:
+		// from its current state instead.
+		options.ResourceVersion = ""
+	}
 	w, err := l.ListerWatcher.Watch(options)
 	if err != nil {
 		l.relist.refused(err, options.ResourceVersion)
 		return w, err
 	}
-	if options.SendInitialEvents != nil && *options.SendInitialEvents || l.relist.pending() {
+	if initial || l.relist.pending() {
 		// Only these watches' events are looked at: a watch that lists,
 		// or one started while a list is due.
-		return l.relist.watching(w, options), nil
+		w = l.relist.watching(w, options)
 	}
+	l.relist.setCurrent(w)
 	return w, nil
 }
 
@@ -279,6 +295,7 @@ type Backend struct {
 	// server refused its resource version (see relisting).
 	relistMu  sync.Mutex
 	relisting map[string]string
+	relists   []*relisting // every informer's (on a real API server)
 	// serial is the SOA serial of every source over this backend: it
 	// starts at a serial of serials and advances to a new one with each
 	// change applied.
@@ -323,11 +340,19 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 	b.serial.Store(b.serials.Next())
 	informer := func(resource string, indexers cache.Indexers) cache.SharedIndexInformer {
 		lw := api.ListWatch(resource)
+		var rl *relisting
 		if r, ok := api.(readier); ok {
-			lw = patientLW{ListerWatcher: lw, wait: func() { b.waitReachable(r) }, relist: &relisting{b: b, resource: resource}}
+			rl = &relisting{b: b, resource: resource}
+			lw = patientLW{ListerWatcher: lw, wait: func() { b.waitReachable(r) }, relist: rl}
 		}
 		inf := cache.NewSharedIndexInformer(lw, objectOf(resource), 0, indexers)
 		_ = inf.SetTransform(b.strip)
+		if rl != nil {
+			rl.inf = inf
+			b.relistMu.Lock()
+			b.relists = append(b.relists, rl)
+			b.relistMu.Unlock()
+		}
 		return inf
 	}
 	b.newInf = informer
@@ -345,6 +370,9 @@ func NewBackend(api API, opts BackendOptions) *Backend {
 	b.ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	for _, inf := range b.informers() {
 		b.running.Go(func() { inf.RunWithContext(b.ctx) })
+	}
+	if _, ok := api.(readier); ok {
+		b.running.Go(func() { b.checkVersions(api) })
 	}
 	if opts.Pods {
 		b.podInformer()
@@ -403,7 +431,7 @@ func (b *Backend) watchErrors(inf cache.SharedIndexInformer) {
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		// client-go's default handler would log every retry at ERROR; the
 		// failure is logged here instead, once per change of state.
-		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, errRelist) {
 			return
 		}
 		cause := health.Cause(err)

@@ -5,28 +5,41 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 )
 
-// An API server whose resource versions went back (its etcd restored
-// from a snapshot or replaced, the API server restarted) answers a list
-// or watch from the resource version an informer holds with "Too large
-// resource version". client-go's reflector then lists again from scratch
-// and replaces its store, whose differences reach the sources as events.
-// Until that list is in, the data held may be what the API server no
-// longer has: the backend says so (Rereading, so /ready does) from the
-// refusal to the end of the list. (A 410 Gone, a version too old for the
-// API server's window, is a watch that fell behind, not another server:
-// client-go lists again as well, and /ready is not changed.)
+// An API server whose resource versions went back (restarted on an etcd
+// restored from a snapshot, or replaced) lets a watch from the version an
+// informer holds wait until it reaches that version, dropping every event
+// below it: client-go never lists again, and objects created since are
+// never served. The backend compares the server's current version with
+// the informers' (checkVersions); an informer ahead of it lists again
+// from the server's current state, its differences reaching the sources
+// as events. A server that answers "Too large resource version" is taken
+// the same way (client-go lists again by itself then). Until the list is
+// in, the data held may be what the API server no longer has: the backend
+// says so (Rereading, so /ready does). A 410 Gone, a version too old for
+// the API server's window, is a watch that fell behind, not another
+// server: client-go lists again, and /ready is not changed.
+
+// errRelist ends a watch asked for while a list is due (see
+// relisting.wentBack): the reflector lists next.
+var errRelist = errors.New("kubernetes: the API server's resource versions went back; listing again")
 
 // relisting is one informer's part in that: its ListerWatcher tells it of
 // each refusal and each complete list.
 type relisting struct {
 	b        *Backend
 	resource string
+	inf      cache.SharedIndexInformer
+	current  watch.Interface // the running watch (under b.relistMu)
 }
 
 // refused notes a list or watch refused for its resource version rv;
@@ -115,4 +128,93 @@ func (r *relisting) pending() bool {
 	defer r.b.relistMu.Unlock()
 	_, ok := r.b.relisting[r.resource]
 	return ok
+}
+
+// setCurrent records the informer's running watch (checkVersions stops
+// it when the server's versions went back).
+func (r *relisting) setCurrent(w watch.Interface) {
+	r.b.relistMu.Lock()
+	r.current = w
+	r.b.relistMu.Unlock()
+}
+
+// wentBack notes that the API server is at version now, below held, the
+// version the informer holds: a list is due, and the running watch, which
+// would wait for versions the server has not reached (and drop every
+// event below them), is stopped so that the informer lists at once.
+func (r *relisting) wentBack(held, now string) {
+	b := r.b
+	cause := fmt.Sprintf("kubernetes %s: resource version %s is ahead of the API server (at %s: its resource versions went back): re-listing", r.resource, held, now)
+	b.relistMu.Lock()
+	_, had := b.relisting[r.resource]
+	b.relisting[r.resource] = cause
+	w := r.current
+	b.relistMu.Unlock()
+	if !had {
+		b.logger.Warn("kubernetes API server refused the resource version held; listing again, serving the data held until done",
+			"host", b.endpoint, "resource", r.resource, "resource_version", held, "server_version", now)
+	}
+	if w != nil {
+		w.Stop()
+	}
+}
+
+// versionCheckEvery is how often the backend compares the API server's
+// current resource version with the informers' (and at every recovery of
+// the connection, seen within versionPoll).
+const (
+	versionCheckEvery = 10 * time.Second
+	versionPoll       = time.Second
+)
+
+// checkVersions compares, at every recovery of the connection and every
+// versionCheckEvery, the API server's current resource version (a list
+// of one namespace) with each informer's: an informer ahead of the server
+// lists again (wentBack). The API server itself would let its watch wait
+// for versions it has not reached, dropping the events below them, so
+// that the objects created since it went back would never be served.
+func (b *Backend) checkVersions(api API) {
+	t := time.NewTicker(versionPoll)
+	defer t.Stop()
+	failing, since := false, time.Duration(0)
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		since += versionPoll
+		was := failing
+		failing = b.health.Failing()
+		if failing || (!was && since < versionCheckEvery) {
+			continue
+		}
+		since = 0
+		b.compareVersions(api)
+	}
+}
+
+// compareVersions is one check of checkVersions.
+func (b *Backend) compareVersions(api API) {
+	obj, err := api.ListWatch(resNamespace).List(metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return // the informers' own errors say why
+	}
+	m, err := apimeta.ListAccessor(obj)
+	if err != nil {
+		return
+	}
+	now := m.GetResourceVersion()
+	b.relistMu.Lock()
+	rls := slices.Clone(b.relists)
+	b.relistMu.Unlock()
+	for _, r := range rls {
+		held := r.inf.LastSyncResourceVersion()
+		if held == "" || r.pending() {
+			continue
+		}
+		if c, err := resourceversion.CompareResourceVersion(held, now); err == nil && c > 0 {
+			r.wentBack(held, now)
+		}
+	}
 }

@@ -139,6 +139,8 @@ type ControlPlane struct {
 
 	etcd    *embed.Etcd
 	etcdURL string
+	etcdDir string // the data directory
+	peerURL string
 	bin     string
 	args    []string
 	log     *os.File
@@ -190,15 +192,31 @@ func (cp *ControlPlane) startEtcd() error {
 	if err != nil {
 		return err
 	}
+	cp.etcdDir = filepath.Join(cp.Dir, "etcd")
+	cp.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	cp.peerURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	return cp.runEtcd()
+}
+
+// runEtcd starts etcd on its data directory and URLs.
+func (cp *ControlPlane) runEtcd() error {
 	cfg := embed.NewConfig()
-	cfg.Dir = filepath.Join(cp.Dir, "etcd")
+	cfg.Dir = cp.etcdDir
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(ports[0]))
-	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(ports[1]))
+	cu, _ := url.Parse(cp.etcdURL)
+	pu, _ := url.Parse(cp.peerURL)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
-	e, err := embed.StartEtcd(cfg)
+	var e *embed.Etcd
+	var err error
+	for try := 0; ; try++ {
+		e, err = embed.StartEtcd(cfg)
+		if err == nil || try == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the old listener may not be released yet
+	}
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
@@ -209,8 +227,23 @@ func (cp *ControlPlane) startEtcd() error {
 		return errors.New("etcd: not ready after 30s")
 	}
 	cp.etcd = e
-	cp.etcdURL = cu.String()
 	return nil
+}
+
+// ReplaceEtcd stops the API server and etcd, starts an etcd with an empty
+// data directory at the same address (its revisions start again from 1,
+// as after restoring an older snapshot) and the API server again, which
+// creates its default objects anew.
+func (cp *ControlPlane) ReplaceEtcd() error {
+	cp.StopAPIServer()
+	cp.etcd.Close()
+	<-cp.etcd.Server.StopNotify()
+	cp.etcd = nil
+	cp.etcdDir = filepath.Join(cp.Dir, fmt.Sprintf("etcd-%d", time.Now().UnixNano()))
+	if err := cp.runEtcd(); err != nil {
+		return err
+	}
+	return cp.StartAPIServer()
 }
 
 // prepare writes the keys, token file and kubeconfig and fixes the
