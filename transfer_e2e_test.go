@@ -656,6 +656,8 @@ http: "127.0.0.1:%d"
 zones:
   example.internal:
     - hosts: {files: [a.hosts], entries: [%q]}
+  lab.internal:
+    - hosts: {entries: ["10.1.0.1 gw"]}
 transfer:
   - zones: [example.internal]
     allow: [127.0.0.1]
@@ -667,14 +669,15 @@ transfer:
 	d := startDnsd(t, dir, "-config", "dnsd.yaml")
 	d.waitLog("dnsd started", 1)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	serial := func() uint32 {
+	serialOf := func(zone string) uint32 {
 		t.Helper()
-		r := dnstest.Ask(t, addr, "example.internal.", dns.TypeSOA)
+		r := dnstest.Ask(t, addr, zone, dns.TypeSOA)
 		if len(r.Answer) != 1 {
 			t.Fatalf("SOA: %v", r)
 		}
 		return r.Answer[0].(*dns.SOA).Serial
 	}
+	serial := func() uint32 { return serialOf("example.internal.") }
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sec.serials()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
@@ -682,13 +685,16 @@ transfer:
 	if got := sec.serials(); len(got) != 1 {
 		t.Fatalf("NOTIFYs at start: %v, want one", got)
 	}
-	s1 := serial()
+	s1, lab := serial(), serialOf("lab.internal.")
 
 	time.Sleep(1100 * time.Millisecond) // a new second: the clock would give a new serial
 	d.signal(syscall.SIGHUP)
 	d.waitLog("reloaded", 1)
 	if s := serial(); s != s1 {
 		t.Errorf("after a reload that changed nothing: serial %d, want %d as before", s, s1)
+	}
+	if s := serialOf("lab.internal."); s != lab {
+		t.Errorf("after a reload that changed nothing: serial of a zone not transferred %d, want %d as before", s, lab)
 	}
 	time.Sleep(7 * time.Second) // NOTIFYs of a zone are at most 5 s apart, checked every second
 	if got := sec.serials(); len(got) != 1 {

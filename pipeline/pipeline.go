@@ -121,6 +121,9 @@ type zone struct {
 	// pinAt (see keepSerial).
 	pinned           bool
 	pinAt, pinSerial uint32
+	// digest is the zone's content when its generation was built (nil:
+	// not computed), for the next reload's comparison.
+	digest *heldDigest
 	// signer is the zone's only local source when it is Presigned (it
 	// may hold the zone signed, dnssec.go); nil otherwise.
 	signer *entry
@@ -216,9 +219,7 @@ func (p *Pipeline) carrySerials(view string, t, old *table) {
 		if now := z.serial(); !SerialLess(was, now) {
 			z.offset += was + 1 - now
 		}
-		if view == "" && p.xfr[name] != nil {
-			p.keepSerial(z, oz, was)
-		}
+		p.keepSerial(z, oz, was, view == "" && p.xfr[name] != nil)
 	}
 }
 

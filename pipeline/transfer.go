@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -400,8 +402,32 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone, soa *dns.SOA) ([]dn
 
 // listZone is zoneContent, logging what it leaves out when logged.
 func (p *Pipeline) listZone(ctx context.Context, z *zone, soa *dns.SOA, logged bool) ([]dns.RR, error) {
-	ttl := z.apexTTL()
 	out := []dns.RR{soa}
+	big, err := p.walkZone(ctx, z, func(rr dns.RR) { out = append(out, rr) })
+	if err != nil {
+		return nil, err
+	}
+	out, dropped, example := withoutCNAMEConflicts(out)
+	if !logged {
+		return append(out, soa), nil
+	}
+	if dropped > 0 {
+		if _, logged := p.cnameWarned.LoadOrStore(z.name, true); !logged {
+			p.log.Warn("zone transfer leaves out CNAME records beside other data at their name (a secondary would refuse the zone); fix the sources' data",
+				"zone", z.name, "records", dropped, "example", example)
+		}
+	}
+	big.log(p.log, z.name, soa.Serial)
+	return append(out, soa), nil
+}
+
+// walkZone hands emit every record of z's local sources as a transfer
+// lists them (the first source with a name wins it; sources after one
+// without fallthrough are never asked), then the apex NS and ns.dns
+// addresses dnsd makes when no source has them. Records too large for a
+// transfer message are not emitted but returned.
+func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) (oversized, error) {
+	ttl := z.apexTTL()
 	apexNS, nsAddr := false, false
 	var big oversized
 	// Sources after one without fallthrough are never asked.
@@ -420,7 +446,7 @@ func (p *Pipeline) listZone(ctx context.Context, z *zone, soa *dns.SOA, logged b
 		}
 		l, ok := e.src.(Lister)
 		if !ok {
-			return nil, fmt.Errorf("%s source: %w", e.kind, ErrNotListable)
+			return big, fmt.Errorf("%s source: %w", e.kind, ErrNotListable)
 		}
 		// shadowed caches, per owner, whether an earlier source answers
 		// it; the first source's names are never shadowed.
@@ -458,37 +484,28 @@ func (p *Pipeline) listZone(ctx context.Context, z *zone, soa *dns.SOA, logged b
 			case owner == z.nsName:
 				nsAddr = true
 			}
-			out = append(out, rr)
+			emit(rr)
 			return true
 		})
 		if err == nil {
 			err = lerr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing the %s source: %w", e.kind, err)
+			return big, fmt.Errorf("listing the %s source: %w", e.kind, err)
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return big, err
 		}
 	}
 	if !apexNS {
-		out = append(out, z.ns(z.name, ttl))
+		emit(z.ns(z.name, ttl))
 		if !nsAddr {
-			out = append(out, p.nsAddrRRs(z.nsName, ttl)...)
+			for _, rr := range p.nsAddrRRs(z.nsName, ttl) {
+				emit(rr)
+			}
 		}
 	}
-	out, dropped, example := withoutCNAMEConflicts(out)
-	if !logged {
-		return append(out, soa), nil
-	}
-	if dropped > 0 {
-		if _, logged := p.cnameWarned.LoadOrStore(z.name, true); !logged {
-			p.log.Warn("zone transfer leaves out CNAME records beside other data at their name (a secondary would refuse the zone); fix the sources' data",
-				"zone", z.name, "records", dropped, "example", example)
-		}
-	}
-	big.log(p.log, z.name, soa.Serial)
-	return append(out, soa), nil
+	return big, nil
 }
 
 // oversized collects the records a listing leaves out because one alone
@@ -631,45 +648,105 @@ func (p *Pipeline) TSIGKey(name string) *TSIGKey {
 
 var _ Transferer = (*Pipeline)(nil)
 
-// keepSerial pins z, a transferred zone whose SOA dnsd makes, to the
-// serial was that its predecessor oz served, when a reload leaves the
-// zone's content as it was: a reload that changes nothing costs no
-// secondary a NOTIFY and a transfer. The content compared is the
-// transfer listing (SOA fields but the serial, every record), read from
-// both generations now; a zone not synced on either side, or whose
-// sources change meanwhile, is not pinned (its serial rises, as for any
-// change). Once a source's data changes the zone's serial moves on, above
-// was (carrySerials' offset).
-func (p *Pipeline) keepSerial(z, oz *zone, was uint32) {
+// keepSerial pins z, a zone whose SOA dnsd makes, to the serial was
+// that its predecessor oz served, when a reload leaves the zone's content
+// as it was: a reload that changes nothing costs no secondary a NOTIFY
+// and a transfer. The content compared is what a transfer would list
+// (SOA fields but the serial, every record with its TTL, in any order),
+// read from both generations now; a zone not synced on either side, one
+// with a source that cannot list its records, or whose sources change
+// meanwhile, is not pinned (its serial rises, as for any change). Once a
+// source's data changes the zone's serial moves on, above was
+// (carrySerials' offset). A transferred zone's listing carries over.
+func (p *Pipeline) keepSerial(z, oz *zone, was uint32, transferred bool) {
 	if !zoneSynced(z) || !zoneSynced(oz) {
 		return
 	}
 	at := z.sourcesSerial()
 	ctx := context.Background()
-	newRRs, err := p.listZone(ctx, z, z.soa(z.name, z.apexTTL()), false)
-	if err != nil {
+	var held *listing
+	if transferred {
+		oz.xfr.mu.Lock()
+		held = oz.xfr.cur
+		if held == nil || held.serial != was || !isDone(held.done) || held.err != nil {
+			held = nil
+		}
+		oz.xfr.mu.Unlock()
+	}
+	var before contentDigest
+	if oz.digest != nil && oz.digest.at == oz.sourcesSerial() {
+		before = oz.digest.d // its data has not changed since
+	} else if held != nil {
+		soa := *held.rrs[0].(*dns.SOA)
+		soa.Serial = 0
+		before.add(&soa)
+		for _, rr := range held.rrs[1 : len(held.rrs)-1] {
+			before.add(rr)
+		}
+	} else if err := oz.gen.digest(ctx, oz, &before); err != nil {
 		return
 	}
-	var oldRRs []dns.RR
-	oz.xfr.mu.Lock()
-	held := oz.xfr.cur
-	if held != nil && held.serial == was && isDone(held.done) && held.err == nil {
-		oldRRs = held.rrs
-	} else {
-		held = nil
+	var after contentDigest
+	if err := p.digest(ctx, z, &after); err != nil {
+		return
 	}
-	oz.xfr.mu.Unlock()
-	if oldRRs == nil {
-		if oldRRs, err = oz.gen.listZone(ctx, oz, oz.soa(oz.name, oz.apexTTL()), false); err != nil {
-			return
-		}
+	if z.sourcesSerial() != at {
+		return
 	}
-	if !sameContent(oldRRs, newRRs) || z.sourcesSerial() != at {
+	after.buf = nil
+	z.digest = &heldDigest{at: at, d: after} // the next reload compares with it
+	if before.n != after.n || before.sum != after.sum {
 		return
 	}
 	z.pinned, z.pinAt, z.pinSerial = true, at, was
-	// The same version: its listing (and what it logged) carries over.
-	z.xfr.cur = held
+	if held != nil {
+		// The same version: its listing (and what it logged) carries over.
+		z.xfr.cur = held
+	}
+}
+
+// digest adds z's SOA (but its serial) and the records a transfer would
+// list to d, without holding them. (A listing also leaves out CNAMEs
+// beside other data: with such data a held listing and a digest differ,
+// and the zone's serial rises as for a change.)
+func (p *Pipeline) digest(ctx context.Context, z *zone, d *contentDigest) error {
+	soa := *z.soa(z.name, z.apexTTL())
+	soa.Serial = 0
+	d.add(&soa)
+	_, err := p.walkZone(ctx, z, d.add)
+	return err
+}
+
+// heldDigest is a zone's content digest while its sources' serial is at.
+type heldDigest struct {
+	at uint32
+	d  contentDigest
+}
+
+// contentDigest identifies a set of records, in any order: the sum of
+// each record's SHA-256 (of its wire form, TTL included), lane by lane.
+type contentDigest struct {
+	n   int
+	sum [4]uint64
+	buf []byte // reused for each record's wire form
+}
+
+func (d *contentDigest) add(rr dns.RR) {
+	if l := dns.Len(rr) + 32; l > len(d.buf) {
+		d.buf = make([]byte, max(l, 512))
+	}
+	b := d.buf
+	n, err := dns.PackRR(rr, b, 0, nil, false)
+	if err != nil {
+		// Unpackable (cannot be in a listing that is sent): count its
+		// text, so that it still tells versions apart.
+		b, n = []byte(rr.String()), len(rr.String())
+	}
+	h := sha256.Sum256(b[:n])
+	d.n++
+	for i := range d.sum {
+		d.sum[i] += binary.BigEndian.Uint64(h[8*i:])
+	}
 }
 
 func isDone(c chan struct{}) bool {
@@ -685,30 +762,6 @@ func isDone(c chan struct{}) bool {
 func zoneSynced(z *zone) bool {
 	for i := range z.entries {
 		if sy, ok := z.entries[i].src.(Syncer); ok && !sy.Synced() {
-			return false
-		}
-	}
-	return true
-}
-
-// sameContent reports whether two transfer listings hold the same
-// records, in the same order, their SOAs compared without the serial.
-func sameContent(a, b []dns.RR) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if xs, ok := x.(*dns.SOA); ok {
-			ys, ok := y.(*dns.SOA)
-			if !ok {
-				return false
-			}
-			xc, yc := *xs, *ys
-			xc.Serial, yc.Serial = 0, 0
-			x, y = &xc, &yc
-		}
-		if !dns.IsDuplicate(x, y) || x.Header().Ttl != y.Header().Ttl {
 			return false
 		}
 	}

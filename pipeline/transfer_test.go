@@ -629,3 +629,29 @@ func TestReloadKeepsSerialOfUnchangedZone(t *testing.T) {
 		t.Errorf("a reload that added a source without records: serial %d, want %d as before", s, was)
 	}
 }
+
+// A zone that is not transferred keeps its serial across a reload that
+// changes nothing in it too (its SOA answers say so), in any order its
+// source lists the records; a changed record raises it.
+func TestReloadKeepsSerialOfUntransferredZone(t *testing.T) {
+	var clock SerialClock
+	src := listFake{newFake(t, "hosts", 60, clock.Next(), "www.example. 60 IN A 10.0.0.1", "db.example. 60 IN A 10.0.0.2", "db.example. 60 IN AAAA fd00::2")}
+	build := func(prev *Pipeline, s Source) *Pipeline {
+		t.Helper()
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: s}}}}, Options{Serial: clock.Next(), Prev: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p1 := build(nil, src)
+	s1 := p1.ZoneSOA("example.").Serial
+	p2 := build(p1, src)
+	if s := p2.ZoneSOA("example.").Serial; s != s1 {
+		t.Errorf("a reload that changed nothing: serial %d, want %d", s, s1)
+	}
+	changed := listFake{newFake(t, "hosts", 60, clock.Next(), "www.example. 60 IN A 10.0.0.1", "db.example. 60 IN A 10.0.0.3", "db.example. 60 IN AAAA fd00::2")}
+	if s := build(p2, changed).ZoneSOA("example.").Serial; !SerialLess(s1, s) {
+		t.Errorf("a reload that changed a record: serial %d, want above %d", s, s1)
+	}
+}
