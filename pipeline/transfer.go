@@ -728,21 +728,25 @@ type heldDigest struct {
 type contentDigest struct {
 	n   int
 	sum [4]uint64
-	buf []byte // reused for each record's wire form
+	buf []byte    // reused for each record's wire form
+	msg dns.Msg   // packs one record: dns.PackRR would write its Rdlength,
+	one [1]dns.RR // and the records are the sources', read concurrently
 }
 
 func (d *contentDigest) add(rr dns.RR) {
-	if l := dns.Len(rr) + 32; l > len(d.buf) {
+	if l := dns.Len(rr) + 64; l > len(d.buf) {
 		d.buf = make([]byte, max(l, 512))
 	}
-	b := d.buf
-	n, err := dns.PackRR(rr, b, 0, nil, false)
+	d.one[0] = rr
+	d.msg.Answer = d.one[:]
+	b, err := d.msg.PackBuffer(d.buf)
+	d.one[0] = nil
 	if err != nil {
 		// Unpackable (cannot be in a listing that is sent): count its
 		// text, so that it still tells versions apart.
-		b, n = []byte(rr.String()), len(rr.String())
+		b = []byte(rr.String())
 	}
-	h := sha256.Sum256(b[:n])
+	h := sha256.Sum256(b)
 	d.n++
 	for i := range d.sum {
 		d.sum[i] += binary.BigEndian.Uint64(h[8*i:])

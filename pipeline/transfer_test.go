@@ -655,3 +655,42 @@ func TestReloadKeepsSerialOfUntransferredZone(t *testing.T) {
 		t.Errorf("a reload that changed a record: serial %d, want above %d", s, s1)
 	}
 }
+
+// The reload's digest reads the sources' records while queries pack the
+// same records into answers: it must not write to them (dns.PackRR sets
+// a record's Rdlength; go test -race catches it).
+func TestReloadDigestLeavesRecordsAlone(t *testing.T) {
+	var clock SerialClock
+	src := listFake{newFake(t, "hosts", 60, clock.Next(), "www.example. 60 IN A 10.0.0.1", "db.example. 60 IN TXT \"x\"")}
+	build := func(prev *Pipeline) *Pipeline {
+		t.Helper()
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}}, Options{Serial: clock.Next(), Prev: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := build(nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r := first.Resolve(context.Background(), &Request{Name: "www.example.", Type: dns.TypeA})
+			if _, err := r.Msg.Pack(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	p := first
+	for range 50 {
+		p = build(p)
+	}
+	close(stop)
+	wg.Wait()
+}
