@@ -57,6 +57,7 @@ type scratch struct {
 	extra  []dns.RR
 	opt    dns.OPT
 	pack   *[]byte // from Server.packs while a packed response is held
+	names  compressor
 	// sign: the query was TSIG-signed with this key (verified); finish
 	// signs the response, covering signMAC, the query's MAC.
 	sign    *pipeline.TSIGKey
@@ -343,7 +344,8 @@ func rotateLeft(s []dns.RR, k int) {
 }
 
 // finish sets out's EDNS0 (our OPT when the query had one, any other OPT
-// removed), truncates it to maxSize and packs it into a pooled buffer.
+// removed) and packs it into a pooled buffer, its names compressed,
+// truncated to maxSize when even so it does not fit.
 // The Extended DNS Errors of an OPT in out (the pipeline's or an
 // upstream's reason for the answer) go into our OPT; a client without
 // EDNS0 gets neither.
@@ -373,34 +375,26 @@ func (s *Server) finish(sc *scratch, obs *Observation, out *dns.Msg, qopt *dns.O
 	if qopt == nil && out.Rcode > 0xF {
 		out.Rcode = dns.RcodeServerFailure // an extended rcode needs an OPT
 	}
-	var err error
-	if maxSize == dns.MaxMsgSize {
-		// A stream (TCP, TLS, HTTPS) has no smaller answer to send and
-		// no larger transport to retry over: an answer over 64 KiB cut
-		// to fit would be a partial RRset, or an empty one with a TC
-		// bit the client cannot act on. Names are compressed only when
-		// the answer needs it to fit (as Truncate does for UDP): packing
-		// without costs less.
-		if out.Len() > maxSize {
-			out.Compress = true
-			if out.Len() > maxSize {
-				err = errTooLarge
-			}
-		}
-	} else {
-		out.Truncate(maxSize)
-	}
-
 	if sc.pack == nil {
 		sc.pack = s.packs.Get().(*[]byte)
 	}
-	var b []byte
-	switch {
-	case err != nil:
-	case sc.sign != nil:
-		b, err = s.signed(sc, out)
-	default:
-		b, err = out.PackBuffer((*sc.pack)[2:])
+	var (
+		b   []byte
+		err error
+	)
+	if sc.sign != nil {
+		// The signature covers the bytes as packed: the library
+		// compresses them before signing.
+		if maxSize < dns.MaxMsgSize {
+			out.Truncate(maxSize)
+		}
+		if out.Compress = true; out.Len() > dns.MaxMsgSize {
+			err = errTooLarge
+		} else {
+			b, err = s.signed(sc, out)
+		}
+	} else {
+		b, err = sc.packCompressed(out, maxSize, (*sc.pack)[2:])
 	}
 	if err != nil {
 		s.log.Debug("cannot pack response, answering SERVFAIL", "name", obs.Name, "qtype", obs.Qtype, "err", err)
