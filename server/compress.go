@@ -26,9 +26,10 @@ const (
 type compressor struct {
 	gen   uint16
 	names int
-	// last is where the name written last can be pointed at, or -1:
-	// records of one owner in a row, and the owner of the first answer
-	// after the question, skip the table.
+	// last is where the name written last (not counting names only
+	// pointed at) can be pointed at, or -1: records of one owner in a
+	// row, and the owner of the first answer after the question, skip
+	// the table.
 	last int
 	// begun: a name was written; pending, when not 0, is where the
 	// first one was, not yet in the table.
@@ -189,7 +190,10 @@ func (c *compressor) name(m []byte, i, o int, point bool) (int, int, bool) {
 		return i + size, o + 2, true
 	}
 	if !c.begun { // the first name (the question's): hashed only if a later name needs the table
-		c.begun, c.pending, c.last = true, o, o
+		c.begun = true
+		if o <= maxPointerTarget {
+			c.pending, c.last = o, o
+		}
 		copy(m[o:o+size], m[i:i+size])
 		return i + size, o + size, true
 	}
@@ -231,6 +235,7 @@ func (c *compressor) name(m []byte, i, o int, point bool) (int, int, bool) {
 		n += 2
 	}
 	switch {
+	case !point: // a name only pointed at: the owner before it stays the last
 	case match == 0:
 		c.last = at
 	case o <= maxPointerTarget:

@@ -192,6 +192,23 @@ func TestCompressTableBound(t *testing.T) {
 		t.Fatal("not compressed")
 	}
 	checkSameMessage(t, plain, got)
+	// The first name past 16 KiB (records of the root before it) is not
+	// pointed at by the next one.
+	r := new(dns.Msg)
+	r.SetQuestion(".", dns.TypeTXT)
+	for range 200 {
+		r.Answer = append(r.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeTXT, Class: dns.ClassINET}, Txt: []string{strings.Repeat("y", 100)}})
+	}
+	for range 2 {
+		r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: "late.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET}, A: net.IPv4(192, 0, 2, 1).To4()})
+	}
+	late := packed(t, r, false)
+	if got, ok := c.compress(append([]byte(nil), late...)); !ok {
+		t.Fatal("not compressed")
+	} else {
+		checkSameMessage(t, late, got)
+	}
+
 	// The library, remembering every name, gets 0.6 % further (43,120
 	// bytes against 43,360 of 54,900).
 	if lib := packed(t, m, true); len(plain) < 40000 || len(got) > len(lib)*101/100 {
