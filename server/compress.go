@@ -10,9 +10,10 @@ import "github.com/miekg/dns"
 // Owner and question names are always compressed; names inside RDATA only
 // for the types whose RDATA every decoder is required to decompress
 // (RFC 3597 §4: NS, MD, MF, CNAME, SOA, MB, MG, MR, PTR, MINFO, MX),
-// never SRV or any later type. Names compare case-insensitively, as DNS
-// names do: a record's owner spelled in lower case points at a question
-// asked in mixed case. A pointer reaches the first 16 KiB of a message;
+// never SRV or any later type. Names compare byte for byte, as miekg/dns
+// compares them: a pointer never changes how a name is spelled (an owner
+// in lower case is not made to read as a question asked in mixed case,
+// which validators and 0x20 clients would see). A pointer reaches the first 16 KiB of a message;
 // at most compressNames names are remembered as targets, and past that
 // later names are still shortened to those but not remembered.
 const (
@@ -276,7 +277,7 @@ func (c *compressor) hash(m []byte, i, k int) {
 	for j := k - 1; j >= 0; j-- {
 		s := i + int(c.starts[j])
 		for _, b := range m[s : s+1+int(m[s])] {
-			h = (h ^ uint32(b|0x20)) * 16777619 // letters' case folded (and more: sameName decides)
+			h = (h ^ uint32(b)) * 16777619
 		}
 		c.hashes[j] = h
 	}
@@ -307,7 +308,9 @@ func (c *compressor) insert(h uint32, off int) {
 }
 
 // sameName reports whether the uncompressed name at a is the name at b,
-// which may end in a pointer, ignoring ASCII case.
+// which may end in a pointer, byte for byte: a pointer must not change a
+// name's spelling (an owner written in lower case stays so beside a
+// question asked in mixed case).
 func sameName(m []byte, a, b int) bool {
 	for {
 		for m[b]&0xc0 == 0xc0 {
@@ -320,23 +323,12 @@ func sameName(m []byte, a, b int) bool {
 		if l == 0 {
 			return true
 		}
-		if x, y := m[a+1:a+1+l], m[b+1:b+1+l]; string(x) != string(y) {
-			for k := range x {
-				if lower(x[k]) != lower(y[k]) {
-					return false
-				}
-			}
+		if string(m[a+1:a+1+l]) != string(m[b+1:b+1+l]) {
+			return false
 		}
 		a += 1 + l
 		b += 1 + l
 	}
-}
-
-func lower(b byte) byte {
-	if b-'A' < 26 {
-		return b + 'a' - 'A'
-	}
-	return b
 }
 
 func u16(m []byte, i int) int { return int(m[i])<<8 | int(m[i+1]) }
