@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,6 +188,55 @@ zones:
 		}
 	}
 	p.stop(syscall.SIGTERM)
+}
+
+// dnsperf's DoH mode with ten queries in flight on one connection loses
+// none: its client takes one answer from each TLS read, so dnsd sends
+// each answer in TLS records of its own (HTTP/2 would allow more).
+func TestDoHDnsperf(t *testing.T) {
+	needTool(t, "dnsperf")
+	dir := t.TempDir()
+	_, leaf := testpki.Server(t, "127.0.0.1", "localhost")
+	writeFile(t, filepath.Join(dir, "tls.crt"), string(leaf.CertPEM))
+	writeFile(t, filepath.Join(dir, "tls.key"), string(leaf.KeyPEM))
+	writeFile(t, filepath.Join(dir, "queries.txt"), "web.example.internal A\ndb.example.internal A\nweb.example.internal AAAA\nnone.example.internal A\n")
+	udp, dohPort := freePort(t), freePort(t)
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d", "https://127.0.0.1:%d"]
+tls: {cert: tls.crt, key: tls.key}
+zones:
+  example.internal:
+    - hosts: {entries: ["10.0.0.7 web", "10.0.0.8 db"]}
+`, udp, dohPort))
+	p := startDnsd(t, dir)
+	p.waitLog("dnsd started", 1)
+	for _, method := range []string{"GET", "POST"} {
+		// 4 queries 100 times, 10 in flight, on one connection.
+		cmd := exec.Command("dnsperf", "-m", "doh", "-O", "doh-method="+method, "-s", "127.0.0.1", "-p", fmt.Sprint(dohPort),
+			"-d", filepath.Join(dir, "queries.txt"), "-c", "1", "-q", "10", "-n", "100", "-t", "5")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dnsperf %s: %v\n%s", method, err, out)
+		}
+		sent, completed, lost := dnsperfCount(out, "Queries sent:"), dnsperfCount(out, "Queries completed:"), dnsperfCount(out, "Queries lost:")
+		if sent != 400 || completed != 400 || lost != 0 {
+			t.Errorf("dnsperf %s: %d sent, %d completed, %d lost; want 400, 400, 0\n%s", method, sent, completed, lost, out)
+		}
+	}
+	p.stop(syscall.SIGTERM)
+}
+
+// dnsperfCount is the number after label in dnsperf's report, -1 if none.
+func dnsperfCount(out []byte, label string) int {
+	for line := range strings.Lines(string(out)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), label); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // A forward source with an https:// upstream, through two binaries: one

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,10 +17,12 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/http2"
 )
 
 // DNS over HTTPS (RFC 8484): an https:// listen entry serves /dns-query
-// over HTTP/2 and HTTP/1.1 with TLS (net/http), GET with ?dns=<base64url>
+// over HTTP/2 and HTTP/1.1 with TLS (net/http; HTTP/2 by x/net's server,
+// each answer in TLS records of its own), GET with ?dns=<base64url>
 // and POST with an application/dns-message body. Each request goes through
 // serveRaw like any other query: the same ACL (by the HTTP client's
 // address; a refused client gets 200 with a REFUSED message), the same
@@ -30,12 +33,14 @@ import (
 const dohPath = "/dns-query"
 
 // newDoHServer returns an HTTP server for the unit's connections with the
-// timeouts and streams of st; it is served by serveDoHGen.
-func (s *Server) newDoHServer(u *unit, st *settings) *http.Server {
+// timeouts and streams of st; it is served by followDoH. HTTP/1.1 is
+// net/http's; HTTP/2 is x/net's server on a responseRecords connection,
+// so that each answer leaves in TLS records of its own.
+func (s *Server) newDoHServer(u *unit, st *settings) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(dohPath, func(w http.ResponseWriter, r *http.Request) { s.serveDoH(u, w, r) })
 	idle := st.idle
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: idle,
 		ReadTimeout:       idle,
@@ -63,6 +68,150 @@ func (s *Server) newDoHServer(u *unit, st *settings) *http.Server {
 			},
 		},
 	}
+	// ConfigureServer reads the idle timeout and registers the GOAWAY of
+	// a Shutdown; the HTTP/2 settings come from srv.HTTP2.
+	h2 := &http2.Server{}
+	if err := http2.ConfigureServer(srv, h2); err != nil {
+		return nil, fmt.Errorf("https %s: %w", u.ln.Addr(), err)
+	}
+	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		// What net/http's own HTTP/2 does, on c wrapped (net/http has
+		// no way to wrap it; x/net marks ServeConn deprecated for that).
+		ctx := context.Background()
+		if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
+			ctx = bc.BaseContext()
+		}
+		raw, _ := c.NetConn().(*dohConn)
+		h2.ServeConn(&responseRecords{Conn: c, raw: raw}, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs})
+	}
+	return srv, nil
+}
+
+// responseRecords is an HTTP/2 server connection whose writes go to TLS
+// cut after each frame that ends a stream: an answer never shares a TLS
+// record with the next one. HTTP/2 allows any cut, and Go's server sends
+// the answers that are ready at once in one write, so in a few records;
+// but clients that take one answer per TLS read (dnsperf's DoH mode)
+// lose the other answers of that read. The records of one write still
+// leave in one write to the socket (raw gathers them). A write that ends
+// inside a frame is written as it is (the rest comes with the next one).
+type responseRecords struct {
+	*tls.Conn // and its ConnectionState, which the HTTP/2 server reads
+	raw       *dohConn
+	frames    frameCutter
+}
+
+func (c *responseRecords) Write(p []byte) (int, error) {
+	k := c.frames.cut(p)
+	if k == len(p) || c.raw == nil {
+		return c.writePieces(p, k)
+	}
+	// The last piece's TLS write sends the records of all: a Close
+	// meanwhile closes the socket at once, as during any TLS write.
+	c.raw.gather()
+	n := 0
+	for {
+		if k == len(p) {
+			c.raw.sendWithNext()
+		}
+		m, err := c.Conn.Write(p[:k])
+		n += m
+		if err != nil {
+			c.raw.drop()
+			return n, err
+		}
+		if p = p[k:]; len(p) == 0 {
+			return n, nil
+		}
+		k = c.frames.cut(p)
+	}
+}
+
+// writePieces writes p to TLS in pieces, k the length of the first.
+func (c *responseRecords) writePieces(p []byte, k int) (int, error) {
+	n := 0
+	for {
+		m, err := c.Conn.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if p = p[k:]; len(p) == 0 {
+			return n, nil
+		}
+		k = c.frames.cut(p)
+	}
+}
+
+// HTTP/2 frame header (RFC 9113 section 4.1): length (24 bits), type,
+// flags, stream.
+const (
+	h2FrameHeaderLen   = 9
+	h2TypeData         = 0x0
+	h2TypeHeaders      = 0x1
+	h2TypeContinuation = 0x9
+	h2FlagEndStream    = 0x1
+	h2FlagEndHeaders   = 0x4
+)
+
+// frameCutter follows the HTTP/2 frames of a byte stream written in
+// pieces of any size.
+type frameCutter struct {
+	hdr  [h2FrameHeaderLen]byte
+	nhdr int  // bytes of hdr read
+	left int  // payload bytes of the current frame still to come
+	ends bool // the current frame ends a stream
+	// headersEnd: a HEADERS frame with END_STREAM whose header block goes
+	// on in CONTINUATION frames; the last of them ends the stream.
+	headersEnd bool
+}
+
+// cut returns the length of p's first piece: up to the end of the first
+// frame in p that ends a stream, else all of p.
+func (f *frameCutter) cut(p []byte) int {
+	i := 0
+	for i < len(p) {
+		if f.left > 0 {
+			k := min(f.left, len(p)-i)
+			f.left -= k
+			i += k
+		} else {
+			k := copy(f.hdr[f.nhdr:], p[i:])
+			f.nhdr += k
+			i += k
+			if f.nhdr < h2FrameHeaderLen {
+				return i
+			}
+			f.nhdr = 0
+			f.left = int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
+			f.ends = f.endsStream(f.hdr[3], f.hdr[4])
+		}
+		if f.left == 0 && f.ends {
+			f.ends = false
+			return i
+		}
+	}
+	return i
+}
+
+func (f *frameCutter) endsStream(typ, flags byte) bool {
+	switch typ {
+	case h2TypeData:
+		return flags&h2FlagEndStream != 0
+	case h2TypeHeaders:
+		if flags&h2FlagEndStream == 0 {
+			f.headersEnd = false
+			return false
+		}
+		f.headersEnd = flags&h2FlagEndHeaders == 0
+		return !f.headersEnd
+	case h2TypeContinuation:
+		if f.headersEnd && flags&h2FlagEndHeaders != 0 {
+			f.headersEnd = false
+			return true
+		}
+	}
+	return false
 }
 
 // An https unit's connections are served by the HTTP server of the limits
@@ -82,6 +231,7 @@ type dohUnit struct {
 	// noKeepAlives: the unit is stopping; new servers start without.
 	noKeepAlives bool
 	wg           sync.WaitGroup // the servers' and retirements' goroutines
+	bufs         sync.Pool      // of *[]byte: the records dohConns gather
 }
 
 // dohGen is one HTTP server of an https unit and the queue it takes its
@@ -104,7 +254,14 @@ func (s *Server) followDoH(u *unit, st *settings) {
 	if old != nil && old.idle == st.idle && old.pipe == st.pipeline {
 		return
 	}
-	g := &dohGen{srv: s.newDoHServer(u, st), q: newConnQueue(u.ln.Addr()), idle: st.idle, pipe: st.pipeline}
+	srv, err := s.newDoHServer(u, st)
+	if err != nil {
+		// Only a TLS configuration without HTTP/2's cipher suites fails,
+		// and dnsd sets none: keep the server that there is.
+		s.log.Error("https server not configured", "addr", u.ln.Addr().String(), "err", err)
+		return
+	}
+	g := &dohGen{srv: srv, q: newConnQueue(u.ln.Addr()), idle: st.idle, pipe: st.pipeline}
 	if d.noKeepAlives {
 		g.srv.SetKeepAlivesEnabled(false)
 	}
@@ -214,7 +371,7 @@ func (s *Server) acceptHTTPS(u *unit) {
 		if !ok {
 			continue
 		}
-		if !u.doh.hand(&countedConn{Conn: c, release: func() { s.leave(key) }}) {
+		if !u.doh.hand(&dohConn{Conn: c, release: func() { s.leave(key) }, bufs: &u.doh.bufs}) {
 			s.leave(key)
 			_ = c.Close()
 			return
@@ -356,16 +513,75 @@ func httpClient(r *http.Request) netip.Addr {
 	return ap.Addr().Unmap().WithZone("")
 }
 
-// countedConn gives its place back when closed (once).
-type countedConn struct {
+// dohConn is an accepted https connection, under its TLS. It gives its
+// place back when closed (once), and gathers the TLS records of one
+// HTTP/2 write into one write to the socket (see responseRecords).
+type dohConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	bufs    *sync.Pool // of *[]byte, the unit's
+
+	mu       sync.Mutex
+	gathered *[]byte // nil: writes go through
+	sendNext bool    // the next write sends the gathered ones with it
 }
 
-func (c *countedConn) Close() error {
+func (c *dohConn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
+}
+
+func (c *dohConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gathered == nil {
+		return c.Conn.Write(p)
+	}
+	*c.gathered = append(*c.gathered, p...)
+	if !c.sendNext {
+		return len(p), nil
+	}
+	_, err := c.Conn.Write(*c.gathered)
+	c.putLocked()
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// gather keeps what is written from now on, until sendWithNext.
+func (c *dohConn) gather() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, _ := c.bufs.Get().(*[]byte)
+	if b == nil {
+		b = new([]byte)
+	}
+	c.gathered = b
+}
+
+// sendWithNext: the next write sends what was gathered, and itself.
+func (c *dohConn) sendWithNext() {
+	c.mu.Lock()
+	c.sendNext = true
+	c.mu.Unlock()
+}
+
+// drop forgets what was gathered (the TLS write failed).
+func (c *dohConn) drop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gathered != nil {
+		c.putLocked()
+	}
+}
+
+func (c *dohConn) putLocked() {
+	b := c.gathered
+	*b = (*b)[:0]
+	c.bufs.Put(b)
+	c.gathered, c.sendNext = nil, false
 }
 
 // isDNSMessage reports whether a Content-Type is application/dns-message:
