@@ -89,8 +89,8 @@ func (c *Change) Failed(file string) {
 // the last data. It holds the first time it is told, and until the file
 // has been held for the grace; the file is then handed over again (with
 // Together, all the files), and a HoldEmpty then returns false: apply it.
-// waited is how long it has been held. A file handed over and not held
-// again (refilled) is no longer held.
+// waited is how long it has been held (0 the first time). A file handed
+// over and not held again (refilled) is no longer held.
 func (c *Change) HoldEmpty(file string) (hold bool, waited time.Duration) {
 	f := c.w.lookup(file)
 	if f == nil {

@@ -1,12 +1,10 @@
 package hosts
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"maps"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -14,27 +12,23 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
-	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/fswatch"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
 
-// debounce is how long a watched directory must be quiet (no event for a
-// hosts file) before the files are re-read: the timer restarts at every
-// event, so a file rewritten in place (`>` redirection, cp), which is
-// truncated and then written in pieces, is read once the writer is done,
-// never half-written. An editor's save is several events in a row too.
-const debounce = 50 * time.Millisecond
+// debounce is how long the watched directories must be quiet before the
+// changed files are re-read (see fswatch.Debounce): a file rewritten in
+// place is read once the writer is done, never half-written.
+const debounce = fswatch.Debounce
 
 // emptyGrace is how long a file that turned empty must stay empty before
 // its emptiness is served: an in-place rewrite truncates first and may
 // pause before it writes, and serving an empty file turns every name into
 // NXDOMAIN (which clients cache). A file emptied on purpose is applied
 // emptyGrace later.
-const emptyGrace = time.Second
+const emptyGrace = fswatch.EmptyGrace
 
 // maxBadLinesLogged caps the bad lines logged per file load; the rest are
 // counted in one summary line.
@@ -73,10 +67,9 @@ type Backend struct {
 	// first read to its last record (see kind.Bulk).
 	bulk kind.Bulk
 
-	watcher   *fsnotify.Watcher
-	watched   map[string]bool // the directories watched (run goroutine only, after open)
+	watcher   *fswatch.Watcher // calls refresh
 	stop      chan struct{}
-	done      chan struct{}
+	done      chan struct{} // closed once the watcher stopped
 	closeOnce sync.Once
 	// prebuilds counts the goroutines building records ahead; closed
 	// (under mu) stops new ones being started.
@@ -88,19 +81,10 @@ type Backend struct {
 
 // hostsFile is one file of a Backend and its last good data.
 type hostsFile struct {
-	path string // cleaned
-	dir  string
-	base string
-	// targetDir: the directory of the file path names when path is a
-	// symlink into another directory (watched too), else "".
-	targetDir string
-	data      fileParts // last good data
-	sum       uint64    // hash of the content data was parsed from
-	info      os.FileInfo
-	failing   bool // unreadable since the last warning
-	// emptySince: when the file was first seen empty while its last good
-	// data was not (zero: not pending).
-	emptySince time.Time
+	path    string    // cleaned, absolute
+	data    fileParts // last good data
+	sum     uint64    // hash of the content data was parsed from
+	failing bool      // unreadable since the last warning
 }
 
 // Options are what a Backend is opened with besides its files and TTL;
@@ -145,7 +129,6 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 		load = b.pacing
 	}
 	seen := make(map[string]bool, len(files))
-	dirs := make(map[string]bool)
 	for _, p := range files {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -155,40 +138,33 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 			continue
 		}
 		seen[abs] = true
-		f := &hostsFile{path: abs, dir: filepath.Dir(abs), base: filepath.Base(abs)}
+		f := &hostsFile{path: abs}
 		sc, err := scanHosts(abs, b.seed, load) // paced when opened by a reload
 		if err != nil {
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
-		f.info, f.sum = sc.info, sc.sum
+		f.sum = sc.sum
 		f.data, err = sc.parse(abs, b.logger)
 		sc.close()
 		if err != nil {
 			return nil, fmt.Errorf("hosts file %s: %w", p, err)
 		}
 		b.files = append(b.files, f)
-		dirs[f.dir] = true
-		if f.targetDir = fsutil.TargetDir(abs); f.targetDir != "" {
-			dirs[f.targetDir] = true
-		}
 	}
 	b.views = map[uint32]*view{b.ttl: {ttl: b.ttl}}
 	b.publish(0, load)
 
-	w, err := fsnotify.NewWatcher()
+	paths := make([]string, len(b.files))
+	for i, f := range b.files {
+		paths[i] = f.path
+	}
+	w, err := fswatch.New(paths, b.refresh, fswatch.Options{Logger: b.logger, Name: "hosts",
+		Debounce: debounce, EmptyGrace: emptyGrace})
 	if err != nil {
 		b.stopBuilders()
-		return nil, fmt.Errorf("hosts: watcher: %w", err)
+		return nil, fmt.Errorf("hosts: %w", err)
 	}
-	for dir := range dirs {
-		if err := w.Add(dir); err != nil {
-			w.Close()
-			b.stopBuilders()
-			return nil, fmt.Errorf("hosts: watch directory %s: %w", dir, err)
-		}
-	}
-	b.watcher, b.watched = w, dirs
-	go b.run()
+	b.watcher = w
 	return b, nil
 }
 
@@ -207,11 +183,11 @@ func (b *Backend) stopBuilders() {
 // stays readable. Close is idempotent.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
-		b.stopBuilders() // closes stop, which the watch goroutine heeds too
-		if err := b.watcher.Close(); err != nil {
-			b.closeErr = fmt.Errorf("hosts: close watcher: %w", err)
+		b.stopBuilders()
+		if err := b.watcher.Close(); err != nil { // waits for a refresh running
+			b.closeErr = fmt.Errorf("hosts: %w", err)
 		}
-		<-b.done
+		close(b.done)
 	})
 	return b.closeErr
 }
@@ -336,175 +312,15 @@ func (b *Backend) WaitBuilt() {
 // without, 77 MiB with; about 20 ms).
 const releaseMin = 1 << 18
 
-// run is the watch goroutine: it collects events for a short debounce,
-// then re-reads what changed. It ends when Close is called.
-func (b *Backend) run() {
-	defer close(b.done)
-	dirty := make(map[*hostsFile]bool)
-	checkDirs := make(map[string]bool)
-	var timer *time.Timer
-	var fire <-chan time.Time
-	// arm (re)starts the debounce: the files are read once the directory
-	// has been quiet for debounce.
-	arm := func() {
-		if timer == nil {
-			timer = time.NewTimer(debounce)
-		} else {
-			timer.Reset(debounce)
-		}
-		fire = timer.C
-	}
-	// The empty-file recheck: files that turned empty are read again
-	// once they may have stayed empty for emptyGrace.
-	emptyTimer := time.NewTimer(time.Hour)
-	emptyTimer.Stop()
-	var emptyFire <-chan time.Time
-	armEmpty := func() {
-		if emptyFire != nil {
-			return
-		}
-		for _, f := range b.files {
-			if !f.emptySince.IsZero() {
-				emptyTimer.Reset(max(time.Until(f.emptySince.Add(emptyGrace)), time.Millisecond))
-				emptyFire = emptyTimer.C
-				return
-			}
-		}
-	}
-	rewatch := time.NewTicker(fsutil.RewatchEvery)
-	// Files that could not be read are read again with backoff until
-	// they are: nothing on the filesystem may change when the cause goes
-	// away (file descriptors freed, a permission granted on a parent).
-	retry := fsutil.NewRetry()
-	retryFailing := func() {
-		if slices.ContainsFunc(b.files, func(f *hostsFile) bool { return f.failing }) {
-			retry.Failed()
-		} else {
-			retry.Succeeded()
-		}
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		emptyTimer.Stop()
-		rewatch.Stop()
-		retry.Stop()
-	}()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-rewatch.C:
-			// A directory removed (or unmounted) and back: read its files.
-			for _, dir := range fsutil.Rewatch(b.watcher, slices.Collect(maps.Keys(b.watched))) {
-				b.logger.Info("hosts: watching a directory again", "dir", dir)
-				for _, f := range b.files {
-					if f.dir == dir || f.targetDir == dir {
-						dirty[f] = true
-					}
-				}
-				arm()
-			}
-		case ev, ok := <-b.watcher.Events:
-			if !ok {
-				return
-			}
-			name := filepath.Clean(ev.Name)
-			matched := false
-			for _, f := range b.files {
-				if f.path == name {
-					dirty[f] = true
-					matched = true
-				}
-			}
-			if !matched {
-				// Another name in a watched directory: a symlink swap
-				// (Kubernetes ConfigMap "..data") can change a file
-				// without an event for its own name. Stat to find out.
-				checkDirs[filepath.Dir(name)] = true
-			}
-			arm()
-		case err, ok := <-b.watcher.Errors:
-			if !ok {
-				return
-			}
-			b.logger.Warn("hosts watcher error", "error", err)
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				for _, f := range b.files {
-					dirty[f] = true
-				}
-				arm()
-			}
-		case <-fire:
-			fire = nil
-			b.refresh(dirty, checkDirs)
-			clear(dirty)
-			clear(checkDirs)
-			armEmpty()
-			retryFailing()
-		case <-retry.C:
-			retry.Fired()
-			for _, f := range b.files {
-				if f.failing {
-					dirty[f] = true
-				}
-			}
-			if fire == nil { // else the debounce will read them anyway
-				b.refresh(dirty, checkDirs)
-				clear(dirty)
-				clear(checkDirs)
-				armEmpty()
-			}
-			retryFailing()
-		case <-emptyFire:
-			emptyFire = nil
-			for _, f := range b.files {
-				if !f.emptySince.IsZero() {
-					dirty[f] = true
-				}
-			}
-			if fire == nil { // else the debounce will read them anyway
-				b.refresh(dirty, checkDirs)
-				clear(dirty)
-				clear(checkDirs)
-			}
-			armEmpty()
-			retryFailing()
-		}
-	}
-}
-
-// refresh re-reads the dirty files and the files of checkDirs whose
-// identity changed, and publishes a new index when any content changed.
-func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) {
-	for _, f := range b.files {
-		if dirty[f] || !checkDirs[f.dir] && (f.targetDir == "" || !checkDirs[f.targetDir]) {
-			continue
-		}
-		if fsutil.Moved(f.path, f.info) {
-			dirty[f] = true
-		}
-	}
-	for f := range dirty {
-		// A symlink pointed elsewhere: watch where it points now.
-		if f.targetDir = fsutil.TargetDir(f.path); f.targetDir != "" && !b.watched[f.targetDir] {
-			if err := b.watcher.Add(f.targetDir); err != nil {
-				b.logger.Warn("hosts: watch directory", "dir", f.targetDir, "error", err)
-			} else {
-				b.watched[f.targetDir] = true
-			}
-		}
-	}
-	if len(dirty) == 0 {
-		return
-	}
+// refresh is the watcher's Func: it re-reads the files that changed and
+// publishes a new index when any content changed.
+func (b *Backend) refresh(_ context.Context, c *fswatch.Change) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.bulk.Begin()() // the records built ahead begin their own
 	changed := false
 	for _, f := range b.files {
-		if dirty[f] && b.reread(f) {
+		if slices.Contains(c.Files, f.path) && b.reread(c, f) {
 			changed = true
 		}
 	}
@@ -518,9 +334,10 @@ func (b *Backend) refresh(dirty map[*hostsFile]bool, checkDirs map[string]bool) 
 }
 
 // unreadable keeps f's last good data after a failed read (logged once
-// until f is readable again, each retry at DEBUG); it returns false,
-// nothing changed.
-func (b *Backend) unreadable(f *hostsFile, err error) bool {
+// until f is readable again, each retry at DEBUG; the watcher reads it
+// again); it returns false, nothing changed.
+func (b *Backend) unreadable(c *fswatch.Change, f *hostsFile, err error) bool {
+	c.Failed(f.path)
 	if !f.failing {
 		f.failing = true
 		b.logger.Warn("hosts file unreadable, keeping its last good data; reading it again until it is read",
@@ -528,45 +345,40 @@ func (b *Backend) unreadable(f *hostsFile, err error) bool {
 	} else {
 		b.logger.Debug("hosts file still unreadable", "file", f.path, "error", err)
 	}
-	f.info = nil
 	return false
 }
 
 // reread reads f again and reports whether its content changed. A file
 // that cannot be read keeps its last good data; that is logged once until
 // the file is readable again.
-func (b *Backend) reread(f *hostsFile) bool {
+func (b *Backend) reread(c *fswatch.Change, f *hostsFile) bool {
 	sc, err := scanHosts(f.path, b.seed, b.pacing) // a reload: paced
 	if err != nil {
-		return b.unreadable(f, err)
+		return b.unreadable(c, f, err)
 	}
 	if f.failing {
 		f.failing = false
 		b.logger.Info("hosts file readable again", "file", f.path)
 	}
 	defer sc.close()
-	f.info = sc.info
 	sum := sc.sum
 	if sum == f.sum {
-		f.emptySince = time.Time{}
 		return false
 	}
 	if sc.size == 0 && f.data.pairs() > 0 {
-		now := time.Now()
-		if f.emptySince.IsZero() {
-			f.emptySince = now
+		hold, waited := c.HoldEmpty(f.path)
+		switch {
+		case hold && waited == 0:
 			b.logger.Info("hosts file is empty; keeping its last data unless it stays empty", "file", f.path, "for", emptyGrace)
 			return false
-		}
-		if now.Sub(f.emptySince) < emptyGrace {
+		case hold:
 			return false
 		}
-		b.logger.Warn("hosts file stayed empty, serving no records from it", "file", f.path, "for", now.Sub(f.emptySince).Round(time.Millisecond))
+		b.logger.Warn("hosts file stayed empty, serving no records from it", "file", f.path, "for", waited.Round(time.Millisecond))
 	}
-	f.emptySince = time.Time{}
 	fd, err := sc.parse(f.path, b.logger)
 	if err != nil {
-		return b.unreadable(f, err)
+		return b.unreadable(c, f, err)
 	}
 	if fd.pairs() == 0 && fd.bad() > 0 && f.data.pairs() > 0 {
 		// Not one line parses (binary junk, the wrong file copied in):
