@@ -155,12 +155,19 @@ func watch(t *testing.T, r *reader, opts Options, files ...string) *Watcher {
 	return w
 }
 
-func TestRenameOver(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "hosts")
+// watchOne writes dir/hosts with "one\n" in a new directory and watches
+// it with a reader.
+func watchOne(t *testing.T, opts Options) (path string, r *reader) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "hosts")
 	write(t, path, "one\n")
-	r := newReader(path)
-	watch(t, r, Options{}, path)
+	r = newReader(path)
+	watch(t, r, opts, path)
+	return path, r
+}
+
+func TestRenameOver(t *testing.T) {
+	path, r := watchOne(t, Options{})
 	replace(t, path, "two\n")
 	d := r.next(t, "a file renamed over")
 	if !slices.Equal(d.files, []string{path}) || d.read[path] != "two\n" {
@@ -224,11 +231,8 @@ func TestInPlaceRewriteDebounced(t *testing.T) {
 // A file truncated and refilled within the grace is never applied empty;
 // one that stays empty is applied once it has waited the grace.
 func TestEmptyGrace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hosts")
-	write(t, path, "one\n")
-	r := newReader(path)
 	const grace = 500 * time.Millisecond
-	watch(t, r, Options{EmptyGrace: grace}, path)
+	path, r := watchOne(t, Options{EmptyGrace: grace})
 
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
@@ -266,11 +270,7 @@ func TestEmptyGrace(t *testing.T) {
 // A removed file fails to read and keeps being read again with backoff;
 // made again, it is read.
 func TestRemoveAndRecreate(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "hosts")
-	write(t, path, "one\n")
-	r := newReader(path)
-	watch(t, r, Options{}, path)
+	path, r := watchOne(t, Options{})
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -438,11 +438,8 @@ func TestSymlinkElsewhere(t *testing.T) {
 // Other files of the directory changing hand nothing over (the files are
 // statted, not read).
 func TestUnrelatedFiles(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "hosts")
-	write(t, path, "one\n")
-	r := newReader(path)
-	watch(t, r, Options{}, path)
+	path, r := watchOne(t, Options{})
+	dir := filepath.Dir(path)
 	for i := range 5 {
 		write(t, filepath.Join(dir, fmt.Sprint("other", i)), "x")
 	}

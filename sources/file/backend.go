@@ -1,30 +1,26 @@
 package file
 
 import (
-	"errors"
+	"context"
 	"log/slog"
-	"path/filepath"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
-	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/fswatch"
 	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // debounce is how long the watched directories must be quiet before the
-// zone is parsed again (editors and `mv` make bursts of events).
-const debounce = 50 * time.Millisecond
+// zone is parsed again (editors and `mv` make bursts of events; see
+// fswatch.Debounce).
+const debounce = fswatch.Debounce
 
 // emptyGrace is how long a zone that lost every record must stay so
 // before it is applied: an in-place rewrite truncates the file first, and
 // an empty zone answers NXDOMAIN for every name it had.
-const emptyGrace = time.Second
+const emptyGrace = fswatch.EmptyGrace
 
 // snapshot is what readers see: the last good zone and its serial.
 type snapshot struct {
@@ -49,17 +45,11 @@ type Backend struct {
 	pacing atomic.Pointer[turns.Pacing]
 	cur    atomic.Pointer[snapshot]
 
-	watcher *fsnotify.Watcher // nil: not watching (inline records only, dry run)
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	lastErr string // the error logged last (run goroutine only)
-	// failing: the last reload could not read a file (run goroutine
-	// only); it is read again with backoff (see run).
+	watcher *fswatch.Watcher // calls reload; nil: not watching (inline records only, dry run)
+	lastErr string           // the error logged last (watcher's goroutine only)
+	// failing: the last reload could not read a file (watcher's
+	// goroutine only); the watcher reads it again with backoff.
 	failing bool
-	// emptySince: when the zone was first read without a record while
-	// the one served has some (run goroutine only).
-	emptySince time.Time
 }
 
 // Open parses the zone of c (or takes over the parse ParseSettings made)
@@ -73,145 +63,33 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 			return nil, err
 		}
 	}
-	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials,
-		bulk: bulk, stop: make(chan struct{}), done: make(chan struct{})}
+	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials, bulk: bulk}
 	b.pacing.Store(&turns.Pacing{Sleep: time.Sleep})
 	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
 	b.warnLoad(z)
 	if !watch || c.Path == "" {
-		close(b.done)
 		return b, nil
 	}
-	w, err := fsnotify.NewWatcher()
+	// The zone file and its includes are read as one: a change of any
+	// parses the zone again.
+	w, err := fswatch.New(z.files, b.reload, fswatch.Options{Logger: b.logger, Name: "zone file",
+		Debounce: debounce, EmptyGrace: emptyGrace, Together: true})
 	if err != nil {
 		return nil, err
 	}
 	b.watcher = w
-	if err := b.watchDirs(z); err != nil {
-		w.Close()
-		return nil, err
-	}
-	go b.run()
 	return b, nil
 }
 
-// watchDirs watches the directories of the zone's files.
-func (b *Backend) watchDirs(z *zone) error {
-	for _, d := range b.dirs(z) {
-		if err := b.watcher.Add(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dirs are the directories of the zone's files and, for a symlink into
-// another directory, that one too, where the file it names changes.
-func (b *Backend) dirs(z *zone) []string {
-	var dirs []string
-	for _, f := range z.files {
-		for _, d := range []string{filepath.Dir(f), fsutil.TargetDir(f)} {
-			if d != "" && !slices.Contains(dirs, d) {
-				dirs = append(dirs, d)
-			}
-		}
-	}
-	return dirs
-}
-
-// Close stops watching and waits for the watch goroutine.
+// Close stops watching and waits for a reload running. Idempotent.
 func (b *Backend) Close() error {
-	b.once.Do(func() {
-		close(b.stop)
-		if b.watcher != nil {
-			b.watcher.Close()
-		}
-	})
-	<-b.done
-	return nil
+	if b.watcher == nil {
+		return nil
+	}
+	return b.watcher.Close()
 }
 
 func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
-
-// run collects events until the directories are quiet for debounce, then
-// parses the zone again — when an event named one of its files, or one
-// of them is no longer the file, or of the size or time, it was when
-// read (a symlink swapped elsewhere in the directory): other files of the
-// directories changing cost a stat each, not a parse. It ends when Close
-// is called.
-func (b *Backend) run() {
-	defer close(b.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	named := false // an event since the last reload named a file of the zone
-	rewatch := time.NewTicker(fsutil.RewatchEvery)
-	defer rewatch.Stop()
-	// A file that could not be read is read again with backoff until it
-	// is: nothing on the filesystem may change when the cause goes away.
-	retry := fsutil.NewRetry()
-	defer retry.Stop()
-	reload := func() {
-		again := b.reload()
-		if again > 0 {
-			timer.Reset(again)
-		}
-		if b.failing {
-			retry.Failed()
-		} else {
-			retry.Succeeded()
-		}
-	}
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-rewatch.C:
-			// A directory removed (or unmounted) and back: read again.
-			if dirs := fsutil.Rewatch(b.watcher, b.dirs(b.snapshot().z)); len(dirs) > 0 {
-				b.logger.Info("zone file: watching a directory again", "dirs", dirs)
-				named = true
-				timer.Reset(debounce)
-			}
-		case ev, ok := <-b.watcher.Events:
-			if !ok {
-				return
-			}
-			named = named || slices.Contains(b.snapshot().z.files, filepath.Clean(ev.Name))
-			timer.Reset(debounce)
-		case err, ok := <-b.watcher.Errors:
-			if !ok {
-				return
-			}
-			b.logger.Warn("zone file watcher error", "error", err)
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				named = true // events lost: read again
-				timer.Reset(debounce)
-			}
-		case <-timer.C:
-			named = named || !b.emptySince.IsZero() // the empty zone's recheck
-			if named || b.movedOnDisk() {
-				reload()
-			}
-			named = false
-		case <-retry.C:
-			retry.Fired()
-			reload()
-		}
-	}
-}
-
-// movedOnDisk reports whether a file of the zone is not the file, or not
-// of the size or modification time, that it was when last read.
-func (b *Backend) movedOnDisk() bool {
-	z := b.snapshot().z
-	for i, f := range z.files {
-		if i >= len(z.infos) || fsutil.Moved(f, z.infos[i]) {
-			return true
-		}
-	}
-	return false
-}
 
 // turnedEmpty reports whether a file of was (the zone file or a file it
 // includes) that held something is empty in z: a file rewritten in place
@@ -231,17 +109,20 @@ func turnedEmpty(was, z *zone) bool {
 	return false
 }
 
-// reload parses the zone again and publishes it when it changed and is
-// good. It returns when to read the zone again without an event (0: not
-// needed): a zone without records, or one of whose files turned empty, is
-// applied only after emptyGrace.
-func (b *Backend) reload() (again time.Duration) {
+// reload is the watcher's Func: it parses the zone again and publishes
+// it when it changed and is good. A zone without records, or one of
+// whose files turned empty, is applied only after emptyGrace (held on
+// the zone file: c hands it over again then).
+func (b *Backend) reload(_ context.Context, c *fswatch.Change) {
 	defer b.bulk.Begin()()
 	prev := b.snapshot()
 	z, err := load(b.cfg, b.pacing.Load()) // a reload: paced
 	wasFailing := b.failing
 	b.failing = err != nil && unreadable(err)
 	if err != nil {
+		if b.failing {
+			c.Failed(b.cfg.Path) // read again with backoff
+		}
 		msg := err.Error()
 		switch {
 		case msg != b.lastErr:
@@ -253,34 +134,30 @@ func (b *Backend) reload() (again time.Duration) {
 		case b.failing:
 			b.logger.Debug("zone file still unreadable", "error", msg)
 		}
-		return 0
+		return
 	}
 	if wasFailing {
 		b.logger.Info("zone file readable again")
 	}
 	if (z.records == 0 && prev.z.records > 0 || turnedEmpty(prev.z, z)) && z.sum != prev.z.sum {
-		now := time.Now()
-		if b.emptySince.IsZero() {
-			b.emptySince = now
+		hold, waited := c.HoldEmpty(b.cfg.Path)
+		switch {
+		case hold && waited == 0:
 			b.lastErr = ""
 			b.logger.Info("zone file has no record or turned empty; the last good zone is served unless it stays so", "for", emptyGrace)
-			return emptyGrace
+			return
+		case hold:
+			return
 		}
-		if waited := now.Sub(b.emptySince); waited < emptyGrace {
-			return emptyGrace - waited
-		}
-		b.logger.Warn("zone file stayed without a record or empty, serving what is left", "for", now.Sub(b.emptySince).Round(time.Millisecond))
+		b.logger.Warn("zone file stayed without a record or empty, serving what is left", "for", waited.Round(time.Millisecond))
 	}
-	b.emptySince = time.Time{}
 	if z.sum == prev.z.sum {
 		b.lastErr = "" // back as it was: a new breakage is logged again
-		return 0
+		return
 	}
 	b.lastErr = ""
 	b.cur.Store(&snapshot{z: z, serial: max(b.serials.Next(), prev.serial+1)})
-	if err := b.watchDirs(z); err != nil { // a new $INCLUDE elsewhere
-		b.logger.Warn("zone file watcher", "error", err)
-	}
+	c.Watch(z.files) // a new $INCLUDE, maybe elsewhere
 	b.logger.Info("zone file reloaded", "records", z.records)
 	b.warnLoad(z)
 	for zone, soa := range z.soas {
@@ -289,7 +166,6 @@ func (b *Backend) reload() (again time.Duration) {
 				"zone", zone, "serial", soa.Serial, "was", was.Serial)
 		}
 	}
-	return 0
 }
 
 // warnLoad logs, once per load, what the load of z left out or mended:
