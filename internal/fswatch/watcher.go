@@ -283,7 +283,9 @@ func (w *Watcher) run(ctx context.Context) {
 	}()
 	unnamed := false // an event since the last delivery named none of the files
 	deliver := func() {
-		w.deliver(ctx, unnamed)
+		if w.deliver(ctx, unnamed) {
+			arm() // files newly watched: read again once they are watched
+		}
 		unnamed = false
 		if slices.ContainsFunc(w.files, func(f *file) bool { return f.failing }) {
 			retry.failed()
@@ -369,7 +371,7 @@ func (w *Watcher) run(ctx context.Context) {
 
 // deliver hands the dirty files over to the Func, with those no longer
 // the file last handed over when unnamed, and keeps what it found.
-func (w *Watcher) deliver(ctx context.Context, unnamed bool) {
+func (w *Watcher) deliver(ctx context.Context, unnamed bool) (added bool) {
 	due := false
 	for _, f := range w.files {
 		if !f.dirty && unnamed && fsutil.Moved(f.abs, f.info) {
@@ -378,7 +380,7 @@ func (w *Watcher) deliver(ctx context.Context, unnamed bool) {
 		due = due || f.dirty
 	}
 	if !due {
-		return
+		return false
 	}
 	c := &Change{w: w, now: time.Now(), failed: make(map[*file]bool), held: make(map[*file]bool)}
 	var handed []*file
@@ -410,13 +412,16 @@ func (w *Watcher) deliver(ctx context.Context, unnamed bool) {
 		}
 	}
 	if c.rewire {
-		w.setFiles(c.watch)
+		return w.setFiles(c.watch)
 	}
+	return false
 }
 
 // setFiles makes paths the watched files, keeping the state of those
-// watched already.
-func (w *Watcher) setFiles(paths []string) {
+// watched already, and reports whether it added any. An added file is
+// dirty: the Func read it before its directory was watched, and a write
+// in between would have no event, so it is handed over once more.
+func (w *Watcher) setFiles(paths []string) (added bool) {
 	files := make([]*file, 0, len(paths))
 	for _, p := range paths {
 		if slices.ContainsFunc(files, func(f *file) bool { return f.path == p }) {
@@ -429,6 +434,7 @@ func (w *Watcher) setFiles(paths []string) {
 				w.logger.Warn(w.name+": watch", "error", err)
 				continue
 			}
+			f.dirty, added = true, true
 		}
 		files = append(files, f)
 	}
@@ -436,6 +442,7 @@ func (w *Watcher) setFiles(paths []string) {
 	for _, d := range w.dirs() {
 		w.add(d)
 	}
+	return added
 }
 
 // rewatchDirs adds to w each of dirs that w no longer watches and that
