@@ -1,12 +1,3 @@
-// Package hosts is dnsd's hosts source (docs/sources/hosts.md): it serves
-// A, AAAA and PTR records from /etc/hosts-format files and inline entries,
-// and re-reads the files the moment they change.
-//
-// A Backend holds a set of files: it loads, indexes and watches them once
-// and can be shared by any number of Sources (zones, reloads). A Source is
-// one zone's view over a Backend plus its inline entries. The index holds
-// every name of the files; it has no zone filter, because the pipeline only
-// asks a source for names inside the source's zone.
 package hosts
 
 import (
