@@ -72,3 +72,31 @@ func TestFuzzingDocListsEveryTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeLayoutListsEveryPackage: README.md's layout table has a row
+// for every directory holding a Go package (the top-level one as
+// main.go).
+func TestReadmeLayoutListsEveryPackage(t *testing.T) {
+	readme := readFile(t, "README.md")
+	seen := map[string]bool{}
+	repoFiles(t, func(path string) {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if seen[dir] {
+			return
+		}
+		seen[dir] = true
+		want := "| `" + dir + "/` |"
+		if dir == "." {
+			want = "| `main.go` |"
+		}
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md's layout table has no row %q", want)
+		}
+	})
+	if len(seen) < 2 {
+		t.Fatalf("found only %d packages", len(seen))
+	}
+}
