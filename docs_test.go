@@ -2,11 +2,14 @@ package main
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The checks of this file hold the reference docs to the tree: what they
@@ -98,5 +101,77 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 	})
 	if len(seen) < 2 {
 		t.Fatalf("found only %d packages", len(seen))
+	}
+}
+
+var (
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]+\.md)#([^)\s]+)\)`)
+	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+)
+
+// anchors are the fragment names GitHub gives a Markdown file's headings:
+// lower case, punctuation dropped, spaces as hyphens, a repeated heading
+// numbered.
+func anchors(md string) map[string]bool {
+	out := map[string]bool{}
+	inCode := false
+	for line := range strings.Lines(md) {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		m := mdHeading.FindStringSubmatch(strings.TrimRight(line, "\n"))
+		if inCode || m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(m[1])) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		for i, base := 1, a; out[a]; i++ {
+			a = base + "-" + strconv.Itoa(i)
+		}
+		out[a] = true
+	}
+	return out
+}
+
+// TestDocAnchors: every link from one Markdown file of the repository to
+// a heading of another (`file.md#heading`) names a heading that exists.
+func TestDocAnchors(t *testing.T) {
+	cache := map[string]map[string]bool{}
+	links := 0
+	repoFiles(t, func(path string) {
+		if !strings.HasSuffix(path, ".md") {
+			return
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(readFile(t, path), -1) {
+			if strings.Contains(m[1], "://") {
+				continue
+			}
+			target := filepath.Join(filepath.Dir(path), m[1])
+			a, ok := cache[target]
+			if !ok {
+				b, err := os.ReadFile(target)
+				if err != nil {
+					t.Errorf("%s: link to %s: %v", path, m[1], err)
+					continue
+				}
+				a = anchors(string(b))
+				cache[target] = a
+			}
+			links++
+			if !a[m[2]] {
+				t.Errorf("%s: link to %s#%s: no such heading", path, m[1], m[2])
+			}
+		}
+	})
+	if links == 0 {
+		t.Fatal("no link to a heading found")
 	}
 }
