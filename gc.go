@@ -31,23 +31,12 @@ import (
 //   - bulkPercent instead of steadyGC while a burst of background work is
 //     under way (kind.Bulk: a SIGHUP reload; a hosts file indexed again and
 //     its records built; a zone file parsed again; an etcd prefix read):
-//     new data growing past a fifth of the heap started a collection every
-//     few megabytes, six or more per reload of a 100,000-line file, and
-//     every allocation during one, the reload's and the queries' alike,
-//     had to help it. On one core those collections and helps held up
-//     queries for up to 30 ms. The target gives the burst bulkRoom above
-//     the live heap (at most bulkGC, at least steadyGC): a small heap may
-//     double, a large one (an etcd prefix of a million keys) grows no more
-//     than that room, when its re-list would otherwise pile up its pages'
-//     garbage up to the size of the data again. When the burst ends the
-//     steady target comes back and one collection returns the room.
-//
-// Measured with bench/kubepeers on 10,000 services / 100,000 endpoints
-// (docs/performance.md, Kubernetes memory): 100 throughout let the RSS
-// rise by half under load; 20 after the sync, 1.1 times. Start-up at 50
-// instead of 100 cost 0.14 s more CPU to the first answer (0.93 against
-// 0.79 s) for a peak of 140 MiB instead of 160 (CoreDNS holds 205 settled
-// on that cluster); a 1,000,000-line hosts file loads as fast either way.
+//     at the steady target new data starts a collection every few
+//     megabytes, and every allocation meanwhile, the queries' too, has to
+//     help it; on one core that holds up queries. The burst gets bulkRoom
+//     above the live heap (at most bulkGC, at least steadyGC): a small heap
+//     may double, a large one (a million etcd keys) grows no more than that
+//     room. When the burst ends the steady target comes back.
 const (
 	firstGC     = 400
 	startGC     = 100

@@ -45,19 +45,14 @@ import (
 // The interned question name (parse.go) points at the answer last kept
 // for it (one per parity of the type), and reuse looks there first: the
 // name's entry has just been read to decode the question, while the set
-// is a memory line of its own that a working set larger than the
-// processor's caches misses at every query (10,000 names asked in turn:
-// 281–298 → 244–253 ns a query, BenchmarkServeUDPWorkingSet). An answer
+// is a memory line of its own that a large working set misses. An answer
 // replaced in its set is unhooked from its name, so the pointers keep
 // nothing the cache has let go of.
 //
-// Eight ways, not four: names asked in turn (a working set cycling
-// through its members) all miss in a set that more of them hash to than
-// it has ways, every time they come. With 8,192 sets of four ways, 3.4 %
-// of 10,000 names asked in turn did (the sets that five or more of them
-// hash to), each resolved and packed again and its entry reallocated at
-// every query; with eight ways a set needs nine of them: 0.004 % of
-// 10,000 names, 3 % of 30,000 (where four ways would lose half).
+// Eight ways: names asked in turn (a working set cycling through its
+// members) all miss, every time, in a set that more of them hash to than
+// it has ways; with eight, that takes nine names in one set, which is rare
+// for working sets of tens of thousands of names.
 const (
 	answerSets   = 1 << 13
 	answerWays   = 8 // a new answer takes the set's ways in turn

@@ -33,11 +33,8 @@ import (
 // done. The takeover comes at once when a source says it is about to wait
 // (pipeline.Waiting: the wait hook of the reader's answers), and for an
 // answer slow for any other reason from the server's watchdog (see
-// answerWatch), within 10-20 ms. It used to come from a 500 µs timer armed
-// for every batch: with GOMAXPROCS above one, arming a timer that early
-// makes the runtime wake another thread to watch it (a futex wake, or a
-// write that breaks the poller's sleep), and at 20,000 queries a second
-// the server spent half again as much CPU as with one processor.
+// answerWatch), within 10-20 ms. No timer is armed per batch: with
+// GOMAXPROCS above one, a timer that early wakes another thread to watch it.
 //
 // The reader's busy count is odd while it answers a batch; a takeover
 // (the hook's or the watchdog's) makes it even first, with a
@@ -53,16 +50,12 @@ import (
 // batch itself instead of starting more.
 //
 // Replies go out together: the reader queues each reply of a batch of
-// two or more and sends the queue with one sendmmsg when the batch is
-// done, saving a system call per reply (the kernel's delivery, most of a
-// send's cost, stays; see BenchmarkServeUDPBurst). A reply waits behind a
-// slow query only until the takeover: it sends the queue first, and from
-// then on until the next batch every reply goes out at once, on its own.
-//
-// The queue goes out every flushEvery replies rather than once per batch:
-// the first reply of a full batch would otherwise wait for the other 15
-// (40 µs at 2.5 µs each), which showed in the latency at moderate rates
-// while the larger sendmmsg saved nothing measurable.
+// two or more and sends the queue with one sendmmsg, saving a system call
+// per reply. The queue goes out every flushEvery replies rather than once
+// per batch, so that the first reply of a full batch does not wait for the
+// last. A reply waits behind a slow query only until the takeover: it
+// sends the queue first, and from then on until the next batch every reply
+// goes out at once, on its own.
 const (
 	batchSize  = 16
 	flushEvery = 8

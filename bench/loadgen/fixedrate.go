@@ -19,11 +19,9 @@ import (
 // time, as from many independent clients; answers are read as they come.
 // It takes the generator's whole core, which bench/peers.sh gives it.
 //
-// It used to sleep 250 µs between sends. Go's timers wake no sooner than
-// about 1 ms on this kind of machine, so the queries left in bursts (~90
-// at 80,000/s), every reply waited for the ones ahead of it in its burst,
-// and the percentiles measured how fast a server drains a burst rather
-// than how long it takes to answer.
+// It does not sleep between sends: Go's timers wake about a millisecond
+// late, so the queries would leave in bursts and the percentiles would
+// measure how fast a server drains a burst, not how long it takes to answer.
 //
 // An answer's latency ends when the kernel received it (SO_TIMESTAMPNS;
 // on loopback that is the moment the server sent it), not when the loop

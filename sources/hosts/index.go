@@ -309,19 +309,12 @@ func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool
 // (in the background), it gives way to the server every 1,024 names (a
 // millisecond or so) and gives up, returning nil, once abort reports true.
 //
-// Giving way is a short sleep, not runtime.Gosched. With one processor
-// (GOMAXPROCS 1: a server pinned to one core, a one-CPU VM) Gosched runs
-// whatever else is runnable and then this again, without asking the
-// network poller: a connection that became readable waited for the build
-// to end or for the runtime's monitor to poll (every 10 ms). A DoT
-// client's first handshake at start (several round trips) took 11-15 ms
-// after the port opened, 3 with the sleep. The sleep must outlast the
-// scheduler's next look for work (a 1 µs one had already expired then, and
-// a goroutine woken by its timer runs before those the poller readied), so
-// the processor goes idle and the poller runs; with nothing to serve, the
-// build waits up to a millisecond (the timer's resolution) per 1,024 names,
-// and runs longer after a start: the first UDP answer came within the
-// noise of before (16 alternated starts, medians 48.1 and 48.0 ms).
+// Giving way is a short sleep, not runtime.Gosched: with one processor
+// Gosched runs whatever else is runnable and then this again, never the
+// network poller, so a readable connection waits for the build. The sleep
+// outlasts the scheduler's next look for work, so the processor goes idle
+// and the poller runs (see package turns); with nothing to serve, the build
+// waits up to a millisecond per 1,024 names.
 func (ix *index) prebuild(ttl uint32, abort func() bool) *prebuilt {
 	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n), names: make([]string, ix.n)}
 	b := &bulk{}
