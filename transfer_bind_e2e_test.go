@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-
-	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/testpki"
 )
 
@@ -123,17 +120,9 @@ transfer:
 	})
 	waitBind := func(name, want string, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		got := ""
-		for time.Now().Before(deadline) {
-			if r, err := query(t, "udp", bind, name, dns.TypeA); err == nil {
-				if got = dnstest.RData(r); got == want {
-					return
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
+		if got, ok := secondaryAnswers(t, bind, name, want, within); !ok {
+			t.Fatalf("named answers %s with %q, want %q", name, got, want)
 		}
-		t.Fatalf("named answers %s with %q, want %q", name, got, want)
 	}
 	waitBind("db.example.internal.", "NOERROR:10.0.0.10", 30*time.Second)
 	waitBind("gw.lab.internal.", "NOERROR:10.1.0.1", 10*time.Second)

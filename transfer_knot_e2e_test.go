@@ -58,17 +58,9 @@ transfer:
 	}
 	waitKnot := func(name, want string, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		got := ""
-		for time.Now().Before(deadline) {
-			if r, err := query(t, "udp", knot, name, dns.TypeA); err == nil {
-				if got = dnstest.RData(r); got == want {
-					return
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
+		if got, ok := secondaryAnswers(t, knot, name, want, within); !ok {
+			t.Fatalf("knotd answers %s with %q, want %q (dnsd serial %d, knotd serial %d)", name, got, want, serial(dnsdAddr), serial(knot))
 		}
-		t.Fatalf("knotd answers %s with %q, want %q (dnsd serial %d, knotd serial %d)", name, got, want, serial(dnsdAddr), serial(knot))
 	}
 
 	// Bootstrap: knotd copies the zone (it asks at start).
@@ -220,17 +212,9 @@ transfer:
 	knot, _ := startKnotOf(t, knotPort, "127.0.0.10", dnsdPort, []string{"example.internal"}, false)
 	waitKnotAnswer := func(name, want string, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		got := ""
-		for time.Now().Before(deadline) {
-			if r, err := query(t, "udp", knot, name, dns.TypeA); err == nil {
-				if got = dnstest.RData(r); got == want {
-					return
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
+		if got, ok := secondaryAnswers(t, knot, name, want, within); !ok {
+			t.Fatalf("knotd answers %s with %q, want %q", name, got, want)
 		}
-		t.Fatalf("knotd answers %s with %q, want %q", name, got, want)
 	}
 	waitKnotAnswer("db.example.internal.", "NOERROR:10.0.0.10", 20*time.Second)
 	// knotd has the zone; the next change reaches it only by NOTIFY.
@@ -240,4 +224,22 @@ transfer:
 	if got := d.stderr.String(); strings.Contains(got, "did not answer our NOTIFY") || strings.Contains(got, "refused our NOTIFY") {
 		t.Errorf("a NOTIFY failed:\n%s", got)
 	}
+}
+
+// secondaryAnswers asks the secondary at addr for name's A records until
+// it answers want (as dnstest.RData writes it) or within has passed, and
+// returns the last answer and whether it was want.
+func secondaryAnswers(t *testing.T, addr, name, want string, within time.Duration) (string, bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	got := ""
+	for time.Now().Before(deadline) {
+		if r, err := query(t, "udp", addr, name, dns.TypeA); err == nil {
+			if got = dnstest.RData(r); got == want {
+				return got, true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return got, false
 }
