@@ -220,3 +220,109 @@ func startIn(t *testing.T, dir, tmpl string) *specDnsd {
 	s.waitLog("dnsd started", 1)
 	return s
 }
+
+// TestPresignedZoneThroughUnbound: unbound, a validating resolver that
+// stub-forwards the zones to dnsd and trusts their KSKs, validates dnsd's
+// answers from a pre-signed zone (NSEC and NSEC3): positive answers, a
+// CNAME, a wildcard and the denials come back with AD set, not SERVFAIL.
+func TestPresignedZoneThroughUnbound(t *testing.T) {
+	needTool(t, "unbound", "delv")
+	dir := t.TempDir()
+	zones := []string{"signed.example.", "nsec3.example."}
+	signZone(t, dir, zones[0], presignedZone, false)
+	signZone(t, dir, zones[1], presignedZone, true)
+	s := startIn(t, dir, `listen: ["LISTEN"]
+zones:
+  signed.example:
+    - file: {path: zones/signed.example.signed}
+  nsec3.example:
+    - file: {path: zones/nsec3.example.signed}
+`)
+	uport := freePort(t)
+	var conf strings.Builder
+	fmt.Fprintf(&conf, `server:
+    interface: 127.0.0.1
+    port: %d
+    do-ip6: no
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: %q
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 1
+    val-log-level: 2
+    do-not-query-localhost: no
+    module-config: "validator iterator"
+`, uport, dir)
+	host, port, _ := strings.Cut(s.addr, ":")
+	for _, zone := range zones {
+		anchor, err := os.ReadFile(filepath.Join(dir, zone+".anchor"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// trust-anchors { ZONE static-key FLAGS PROTO ALG "KEY"; };
+		f := strings.Fields(strings.NewReplacer("{", " ", "}", " ", ";", " ", `"`, " ").Replace(string(anchor)))
+		if len(f) < 7 {
+			t.Fatalf("anchor %q", anchor)
+		}
+		fmt.Fprintf(&conf, "    trust-anchor: \"%s DNSKEY %s %s %s %s\"\n", zone, f[3], f[4], f[5], strings.Join(f[6:], ""))
+	}
+	for _, zone := range zones {
+		fmt.Fprintf(&conf, "stub-zone:\n    name: %q\n    stub-addr: %s@%s\n", zone, host, port)
+	}
+	cfg := filepath.Join(dir, "unbound.conf")
+	writeFile(t, cfg, conf.String())
+	if out, err := exec.Command("unbound-checkconf", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("unbound-checkconf: %v\n%s", err, out)
+	}
+	u := startBinary(t, "unbound", nil, dir, "-d", "-c", cfg)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("unbound output:\n%s", u.stderr.String())
+		}
+	})
+	uaddr := fmt.Sprintf("127.0.0.1:%d", uport)
+	ask := func(name string, qtype uint16) (*dns.Msg, error) {
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		m.SetEdns0(1232, true)
+		c := &dns.Client{Timeout: 5 * time.Second}
+		r, _, err := c.Exchange(m, uaddr)
+		return r, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := ask("www."+zones[0], dns.TypeA); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unbound does not answer")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, zone := range zones {
+		for _, c := range []struct {
+			name  string
+			qtype uint16
+			rcode int
+		}{
+			{"www", dns.TypeA, dns.RcodeSuccess},
+			{"alias", dns.TypeA, dns.RcodeSuccess},
+			{"x.apps", dns.TypeA, dns.RcodeSuccess},
+			{"nope", dns.TypeA, dns.RcodeNameError},
+			{"mail", dns.TypeAAAA, dns.RcodeSuccess},
+			{"deep", dns.TypeA, dns.RcodeSuccess},
+		} {
+			r, err := ask(c.name+"."+zone, c.qtype)
+			if err != nil {
+				t.Errorf("%s.%s %s through unbound: %v", c.name, zone, dns.TypeToString[c.qtype], err)
+				continue
+			}
+			if r.Rcode != c.rcode || !r.AuthenticatedData {
+				t.Errorf("%s.%s %s through unbound: %s AD=%v, want %s with AD (validated)", c.name, zone, dns.TypeToString[c.qtype], dns.RcodeToString[r.Rcode], r.AuthenticatedData, dns.RcodeToString[c.rcode])
+			}
+		}
+	}
+}

@@ -5,7 +5,8 @@
 # HTTPS test's real client), knotd (knot) and named (bind9: the real
 # secondaries of the zone transfer tests), curl, bind9-utils and
 # bind9-dnsutils (dnssec-signzone, dnssec-verify, delv: the pre-signed zone
-# tests) and dnsperf (DNS over HTTPS with queries in flight). Fast when
+# tests), unbound (their validating resolver) and dnsperf (DNS over HTTPS
+# with queries in flight). Fast when
 # everything is there; needs root (CI runs as root) otherwise.
 set -euo pipefail
 
@@ -22,6 +23,7 @@ command -v named >/dev/null || need+=(bind9)
 command -v curl >/dev/null || need+=(curl)
 command -v dnssec-signzone >/dev/null || need+=(bind9-utils) # dnssec-keygen, -signzone, -verify: pre-signed zone tests
 command -v delv >/dev/null || need+=(bind9-dnsutils)         # delv: the validator of the pre-signed zone test
+command -v unbound >/dev/null || need+=(unbound)
 command -v dnsperf >/dev/null || need+=(dnsperf)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
