@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/netip"
 	"reflect"
@@ -85,6 +86,9 @@ type Pipeline struct {
 	log     *slog.Logger
 	serial  uint32 // Options.Serial
 	journal *Journal
+	// seeds hash zone contents (contentDigest): made at the first
+	// generation, passed from each generation to the next.
+	seeds *[2]maphash.Seed
 
 	xfr      map[string]*TransferSpec // transferred zones
 	xfrSpecs []*TransferSpec          // in configuration order
@@ -177,6 +181,11 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 	errs = append(errs, p.compileTransfers(opts.Transfers)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if prev := opts.Prev; prev != nil {
+		p.seeds = prev.seeds
+	} else {
+		p.seeds = &[2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 	}
 	if prev := opts.Prev; prev != nil {
 		p.carrySerials("", &p.table, &prev.table)

@@ -2,10 +2,9 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -673,7 +672,7 @@ func (p *Pipeline) keepSerial(z, oz *zone, was uint32, transferred bool) {
 		}
 		oz.xfr.mu.Unlock()
 	}
-	var before contentDigest
+	before := contentDigest{seeds: p.seeds}
 	if oz.digest != nil && oz.digest.at == oz.sourcesSerial() {
 		before = oz.digest.d // its data has not changed since
 	} else if held != nil {
@@ -686,7 +685,7 @@ func (p *Pipeline) keepSerial(z, oz *zone, was uint32, transferred bool) {
 	} else if err := oz.gen.digest(ctx, oz, &before); err != nil {
 		return
 	}
-	var after contentDigest
+	after := contentDigest{seeds: p.seeds}
 	if err := p.digest(ctx, z, &after); err != nil {
 		return
 	}
@@ -724,18 +723,20 @@ type heldDigest struct {
 }
 
 // contentDigest identifies a set of records, in any order: the sum of
-// each record's SHA-256 (of its wire form, TTL included), lane by lane.
+// each record's two 64-bit hashes (of its wire form, TTL included, with
+// the two seeds that every generation of a process shares), lane by lane.
 type contentDigest struct {
-	n   int
-	sum [4]uint64
-	buf []byte    // reused for each record's wire form
-	msg dns.Msg   // packs one record: dns.PackRR would write its Rdlength,
-	one [1]dns.RR // and the records are the sources', read concurrently
+	n     int
+	sum   [2]uint64
+	seeds *[2]maphash.Seed
+	buf   []byte    // reused for each record's wire form
+	msg   dns.Msg   // packs one record: dns.PackRR would write its Rdlength,
+	one   [1]dns.RR // and the records are the sources', read concurrently
 }
 
 func (d *contentDigest) add(rr dns.RR) {
-	if l := dns.Len(rr) + 64; l > len(d.buf) {
-		d.buf = make([]byte, max(l, 512))
+	if d.buf == nil {
+		d.buf = make([]byte, dns.MaxMsgSize+1) // PackBuffer's largest need
 	}
 	d.one[0] = rr
 	d.msg.Answer = d.one[:]
@@ -746,10 +747,9 @@ func (d *contentDigest) add(rr dns.RR) {
 		// text, so that it still tells versions apart.
 		b = []byte(rr.String())
 	}
-	h := sha256.Sum256(b)
 	d.n++
 	for i := range d.sum {
-		d.sum[i] += binary.BigEndian.Uint64(h[8*i:])
+		d.sum[i] += maphash.Bytes(d.seeds[i], b)
 	}
 }
 
