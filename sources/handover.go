@@ -156,7 +156,7 @@ func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) 
 		prev = slotSource{key: h.prevKey, src: h.prev}
 	}
 	b := r.backends[prev.key]
-	if !ok || prev.key == "" || prev.key == key || b == nil {
+	if !ok || prev.key == "" || prev.key == key || b == nil || !b.opened() {
 		r.mu.Unlock()
 		return src
 	}

@@ -101,12 +101,29 @@ func configKinds(pace *turns.Pacing) config.Kinds {
 	return out
 }
 
+// backend is one entry of the registry's table. It is in the table from
+// the moment its open begins: ready is closed when the open has returned,
+// and then err, value and close say how (all set under the registry lock).
+// refs counts the Sets holding it, plus the acquirers waiting on an open.
 type backend struct {
 	key   string
 	kind  string
 	refs  int
+	ready chan struct{}
+	err   error
 	value any // *hosts.Backend, ...
 	close io.Closer
+}
+
+// opened reports whether b's open has returned a running backend. Call it
+// with the registry lock held.
+func (b *backend) opened() bool {
+	select {
+	case <-b.ready:
+		return b.err == nil
+	default:
+		return false
+	}
 }
 
 // NewRegistry returns an empty registry.
@@ -171,7 +188,7 @@ func (s *Set) WaitFresh(ctx context.Context) (unsynced []string) {
 	s.reg.mu.Lock()
 	var wait []*backend
 	for _, k := range s.Fresh {
-		if b := s.reg.backends[k]; b != nil {
+		if b := s.reg.backends[k]; b != nil && b.opened() {
 			wait = append(wait, b)
 		}
 	}
@@ -199,7 +216,7 @@ func (r *Registry) Build(ctx context.Context, cfg *config.Config, opts pipeline.
 	if !r.dryRun {
 		for _, k := range r.kinds {
 			if p, ok := k.(kind.Preparer); ok {
-				p.Prepare(r.env(cfg, set, k.Name()))
+				p.Prepare(r.env(ctx, cfg, set, k.Name()))
 			}
 		}
 	}
@@ -293,14 +310,16 @@ func (r *Registry) zones(ctx context.Context, cfg *config.Config, cz []config.Zo
 func (r *Registry) source(ctx context.Context, cfg *config.Config, z config.Zone, sc config.Source, set *Set) (pipeline.Source, error) {
 	for _, k := range r.kinds {
 		if k.Name() == sc.Kind {
-			return k.Build(ctx, r.env(cfg, set, sc.Kind), z, sc.Settings)
+			return k.Build(ctx, r.env(ctx, cfg, set, sc.Kind), z, sc.Settings)
 		}
 	}
 	return nil, fmt.Errorf("unknown source kind %q", sc.Kind)
 }
 
-// env is what a kind gets while it builds a source of cfg into set.
-func (r *Registry) env(cfg *config.Config, set *Set, kindName string) *kind.Env {
+// env is what a kind gets while it builds a source of cfg into set; its
+// acquires wait for another build's open of the same backend until ctx
+// ends.
+func (r *Registry) env(ctx context.Context, cfg *config.Config, set *Set, kindName string) *kind.Env {
 	return &kind.Env{
 		Config:     cfg,
 		Logger:     r.logger,
@@ -310,44 +329,99 @@ func (r *Registry) env(cfg *config.Config, set *Set, kindName string) *kind.Env 
 		Serials:    &r.serials,
 		Bulk:       r.bulk,
 		AcquireFunc: func(key string, open func() (any, io.Closer, error)) (any, bool, error) {
-			return r.acquire(set, kindName, key, open)
+			return r.acquire(ctx, set, kindName, key, open)
 		},
 	}
 }
 
 // acquire returns the running backend for key, or opens one with open;
 // fresh is true when this build started it.
-// The registry lock is held while opening, so two zones never open the
-// same backend twice.
-func (r *Registry) acquire(set *Set, kindName, key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error) {
+//
+// The open runs outside the registry lock, so a slow one (a large hosts
+// file parsed) holds up neither Synced (every /metrics scrape) nor the
+// acquires of other keys. One open runs per key at a time: an acquirer of
+// a key being opened waits for that open (or ctx) and shares its result.
+// A failed open is not kept; the next acquire of the key opens again.
+func (r *Registry) acquire(ctx context.Context, set *Set, kindName, key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error) {
 	full := kindName + " " + key
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	b, ok := r.backends[full]
 	if ok {
+		b.refs++ // held while waiting, so a release meanwhile keeps it
+		r.mu.Unlock()
+		select {
+		case <-b.ready:
+		case <-ctx.Done():
+			r.drop(b)
+			return nil, false, fmt.Errorf("waiting for another build's open of %s: %w", full, ctx.Err())
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if b.err != nil {
+			return nil, false, b.err // the failed entry is out of the table already
+		}
 		// Started earlier in this same build (another zone): still fresh.
 		fresh = slices.Contains(set.Fresh, full)
-	} else {
-		start := time.Now()
-		v, c, err := open()
-		if err != nil {
-			return nil, false, err
-		}
-		fresh = true
-		b = &backend{key: full, kind: kindName, value: v, close: c}
-		r.backends[full] = b
-		set.Fresh = append(set.Fresh, full)
-		if sh, ok := c.(kind.Sharer); ok && !sh.OpenedShared() {
-			// Another ttl (or such) over a running backend: nothing new
-			// connects or reads.
-			r.logger.Info("backend view added, sharing a running backend", "kind", kindName, "key", key)
-		} else {
-			r.logger.Info("backend started", "kind", kindName, "key", key, "took", time.Since(start).Round(time.Microsecond))
-		}
+		set.keys = append(set.keys, full)
+		return b.value, fresh, nil
 	}
-	b.refs++
+	b = &backend{key: full, kind: kindName, refs: 1, ready: make(chan struct{})}
+	r.backends[full] = b
+	r.mu.Unlock()
+
+	start := time.Now()
+	returned := false
+	defer func() {
+		if !returned {
+			// open panicked: its waiters get an error, not a wait forever.
+			r.opened(b, nil, nil, fmt.Errorf("opening %s panicked", full))
+		}
+	}()
+	v, c, err := open()
+	returned = true
+	r.opened(b, v, c, err)
+	if err != nil {
+		return nil, false, err
+	}
+	r.mu.Lock()
+	set.Fresh = append(set.Fresh, full)
 	set.keys = append(set.keys, full)
-	return b.value, fresh, nil
+	r.mu.Unlock()
+	if sh, ok := c.(kind.Sharer); ok && !sh.OpenedShared() {
+		// Another ttl (or such) over a running backend: nothing new
+		// connects or reads.
+		r.logger.Info("backend view added, sharing a running backend", "kind", kindName, "key", key)
+	} else {
+		r.logger.Info("backend started", "kind", kindName, "key", key, "took", time.Since(start).Round(time.Microsecond))
+	}
+	return v, true, nil
+}
+
+// opened records the outcome of b's open and wakes its waiters; a failed
+// open leaves the table.
+func (r *Registry) opened(b *backend, v any, c io.Closer, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b.value, b.close, b.err = v, c, err
+	if err != nil && r.backends[b.key] == b {
+		delete(r.backends, b.key)
+	}
+	close(b.ready)
+}
+
+// drop lets go of the reference an acquirer took to wait on b's open and
+// no longer wants, stopping b if that was the last.
+func (r *Registry) drop(b *backend) {
+	r.mu.Lock()
+	b.refs--
+	stop := b.refs == 0 && r.backends[b.key] == b && b.opened()
+	if stop {
+		delete(r.backends, b.key)
+	}
+	r.mu.Unlock()
+	if stop {
+		r.stop(b)
+	}
 }
 
 func (r *Registry) release(keys []string) {
@@ -355,8 +429,8 @@ func (r *Registry) release(keys []string) {
 	r.mu.Lock()
 	for _, k := range keys {
 		b := r.backends[k]
-		if b == nil {
-			continue
+		if b == nil || !b.opened() {
+			continue // stopped by Close; an entry opening now is another's
 		}
 		b.refs--
 		if b.refs == 0 {
@@ -366,24 +440,37 @@ func (r *Registry) release(keys []string) {
 	}
 	r.mu.Unlock()
 	for _, b := range stop {
-		if err := b.close.Close(); err != nil {
-			r.logger.Warn("backend stop", "kind", b.kind, "key", b.key, "err", err)
-		} else if sh, ok := b.close.(kind.Sharer); ok && !sh.ClosedShared() {
-			r.logger.Info("backend view removed; the backend it shares runs on", "kind", b.kind, "key", b.key)
-		} else {
-			r.logger.Info("backend stopped", "kind", b.kind, "key", b.key)
-		}
+		r.stop(b)
 	}
 }
 
-// Len reports how many backends are running (for tests).
+// stop closes a backend no Set holds any more.
+func (r *Registry) stop(b *backend) {
+	if err := b.close.Close(); err != nil {
+		r.logger.Warn("backend stop", "kind", b.kind, "key", b.key, "err", err)
+	} else if sh, ok := b.close.(kind.Sharer); ok && !sh.ClosedShared() {
+		r.logger.Info("backend view removed; the backend it shares runs on", "kind", b.kind, "key", b.key)
+	} else {
+		r.logger.Info("backend stopped", "kind", b.kind, "key", b.key)
+	}
+}
+
+// Len reports how many backends are running (for tests); ones still
+// opening do not count.
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.backends)
+	n := 0
+	for _, b := range r.backends {
+		if b.opened() {
+			n++
+		}
+	}
+	return n
 }
 
-// Close stops every backend regardless of references (process exit).
+// Close stops every backend regardless of references (process exit),
+// waiting for opens still running to stop what they open.
 func (r *Registry) Close() {
 	r.cancel()
 	r.wg.Wait() // handovers let go of their old backends
@@ -392,7 +479,10 @@ func (r *Registry) Close() {
 	r.backends = make(map[string]*backend)
 	r.mu.Unlock()
 	for _, b := range all {
-		_ = b.close.Close()
+		<-b.ready
+		if b.err == nil {
+			_ = b.close.Close()
+		}
 	}
 	for _, k := range r.kinds {
 		if c, ok := k.(io.Closer); ok {
@@ -420,6 +510,8 @@ func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline, set *Set) {
 
 // Synced reports every running backend by name and whether its first sync
 // is done (backends that load synchronously, like hosts, always are).
+// Backends still opening are not running yet: Synced does not wait for
+// them, nor lists them.
 //
 // The name is the backend's key without its "secrets=" part: that is a
 // hash salted anew by every process (it tells a changed password or
@@ -436,6 +528,9 @@ func (r *Registry) Synced(yield func(name string, synced bool)) {
 	rows := make([]row, 0, len(r.backends))
 	at := make(map[string]int, len(r.backends))
 	for _, b := range r.backends {
+		if !b.opened() {
+			continue
+		}
 		ok := true
 		if s, isSyncer := b.value.(pipeline.Syncer); isSyncer {
 			ok = s.Synced()
