@@ -42,7 +42,7 @@ type parsedQuery struct {
 }
 
 // The table of interned names: nameSets sets of nameWays names.
-// Eight ways for the reason the answer cache has eight (answers.go).
+// Eight ways for the reason the answer cache has eight (answercache.go).
 const (
 	nameSets = 1 << 13
 	nameWays = 8
@@ -69,7 +69,7 @@ type nameSet struct {
 
 type internedName struct {
 	name, lower string
-	// kept points at answers kept for this name (answers.go), one per
+	// kept points at answers kept for this name (answercache.go), one per
 	// parity of the question type (A and AAAA both find theirs): a
 	// question asked again finds its answer here, without the answer
 	// cache's set, whose line is a cache miss of its own at every query.
