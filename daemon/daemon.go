@@ -19,7 +19,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/server"
@@ -217,7 +217,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 func (d *Daemon) reload(ctx context.Context) error {
 	// The running config serves while this one loads: long parses (a
 	// zone file) give way on one processor.
-	cfg, err := config.Load(d.opts.ConfigPath, sources.ServingConfigKinds(&turns.Pacing{Sleep: time.Sleep}))
+	cfg, err := config.Load(d.opts.ConfigPath, sources.ServingConfigKinds(&pacing.Pacing{Sleep: time.Sleep}))
 	if err != nil {
 		return err
 	}

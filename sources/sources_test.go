@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dnsd/dnsd/config"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 	"github.com/dnsd/dnsd/sources/hosts"
@@ -414,7 +414,7 @@ func TestServingConfigKindsPaceZoneParses(t *testing.T) {
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var slept atomic.Int64
-	pace := &turns.Pacing{Sleep: func(d time.Duration) {
+	pace := &pacing.Pacing{Sleep: func(d time.Duration) {
 		slept.Add(1)
 		time.Sleep(d)
 	}}

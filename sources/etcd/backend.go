@@ -27,7 +27,7 @@ import (
 
 	"github.com/dnsd/dnsd/internal/grpctls"
 	"github.com/dnsd/dnsd/internal/health"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -56,7 +56,7 @@ type Options struct {
 	// Paced: the backend is opened while queries are being answered (by a
 	// reload of the configuration), so its first read of the prefix gives
 	// way to them on one processor as every re-read does (see package
-	// turns). A start's first read is not paced: nothing is served yet.
+	// pacing). A start's first read is not paced: nothing is served yet.
 	Paced bool
 
 	// sleep is the pacing's sleep (tests count it; nil: time.Sleep).
@@ -412,7 +412,7 @@ func (b *Backend) list(cli *clientv3.Client, reason string, fresh bool, held int
 	// Indexing a page of 50,000 keys holds a processor for tens of
 	// milliseconds: while queries are answered, on one processor, it gives
 	// way to them every millisecond.
-	var pc turns.Pacer
+	var pc pacing.Pacer
 	if relist || b.synced.Load() || b.opts.Paced {
 		pc = b.pacer()
 	}
@@ -508,8 +508,8 @@ func (b *Backend) list(cli *clientv3.Client, reason string, fresh bool, held int
 }
 
 // pacer paces index writes made while queries are answered (see package
-// turns: only with one processor).
-func (b *Backend) pacer() turns.Pacer { return turns.New(&turns.Pacing{Sleep: b.opts.sleep}) }
+// pacing: only with one processor).
+func (b *Backend) pacer() pacing.Pacer { return pacing.New(&pacing.Pacing{Sleep: b.opts.sleep}) }
 
 // newIndexes returns an empty index for each default TTL in use, for a
 // fresh read of the prefix.

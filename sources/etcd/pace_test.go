@@ -11,7 +11,7 @@ import (
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/dnsd/dnsd/internal/turns/turnstest"
+	"github.com/dnsd/dnsd/internal/pacing/pacingtest"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
@@ -34,7 +34,7 @@ func putBulk(t *testing.T, srv *etcdtest.Server, dir string, n int) {
 }
 
 // While queries are answered, on one processor, index writes give way to
-// them (package turns): a re-read of the prefix after a compaction passed
+// them (package pacing): a re-read of the prefix after a compaction passed
 // the watch, a watch response carrying a whole prefix's deletion, and the
 // first read of a backend opened by a reload (Options.Paced). The first
 // read at a start does not, nor anything with two processors.
@@ -49,7 +49,7 @@ func TestPacedOnOneProcessor(t *testing.T) {
 			last := fmt.Sprintf("h%d.%s.example.internal", keys-1, dir)
 			want := fmt.Sprintf("NOERROR:A 10.%d.%d.%d", (keys-1)>>16&255, (keys-1)>>8&255, (keys-1)&255)
 
-			var slept turnstest.Sleeps
+			var slept pacingtest.Sleeps
 
 			hold := make(chan struct{})
 			var first sync.Once

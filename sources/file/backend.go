@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dnsd/dnsd/internal/fswatch"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -41,8 +41,8 @@ type Backend struct {
 	serials *pipeline.SerialClock
 	bulk    kind.Bulk // told of every reload
 	// pacing: how a reload gives way to the server on one processor (see
-	// package turns); tests count its sleeps.
-	pacing atomic.Pointer[turns.Pacing]
+	// package pacing); tests count its sleeps.
+	pacing atomic.Pointer[pacing.Pacing]
 	cur    atomic.Pointer[snapshot]
 
 	watcher *fswatch.Watcher // calls reload; nil: not watching (inline records only, dry run)
@@ -64,7 +64,7 @@ func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialCl
 		}
 	}
 	b := &Backend{cfg: c, logger: logger.With("source", "file", "file", c.Path), serials: serials, bulk: bulk}
-	b.pacing.Store(&turns.Pacing{Sleep: time.Sleep})
+	b.pacing.Store(&pacing.Pacing{Sleep: time.Sleep})
 	b.cur.Store(&snapshot{z: z, serial: serials.Next()})
 	b.warnLoad(z)
 	if !watch || c.Path == "" {

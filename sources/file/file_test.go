@@ -20,9 +20,9 @@ import (
 	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/internal/logtest"
+	"github.com/dnsd/dnsd/internal/pacing"
+	"github.com/dnsd/dnsd/internal/pacing/pacingtest"
 	"github.com/dnsd/dnsd/internal/quote"
-	"github.com/dnsd/dnsd/internal/turns"
-	"github.com/dnsd/dnsd/internal/turns/turnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -388,7 +388,7 @@ func TestOpenTakesTheConfigParse(t *testing.T) {
 }
 
 // On one processor a zone file's reload gives way to the server (it
-// sleeps now and then: see package turns); with two processors, and at
+// sleeps now and then: see package pacing); with two processors, and at
 // the start, nothing sleeps.
 func TestReloadPacedOnOneProcessor(t *testing.T) {
 	var sb strings.Builder
@@ -405,8 +405,8 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 			}
 			c := &Config{Path: path, Origin: "z.test.", Zones: []string{"z.test."}}
 			b := open(t, c, true)
-			var slept turnstest.Sleeps
-			b.pacing.Store(&turns.Pacing{Sleep: slept.Sleep})
+			var slept pacingtest.Sleeps
+			b.pacing.Store(&pacing.Pacing{Sleep: slept.Sleep})
 			s := NewSource(b)
 			if err := os.WriteFile(path, []byte(sb.String()+"added IN A 10.9.9.9\n"), 0o644); err != nil {
 				t.Fatal(err)

@@ -20,8 +20,8 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/internal/quote"
-	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -163,9 +163,9 @@ func toParseError(err error, file string, base config.Pos) *parseError {
 }
 
 // load reads and parses c's file (with its includes) and inline records,
-// pacing itself when pace is set (a reload's: see package turns).
-func load(c *Config, pace *turns.Pacing) (*zone, error) {
-	pc := turns.New(pace)
+// pacing itself when pace is set (a reload's: see package pacing).
+func load(c *Config, pace *pacing.Pacing) (*zone, error) {
+	pc := pacing.New(pace)
 	z := &zone{names: make(map[string][]dns.RR), ents: make(map[string]bool)}
 	h := crc64.New(crc64.MakeTable(crc64.ECMA)) // a byte at a time (FNV) was a tenth of the load
 	defTTL := uint32(DefaultTTL / 1e9)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dnsd/dnsd/internal/fswatch"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -61,8 +61,8 @@ type Backend struct {
 	files []*hostsFile
 	seed  maphash.Seed
 	// pacing: how a reload gives way to the server on one processor (see
-	// package turns); tests count its sleeps (under mu).
-	pacing *turns.Pacing
+	// package pacing); tests count its sleeps (under mu).
+	pacing *pacing.Pacing
 	// bulk is told of every reload and background record build, from its
 	// first read to its last record (see kind.Bulk).
 	bulk kind.Bulk
@@ -99,7 +99,7 @@ type Options struct {
 	Bulk kind.Bulk
 	// Paced: the backend is opened while queries are being answered (by
 	// a reload of the configuration). Its first load then gives way to
-	// them on one processor, as its reloads always do (see package turns).
+	// them on one processor, as its reloads always do (see package pacing).
 	Paced bool
 
 	sleep func(time.Duration) // tests: the pacing's sleep (nil: time.Sleep)
@@ -119,12 +119,12 @@ func OpenBackend(files []string, ttl time.Duration, opts Options) (*Backend, err
 		ttl:     pipeline.TTLSeconds(ttl),
 		serials: opts.Serials,
 		seed:    maphash.MakeSeed(),
-		pacing:  &turns.Pacing{Sleep: opts.sleep},
+		pacing:  &pacing.Pacing{Sleep: opts.sleep},
 		bulk:    opts.Bulk,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	var load *turns.Pacing // the first load's
+	var load *pacing.Pacing // the first load's
 	if opts.Paced {
 		load = b.pacing
 	}
@@ -223,9 +223,9 @@ func (b *Backend) defaultView() *view {
 // with its TTL and stores each with one new serial from the serial clock:
 // at least max(prev+1, now), and larger than any serial another source or
 // Source took before from the same clock. pace: a reload's, which gives
-// way to the server on one processor (see package turns). Caller holds mu (or
+// way to the server on one processor (see package pacing). Caller holds mu (or
 // owns b, before OpenBackend returns).
-func (b *Backend) publish(prev uint32, pace *turns.Pacing) *snapshot {
+func (b *Backend) publish(prev uint32, pace *pacing.Pacing) *snapshot {
 	serial := max(b.serials.Next(), prev+1)
 	segs := make([]*fileData, 0, len(b.files))
 	for _, f := range b.files {
@@ -414,8 +414,8 @@ func (b *Backend) Outside(zones []string, paced bool) (n int, example string) {
 }
 
 // outside is Outside, pacing itself when pace is set.
-func (ix *index) outside(zones []string, pace *turns.Pacing) (n int, example string) {
-	pc := turns.New(pace)
+func (ix *index) outside(zones []string, pace *pacing.Pacing) (n int, example string) {
+	pc := pacing.New(pace)
 	var buf [256]byte
 	var last struct {
 		d      *fileData

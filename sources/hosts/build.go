@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 )
 
 // parallelMin is the number of pairs from which the two halves of an index
@@ -20,9 +20,9 @@ const parallelMin = 20000
 const dedupScan = 8
 
 // buildIndex indexes the pairs of segs, in order, pacing itself when pace
-// is set (a reload's: see package turns). The index refers to segs' data, which
+// is set (a reload's: see package pacing). The index refers to segs' data, which
 // must not change afterwards.
-func buildIndex(segs []*fileData, pace *turns.Pacing) *index {
+func buildIndex(segs []*fileData, pace *pacing.Pacing) *index {
 	ix := &index{seed: maphash.MakeSeed()}
 	ix.rseed = maphash.String(ix.seed, "reverse")
 	for _, d := range segs {
@@ -157,8 +157,8 @@ type (
 // records. A name's list gets a pair unless one with the same address is
 // in it already; every proper ancestor of a name (not the root) is an
 // empty non-terminal unless it has records itself. It paces itself when
-// pace is set (a reload's: see package turns).
-func (ix *index) buildFwd(pace *turns.Pacing) int {
+// pace is set (a reload's: see package pacing).
+func (ix *index) buildFwd(pace *pacing.Pacing) int {
 	ix.fnext = make([]uint32, ix.n)
 	ix.fwd = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
@@ -216,7 +216,7 @@ func (ix *index) buildFwd(pace *turns.Pacing) int {
 		}
 		return 0
 	}
-	pc := turns.New(pace)
+	pc := pacing.New(pace)
 	ix.warmFwd = ix.eachAhead(hash, touch, func() []uint32 { return ix.fwd }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		pc.Step()
 		grow()
@@ -305,7 +305,7 @@ func (ix *index) addrKey(id uint32) rkey {
 // records: one per name of an address (wildcards left out), in file order;
 // every proper prefix of an address is an empty non-terminal. It paces
 // itself when pace is set.
-func (ix *index) buildRev(pace *turns.Pacing) int {
+func (ix *index) buildRev(pace *pacing.Pacing) int {
 	ix.rnext = make([]uint32, ix.n)
 	ix.rev = make([]uint32, tableSize(ix.n))
 	used, records := 0, 0
@@ -342,7 +342,7 @@ func (ix *index) buildRev(pace *turns.Pacing) int {
 		}
 		return 0
 	}
-	pc := turns.New(pace)
+	pc := pacing.New(pace)
 	ix.warmRev = ix.eachAhead(hash, touch, func() []uint32 { return ix.rev }, func(id uint32, d *fileData, e fileEntry, h uint64) {
 		pc.Step()
 		if d.label(e) == "*" { // a wildcard

@@ -12,8 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/dnsd/dnsd/internal/fsutil"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/internal/quote"
-	"github.com/dnsd/dnsd/internal/turns"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -244,8 +244,8 @@ func parseData(path string, data []byte, logger *slog.Logger) fileParts {
 }
 
 // parseDataFrom is parseData with halves parsed at once from size
-// parallel on, pacing itself when pace is set (a reload's: see package turns).
-func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int, pace *turns.Pacing) fileParts {
+// parallel on, pacing itself when pace is set (a reload's: see package pacing).
+func parseDataFrom(path string, data []byte, logger *slog.Logger, parallel int, pace *pacing.Pacing) fileParts {
 	part := func(data []byte, first int) partFunc {
 		return func() (*fileData, []badLine, error) {
 			d, bad := parsePart(data, first, pace)
@@ -325,7 +325,7 @@ func logBad(path string, parts fileParts, bad []badLine, logger *slog.Logger) {
 
 // parsePart parses lines numbered from first on. It returns the first
 // maxBadLinesLogged bad lines (d.bad counts them all).
-func parsePart(data []byte, first int, pace *turns.Pacing) (*fileData, []badLine) {
+func parsePart(data []byte, first int, pace *pacing.Pacing) (*fileData, []badLine) {
 	p := newPartParser(first, bytes.Count(data, []byte{'\n'})+1, len(data), pace)
 	p.lines(data)
 	return p.done()
@@ -339,13 +339,13 @@ type partParser struct {
 	arena  []byte
 	spans  []span
 	bad    []badLine // the first maxBadLinesLogged
-	pc     turns.Pacer
+	pc     pacing.Pacer
 }
 
 // newPartParser parses lines numbered from first on, sized for about
 // lines lines of size bytes, pacing itself when pace is set (a reload's).
-func newPartParser(first, lines, size int, pace *turns.Pacing) *partParser {
-	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4), pc: turns.New(pace)}
+func newPartParser(first, lines, size int, pace *pacing.Pacing) *partParser {
+	return &partParser{b: newDataBuilder(lines, size), lineNo: first, spans: make([]span, 0, 4), pc: pacing.New(pace)}
 }
 
 // lines parses data: whole lines, the last one ending the part when it

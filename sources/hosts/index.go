@@ -9,7 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -313,7 +313,7 @@ func (r *ttlIndex) lookup(name string, reverse bool) (fwd, rev []dns.RR, ok bool
 // Gosched runs whatever else is runnable and then this again, never the
 // network poller, so a readable connection waits for the build. The sleep
 // outlasts the scheduler's next look for work, so the processor goes idle
-// and the poller runs (see package turns); with nothing to serve, the build
+// and the poller runs (see package pacing); with nothing to serve, the build
 // waits up to a millisecond per 1,024 names.
 func (ix *index) prebuild(ttl uint32, abort func() bool) *prebuilt {
 	p := &prebuilt{fwd: make([][]dns.RR, ix.n), rev: make([][]dns.RR, ix.n), names: make([]string, ix.n)}
@@ -323,7 +323,7 @@ func (ix *index) prebuild(ttl uint32, abort func() bool) *prebuilt {
 		if i%1024 != 0 || abort == nil {
 			return false
 		}
-		time.Sleep(turns.Pause) // in the background: the server goes first (see package turns)
+		time.Sleep(pacing.Pause) // in the background: the server goes first (see package pacing)
 		return abort()
 	}
 	for i, v := range ix.fwd {

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dnsd/dnsd/internal/turns"
-	"github.com/dnsd/dnsd/internal/turns/turnstest"
+	"github.com/dnsd/dnsd/internal/pacing"
+	"github.com/dnsd/dnsd/internal/pacing/pacingtest"
 )
 
 // On one processor a reload gives way to the server (it sleeps now and
-// then, so that the network poller runs: see package turns); with two processors
+// then, so that the network poller runs: see package pacing); with two processors
 // nothing sleeps. (The start never paces: OpenBackend loads without.) The sleeps are counted; what
 // they buy (queries answered during a reload of a large file on one core
 // within ~1 ms instead of up to ~30) is measured by hand, see
@@ -29,9 +29,9 @@ func TestReloadPacedOnOneProcessor(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "hosts")
 			writeFile(t, path, lines)
 			b := openBackend(t, path)
-			var slept turnstest.Sleeps
+			var slept pacingtest.Sleeps
 			b.mu.Lock() // a reload reads it under mu
-			b.pacing = &turns.Pacing{Sleep: slept.Sleep}
+			b.pacing = &pacing.Pacing{Sleep: slept.Sleep}
 			b.mu.Unlock()
 			s := NewSource(b, nil, time.Hour, true, nil)
 			expect(t, s, "host49999.example.internal.", "A 10.0.195.79")
@@ -55,7 +55,7 @@ func TestOpenPacedOnOneProcessor(t *testing.T) {
 	writeFile(t, path, lines)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for _, paced := range []bool{false, true} {
-		var slept turnstest.Sleeps
+		var slept pacingtest.Sleeps
 		b, err := OpenBackend([]string{path}, time.Hour, Options{Paced: paced, sleep: slept.Sleep})
 		if err != nil {
 			t.Fatal(err)
@@ -126,11 +126,11 @@ func TestReloadIsOneBurst(t *testing.T) {
 	}
 
 	// On one processor the reload's read, parse and index sleep now and
-	// then (see package turns): each sleep must fall within a burst.
+	// then (see package pacing): each sleep must fall within a burst.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var sleeps, outside atomic.Int64
 	b.mu.Lock()
-	b.pacing = &turns.Pacing{Sleep: func(d time.Duration) {
+	b.pacing = &pacing.Pacing{Sleep: func(d time.Duration) {
 		sleeps.Add(1)
 		if o, _, _ := state(); o == 0 {
 			outside.Add(1)

@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"github.com/dnsd/dnsd/internal/fsutil"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 )
 
 // readChunk is how much of a hosts file is read at a time. A file that
@@ -25,10 +25,10 @@ const readChunk = 1 << 20
 type scan struct {
 	f        *os.File
 	info     os.FileInfo
-	chunk    int           // bytes read at a time
-	parallel int64         // the size from which a file is parsed in halves
-	pace     *turns.Pacing // a reload's: see package turns
-	sum      uint64        // the content's maphash, as maphash.Bytes over all of it
+	chunk    int            // bytes read at a time
+	parallel int64          // the size from which a file is parsed in halves
+	pace     *pacing.Pacing // a reload's: see package pacing
+	sum      uint64         // the content's maphash, as maphash.Bytes over all of it
 	size     int64
 	// data is the whole content when it fits in one chunk, else nil.
 	data []byte
@@ -45,15 +45,15 @@ type scan struct {
 var errTooLarge = fmt.Errorf("larger than %d bytes", maxFileSize)
 
 // scanHosts opens path (a regular file: see fsutil.Open) and reads it
-// once, pacing itself when pace is set (a reload's: see package turns). The caller
+// once, pacing itself when pace is set (a reload's: see package pacing). The caller
 // must close the scan.
-func scanHosts(path string, seed maphash.Seed, pace *turns.Pacing) (*scan, error) {
+func scanHosts(path string, seed maphash.Seed, pace *pacing.Pacing) (*scan, error) {
 	return scanFile(path, seed, readChunk, parallelParseMin, pace)
 }
 
 // scanFile is scanHosts reading chunk bytes at a time, cutting files of
 // parallel bytes or more in halves.
-func scanFile(path string, seed maphash.Seed, chunk int, parallel int64, pace *turns.Pacing) (*scan, error) {
+func scanFile(path string, seed maphash.Seed, chunk int, parallel int64, pace *pacing.Pacing) (*scan, error) {
 	f, info, err := fsutil.Open(path)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (s *scan) read(seed maphash.Seed) error {
 	// a whole chunk.
 	buf := make([]byte, min(int64(s.chunk), max(s.info.Size()+1, 64<<10)))
 	var last byte // the file's last byte
-	pc := turns.New(s.pace)
+	pc := pacing.New(s.pace)
 	for {
 		pc.Check()
 		n, err := io.ReadFull(s.f, buf)
@@ -147,7 +147,7 @@ func (s *scan) close() { s.f.Close() }
 // it was scanned: what r has is parsed (the change's event follows). A
 // line longer than fsutil.MaxLine is a bad line, skipped without being
 // held: the buffer is never larger than a chunk or a line of MaxLine.
-func parseStream(r io.Reader, first, lines int, size int64, chunk int, pace *turns.Pacing) (*fileData, []badLine, error) {
+func parseStream(r io.Reader, first, lines int, size int64, chunk int, pace *pacing.Pacing) (*fileData, []badLine, error) {
 	p := newPartParser(first, lines, int(size), pace)
 	buf := make([]byte, min(int64(chunk), size+1))
 	carry := 0        // the start of a line that the last chunk cut

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/dnsd/dnsd/internal/turns/turnstest"
+	"github.com/dnsd/dnsd/internal/pacing/pacingtest"
 )
 
 // After the first sync, the batch of every service changed at once (what
@@ -30,7 +30,7 @@ func TestBatchPacedOnOneProcessor(t *testing.T) {
 		t.Run(fmt.Sprint(procs), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			var begun, ended atomic.Int64
-			var slept turnstest.Sleeps
+			var slept pacingtest.Sleeps
 			src, client := fakeSource(t, Options{
 				Zones: []string{"cluster.local."},
 				sleep: slept.Sleep,

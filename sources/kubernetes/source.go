@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -320,7 +320,7 @@ func (src *Source) run() {
 const bulkBatch = 1000
 
 // applyBatch applies the objects of batch. On one processor it gives way
-// to the queries every millisecond (see package turns): the batch a
+// to the queries every millisecond (see package pacing): the batch a
 // re-list makes (every service of the cluster: 10,000 services with
 // 100,000 endpoints take a core for a good fraction of a second) would
 // otherwise hold them up for the runtime's 10 ms time slices. The first
@@ -329,7 +329,7 @@ func (src *Source) applyBatch(batch map[objKey]time.Time) {
 	if len(batch) >= bulkBatch {
 		defer src.bulk.Begin()()
 	}
-	pc := turns.New(&turns.Pacing{Sleep: src.sleep})
+	pc := pacing.New(&pacing.Pacing{Sleep: src.sleep})
 	for k := range batch {
 		pc.Check() // an object is a larger unit than a line: the clock each time
 		src.apply(k)

@@ -1,4 +1,4 @@
-package turnstest
+package pacingtest
 
 import (
 	"runtime"
