@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dnsd/dnsd/config"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd"
 	"github.com/dnsd/dnsd/sources/file"
@@ -88,9 +88,9 @@ func ConfigKinds() config.Kinds { return configKinds(nil) }
 // ServingConfigKinds is ConfigKinds for a config loaded while another
 // serves (a reload): the kinds whose parse is long work (kind.ParsePacer)
 // give way with pace on one processor.
-func ServingConfigKinds(pace *turns.Pacing) config.Kinds { return configKinds(pace) }
+func ServingConfigKinds(pace *pacing.Pacing) config.Kinds { return configKinds(pace) }
 
-func configKinds(pace *turns.Pacing) config.Kinds {
+func configKinds(pace *pacing.Pacing) config.Kinds {
 	var out config.Kinds
 	for _, k := range Kinds() {
 		if pp, ok := k.(kind.ParsePacer); ok && pace != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dnsd/dnsd/config"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -17,7 +17,7 @@ import (
 type Kind struct {
 	// parses: how ParseSettings gives way on one processor when the
 	// config is loaded while another serves (nil: it does not).
-	parses *turns.Pacing
+	parses *pacing.Pacing
 }
 
 var (
@@ -26,8 +26,8 @@ var (
 )
 
 // PaceParses implements kind.ParsePacer: the zone files this kind parses
-// give way with pace (see package turns).
-func (k *Kind) PaceParses(pace *turns.Pacing) { k.parses = pace }
+// give way with pace (see package pacing).
+func (k *Kind) PaceParses(pace *pacing.Pacing) { k.parses = pace }
 
 // NewKind returns the file kind.
 func NewKind() *Kind { return &Kind{} }

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dnsd/dnsd/config"
-	"github.com/dnsd/dnsd/internal/turns"
+	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -43,9 +43,9 @@ type Swapper interface {
 // ParsePacer is implemented by kinds whose ParseSettings does long work (a
 // zone file parsed in full, to report its errors with the config's). For
 // a config loaded while another serves (a reload) they are handed the
-// pacing that work gives way with on one processor (see package turns).
+// pacing that work gives way with on one processor (see package pacing).
 type ParsePacer interface {
-	PaceParses(pace *turns.Pacing)
+	PaceParses(pace *pacing.Pacing)
 }
 
 // CacheFlusher is implemented by kinds that keep a response cache.
