@@ -356,27 +356,9 @@ func (d *dohUnit) close() {
 // hands them to the unit's current HTTP server.
 func (s *Server) acceptHTTPS(u *unit) {
 	defer u.doh.stopAccepting()
-	errs := acceptLog{log: s.log, proto: u.key.proto, addr: u.ln.Addr().String()}
-	for {
-		c, err := u.ln.Accept()
-		if err != nil {
-			if u.stopping.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(errs.failed(err))
-			continue
-		}
-		errs.ok()
-		key, ok := s.admit(c)
-		if !ok {
-			continue
-		}
-		if !u.doh.hand(&dohConn{Conn: c, release: func() { s.leave(key) }, bufs: &u.doh.bufs}) {
-			s.leave(key)
-			_ = c.Close()
-			return
-		}
-	}
+	s.accept(u, func(c net.Conn, key uint64) bool {
+		return u.doh.hand(&dohConn{Conn: c, release: func() { s.leave(key) }, bufs: &u.doh.bufs})
+	})
 }
 
 // connQueue is a net.Listener whose connections are put to it.

@@ -18,9 +18,25 @@ import (
 )
 
 // acceptTCP accepts connections on a tcp or tls unit until it is stopped.
-// Connections over max_tcp_connections (server-wide) or over
-// max_tcp_per_client (from one client /24 or /56) are closed at once.
 func (s *Server) acceptTCP(u *unit) {
+	s.accept(u, func(c net.Conn, key uint64) bool {
+		if !u.track(c) {
+			return false
+		}
+		s.handlers.Add(1)
+		go s.serveConn(u, c, key)
+		return true
+	})
+}
+
+// accept accepts u's connections until it is stopped, for every kind of
+// stream listener. Connections over max_tcp_connections (server-wide) or
+// over max_tcp_per_client (from one client /24 or /56) are closed at
+// once; an accept error (out of file descriptors and the like) is backed
+// off and logged once per state change. serve takes an admitted
+// connection; false means the unit is stopping: the connection is
+// closed and accepting ends.
+func (s *Server) accept(u *unit, serve func(c net.Conn, key uint64) bool) {
 	errs := acceptLog{log: s.log, proto: u.key.proto, addr: u.ln.Addr().String()}
 	for {
 		c, err := u.ln.Accept()
@@ -28,7 +44,6 @@ func (s *Server) acceptTCP(u *unit) {
 			if u.stopping.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of file descriptors and the like: back off, keep serving.
 			time.Sleep(errs.failed(err))
 			continue
 		}
@@ -37,13 +52,11 @@ func (s *Server) acceptTCP(u *unit) {
 		if !ok {
 			continue
 		}
-		if !u.track(c) {
+		if !serve(c, key) {
 			s.leave(key)
 			_ = c.Close()
 			return
 		}
-		s.handlers.Add(1)
-		go s.serveConn(u, c, key)
 	}
 }
 
