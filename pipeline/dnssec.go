@@ -313,25 +313,35 @@ func wireCompare(a, b string) int {
 	for na > 0 && nb > 0 {
 		na, nb = na-1, nb-1
 		x, y := wa[sa[na]+1:sa[na]+1+int(wa[sa[na]])], wb[sb[nb]+1:sb[nb]+1+int(wb[sb[nb]])]
-		for i := 0; i < len(x) && i < len(y); i++ {
-			if cx, cy := lower(x[i]), lower(y[i]); cx != cy {
-				if cx < cy {
-					return -1
-				}
-				return 1
-			}
-		}
-		if len(x) != len(y) {
-			if len(x) < len(y) {
-				return -1
-			}
-			return 1
+		if c := compareLabel(x, y); c != 0 {
+			return c
 		}
 	}
 	switch {
 	case na < nb:
 		return -1
 	case na > nb:
+		return 1
+	}
+	return 0
+}
+
+// compareLabel orders two labels as RFC 4034 §6.1 does: byte by byte,
+// ASCII letters in lower case, a label that is a prefix of the other
+// first.
+func compareLabel[L string | []byte](x, y L) int {
+	for i := 0; i < len(x) && i < len(y); i++ {
+		if cx, cy := lower(x[i]), lower(y[i]); cx != cy {
+			if cx < cy {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(x) < len(y):
+		return -1
+	case len(x) > len(y):
 		return 1
 	}
 	return 0
@@ -353,19 +363,8 @@ func plainCompare(a, b string) int {
 		} else {
 			y, b = b, ""
 		}
-		for i := 0; i < len(x) && i < len(y); i++ {
-			if cx, cy := lower(x[i]), lower(y[i]); cx != cy {
-				if cx < cy {
-					return -1
-				}
-				return 1
-			}
-		}
-		if len(x) != len(y) {
-			if len(x) < len(y) {
-				return -1
-			}
-			return 1
+		if c := compareLabel(x, y); c != 0 {
+			return c
 		}
 		if a == "" || b == "" {
 			break
