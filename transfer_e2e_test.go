@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -601,53 +600,12 @@ transfer:
 	s.waitLog("zone transfer ended by the stop", 2)
 }
 
-// notifyCounter is a UDP server that answers NOTIFYs and keeps the
-// serials they carry.
-type notifyCounter struct {
-	addr string
-	mu   sync.Mutex
-	got  []uint32
-}
-
-func startNotifyCounter(t *testing.T) *notifyCounter {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc := &notifyCounter{addr: pc.LocalAddr().String()}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		if r.Opcode == dns.OpcodeNotify && len(r.Answer) == 1 {
-			if soa, ok := r.Answer[0].(*dns.SOA); ok {
-				nc.mu.Lock()
-				nc.got = append(nc.got, soa.Serial)
-				nc.mu.Unlock()
-			}
-		}
-		m := new(dns.Msg)
-		m.SetReply(r)
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return nc
-}
-
-func (nc *notifyCounter) serials() []uint32 {
-	nc.mu.Lock()
-	defer nc.mu.Unlock()
-	return append([]uint32(nil), nc.got...)
-}
-
 // TestReloadKeepsUnchangedSerial: a SIGHUP that changes nothing in a
 // transferred zone leaves its serial as it was and sends its secondaries
 // no NOTIFY (each would cost them a transfer); one that changes the
 // zone's data raises the serial and notifies.
 func TestReloadKeepsUnchangedSerial(t *testing.T) {
-	sec := startNotifyCounter(t)
+	sec := dnstest.StartSecondary(t, 0)
 	dir := t.TempDir()
 	port, hport := freePort(t), freePort(t)
 	conf := func(inline string) {
@@ -662,7 +620,7 @@ transfer:
   - zones: [example.internal]
     allow: [127.0.0.1]
     notify: [%q]
-`, port, hport, inline, sec.addr))
+`, port, hport, inline, sec.Addr))
 	}
 	writeFile(t, filepath.Join(dir, "a.hosts"), "10.0.0.9 f.example.internal\n")
 	conf("10.0.0.1 inline")
@@ -679,10 +637,10 @@ transfer:
 	}
 	serial := func() uint32 { return serialOf("example.internal.") }
 	deadline := time.Now().Add(10 * time.Second)
-	for len(sec.serials()) == 0 && time.Now().Before(deadline) {
+	for len(sec.Serials()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := sec.serials(); len(got) != 1 {
+	if got := sec.Serials(); len(got) != 1 {
 		t.Fatalf("NOTIFYs at start: %v, want one", got)
 	}
 	s1, lab := serial(), serialOf("lab.internal.")
@@ -697,7 +655,7 @@ transfer:
 		t.Errorf("after a reload that changed nothing: serial of a zone not transferred %d, want %d as before", s, lab)
 	}
 	time.Sleep(7 * time.Second) // NOTIFYs of a zone are at most 5 s apart, checked every second
-	if got := sec.serials(); len(got) != 1 {
+	if got := sec.Serials(); len(got) != 1 {
 		t.Errorf("NOTIFYs after a reload that changed nothing: %v, want only the one at start", got)
 	}
 
@@ -709,10 +667,10 @@ transfer:
 		t.Errorf("after a reload that changed an entry: serial %d, want above %d", s2, s1)
 	}
 	deadline = time.Now().Add(10 * time.Second)
-	for len(sec.serials()) < 2 && time.Now().Before(deadline) {
+	for len(sec.Serials()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := sec.serials(); len(got) != 2 || got[1] != s2 {
+	if got := sec.Serials(); len(got) != 2 || got[1] != s2 {
 		t.Errorf("NOTIFYs after a reload that changed the zone: %v, want a second one with %d", got, s2)
 	}
 }

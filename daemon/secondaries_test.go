@@ -3,9 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,63 +25,6 @@ func (s *serialSource) Kind() string   { return "hosts" }
 func (s *serialSource) TTL() uint32    { return 60 }
 func (s *serialSource) Serial() uint32 { return s.serial.Load() }
 
-// secondary is a UDP server that records the NOTIFYs it gets and answers
-// them, except the first drop ones.
-type secondary struct {
-	addr string
-	mu   sync.Mutex
-	got  []uint32 // serials notified (answered or not)
-	drop int
-	// rcode, when set, is the (unsigned) answer to every NOTIFY, as a
-	// secondary that refuses it sends it.
-	rcode int
-}
-
-func startSecondary(t *testing.T, drop int) *secondary {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := &secondary{addr: pc.LocalAddr().String(), drop: drop}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		sec.mu.Lock()
-		var serial uint32
-		if len(r.Answer) == 1 {
-			serial = r.Answer[0].(*dns.SOA).Serial
-		}
-		ok := r.Opcode == dns.OpcodeNotify && len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeSOA && r.Authoritative
-		sec.got = append(sec.got, serial)
-		dropIt := len(sec.got) <= sec.drop
-		rcode := sec.rcode
-		sec.mu.Unlock()
-		if dropIt {
-			return
-		}
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if !ok {
-			m.Rcode = dns.RcodeFormatError
-		}
-		if rcode != 0 {
-			m.Rcode = rcode
-		}
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return sec
-}
-
-func (s *secondary) serials() []uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]uint32(nil), s.got...)
-}
-
 func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *pipeline.Pipeline {
 	t.Helper()
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{zone}, Sources: []pipeline.SourceEntry{{Source: src}}}},
@@ -98,10 +39,10 @@ func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *pip
 // zone example. with sec as its notify target, looking every 10 ms, with
 // the given gap between rounds and timeout per attempt. cur holds the
 // pipeline the loop reads (a test may swap it). Closed when the test ends.
-func startNotifier(t *testing.T, src pipeline.Source, sec *secondary, gap, timeout time.Duration) (s *secondaries, cur *atomic.Pointer[pipeline.Pipeline]) {
+func startNotifier(t *testing.T, src pipeline.Source, sec *dnstest.Secondary, gap, timeout time.Duration) (s *secondaries, cur *atomic.Pointer[pipeline.Pipeline]) {
 	t.Helper()
 	cur = new(atomic.Pointer[pipeline.Pipeline])
-	cur.Store(notifyPipeline(t, src, "example.", sec.addr))
+	cur.Store(notifyPipeline(t, src, "example.", sec.Addr))
 	s = newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
 	s.check, s.gap, s.timeout = 10*time.Millisecond, gap, timeout
 	s.start()
@@ -110,7 +51,7 @@ func startNotifier(t *testing.T, src pipeline.Source, sec *secondary, gap, timeo
 }
 
 func TestNotifyCoalescedAndRetried(t *testing.T) {
-	sec := startSecondary(t, 1) // the first NOTIFY is lost
+	sec := dnstest.StartSecondary(t, 1) // the first NOTIFY is lost
 	src := &serialSource{}
 	src.serial.Store(100)
 	s, cur := startNotifier(t, src, sec, 300*time.Millisecond, 100*time.Millisecond)
@@ -118,9 +59,9 @@ func TestNotifyCoalescedAndRetried(t *testing.T) {
 	waitUntil := func(what string, ok func([]uint32) bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for !ok(sec.serials()) {
+		for !ok(sec.Serials()) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: NOTIFYs seen %v", what, sec.serials())
+				t.Fatalf("%s: NOTIFYs seen %v", what, sec.Serials())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -135,7 +76,7 @@ func TestNotifyCoalescedAndRetried(t *testing.T) {
 	}
 	waitUntil("coalesced NOTIFY", func(g []uint32) bool { return len(g) >= 3 })
 	time.Sleep(2 * s.gap)
-	if got := sec.serials(); len(got) != 3 || got[2] != 110 {
+	if got := sec.Serials(); len(got) != 3 || got[2] != 110 {
 		t.Errorf("after a burst of 10 changes: NOTIFYs %v, want one more with serial 110", got)
 	}
 
@@ -147,19 +88,19 @@ func TestNotifyCoalescedAndRetried(t *testing.T) {
 	cur.Store(p2)
 	src.serial.Store(200)
 	time.Sleep(3 * s.gap)
-	if got := sec.serials(); len(got) != 3 {
+	if got := sec.Serials(); len(got) != 3 {
 		t.Errorf("after the zone left transfer: NOTIFYs %v", got)
 	}
 }
 
 func TestNotifyGivesUp(t *testing.T) {
-	sec := startSecondary(t, 1000) // never answers
+	sec := dnstest.StartSecondary(t, 1000) // never answers
 	src := &serialSource{}
 	src.serial.Store(1)
 	s, _ := startNotifier(t, src, sec, time.Hour, 50*time.Millisecond)
 	time.Sleep(500 * time.Millisecond)
 	s.Close() // returns: the loop and its sends are stopped
-	if got := sec.serials(); len(got) != notifyTries {
+	if got := sec.Serials(); len(got) != notifyTries {
 		t.Errorf("%d attempts, want %d", len(got), notifyTries)
 	}
 }
@@ -177,24 +118,24 @@ func (s *syncingSource) WaitSynced(context.Context) error { return nil }
 // transfer would fail); once they have, it goes out. A retry carries the
 // zone's SOA as it is at the retry.
 func TestNotifyWaitsForSyncAndRetriesCurrentSOA(t *testing.T) {
-	sec := startSecondary(t, 1) // the first NOTIFY is lost
+	sec := dnstest.StartSecondary(t, 1) // the first NOTIFY is lost
 	src := &syncingSource{}
 	src.serial.Store(100)
 	startNotifier(t, src, sec, 50*time.Millisecond, 300*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
-	if got := sec.serials(); len(got) != 0 {
+	if got := sec.Serials(); len(got) != 0 {
 		t.Fatalf("NOTIFYs %v before the zone's source synced", got)
 	}
 	src.synced.Store(true)
 	deadline := time.Now().Add(5 * time.Second)
-	for len(sec.serials()) == 0 && time.Now().Before(deadline) {
+	for len(sec.Serials()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	src.serial.Store(101) // changed while the first NOTIFY waits for an answer
-	for len(sec.serials()) < 2 && time.Now().Before(deadline) {
+	for len(sec.Serials()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := sec.serials(); len(got) < 2 || got[0] != 100 || got[1] != 101 {
+	if got := sec.Serials(); len(got) < 2 || got[0] != 100 || got[1] != 101 {
 		t.Errorf("NOTIFYs %v, want 100 (lost) then the retry with the current serial 101", got)
 	}
 }
@@ -203,13 +144,13 @@ func TestNotifyWaitsForSyncAndRetriesCurrentSOA(t *testing.T) {
 // acknowledged (anyone could have sent that reply): it is tried again, and
 // counts as failed in the end.
 func TestSignedNotifyWantsASignedReply(t *testing.T) {
-	sec := startSecondary(t, 0) // answers every NOTIFY, unsigned
+	sec := dnstest.StartSecondary(t, 0) // answers every NOTIFY, unsigned
 	src := &serialSource{}
 	src.serial.Store(1)
 	key := &pipeline.TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="}
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
 		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Notify: []string{sec.addr}, Key: key}}})
+			Notify: []string{sec.Addr}, Key: key}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,23 +159,21 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	s := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
 	s.check, s.gap, s.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
 	s.start()
-	dnstest.Eventually(t, "every attempt made", 5*time.Second, func() bool { return len(sec.serials()) >= notifyTries })
+	dnstest.Eventually(t, "every attempt made", 5*time.Second, func() bool { return len(sec.Serials()) >= notifyTries })
 	time.Sleep(200 * time.Millisecond)
 	s.Close()
-	if got := len(sec.serials()); got != notifyTries {
+	if got := len(sec.Serials()); got != notifyTries {
 		t.Errorf("%d attempts, want %d: an unsigned reply is no acknowledgement", got, notifyTries)
 	}
 
 	// An unsigned error answer (NOTAUTH: the secondary lacks the key or
 	// the zone; RFC 8945 has such errors unsigned) is the secondary's
 	// no: no retries.
-	refusing := startSecondary(t, 0)
-	refusing.mu.Lock()
-	refusing.rcode = dns.RcodeNotAuth
-	refusing.mu.Unlock()
+	refusing := dnstest.StartSecondary(t, 0)
+	refusing.Refuse(dns.RcodeNotAuth)
 	p2, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
 		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Notify: []string{refusing.addr}, Key: key}}})
+			Notify: []string{refusing.Addr}, Key: key}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,10 +181,10 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	s2 := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
 	s2.check, s2.gap, s2.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
 	s2.start()
-	dnstest.Eventually(t, "the NOTIFY sent", 5*time.Second, func() bool { return len(refusing.serials()) >= 1 })
+	dnstest.Eventually(t, "the NOTIFY sent", 5*time.Second, func() bool { return len(refusing.Serials()) >= 1 })
 	time.Sleep(300 * time.Millisecond)
 	s2.Close()
-	if got := len(refusing.serials()); got != 1 {
+	if got := len(refusing.Serials()); got != 1 {
 		t.Errorf("%d attempts at a secondary answering NOTAUTH, want 1 (it refused)", got)
 	}
 }

@@ -3,6 +3,7 @@ package dnstest
 import (
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,4 +162,77 @@ func Eventually(t testing.TB, what string, limit time.Duration, cond func() bool
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Secondary is a UDP server that stands for a zone's secondary: it keeps
+// the serial of every NOTIFY it gets (0 for a message that carries no
+// SOA) and answers it, but for the first Drop ones, which it ignores. A
+// message that is not a well-formed NOTIFY (opcode NOTIFY, one SOA
+// question, AA) gets FORMERR.
+type Secondary struct {
+	Addr  string
+	mu    sync.Mutex
+	got   []uint32
+	drop  int
+	rcode int
+}
+
+// StartSecondary starts a Secondary on a free loopback port that ignores
+// the first drop NOTIFYs; it stops when the test ends.
+func StartSecondary(t testing.TB, drop int) *Secondary {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &Secondary{Addr: pc.LocalAddr().String(), drop: drop}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(sec.serve)}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return sec
+}
+
+func (s *Secondary) serve(w dns.ResponseWriter, r *dns.Msg) {
+	var serial uint32
+	if len(r.Answer) == 1 {
+		if soa, ok := r.Answer[0].(*dns.SOA); ok {
+			serial = soa.Serial
+		}
+	}
+	ok := r.Opcode == dns.OpcodeNotify && len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeSOA && r.Authoritative
+	s.mu.Lock()
+	s.got = append(s.got, serial)
+	dropIt := len(s.got) <= s.drop
+	rcode := s.rcode
+	s.mu.Unlock()
+	if dropIt {
+		return
+	}
+	m := new(dns.Msg)
+	m.SetReply(r)
+	if !ok {
+		m.Rcode = dns.RcodeFormatError
+	}
+	if rcode != 0 {
+		m.Rcode = rcode
+	}
+	_ = w.WriteMsg(m)
+}
+
+// Refuse makes the secondary answer every NOTIFY from now on with rcode,
+// unsigned, as one that refuses it does.
+func (s *Secondary) Refuse(rcode int) {
+	s.mu.Lock()
+	s.rcode = rcode
+	s.mu.Unlock()
+}
+
+// Serials returns the serials of the NOTIFYs seen so far, in order.
+func (s *Secondary) Serials() []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint32(nil), s.got...)
 }
