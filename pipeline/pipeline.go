@@ -228,7 +228,7 @@ func (p *Pipeline) carrySerials(view string, t, old *table) {
 		if now := z.serial(); !SerialLess(was, now) {
 			z.offset += was + 1 - now
 		}
-		p.keepSerial(z, oz, was, view == "" && p.xfr[name] != nil)
+		p.keepSerial(z, oz, was)
 	}
 }
 

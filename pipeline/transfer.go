@@ -402,7 +402,14 @@ func (p *Pipeline) zoneContent(ctx context.Context, z *zone, soa *dns.SOA) ([]dn
 // listZone is zoneContent, logging what it leaves out when logged.
 func (p *Pipeline) listZone(ctx context.Context, z *zone, soa *dns.SOA, logged bool) ([]dns.RR, error) {
 	out := []dns.RR{soa}
-	big, err := p.walkZone(ctx, z, func(rr dns.RR) { out = append(out, rr) })
+	var big oversized
+	err := p.walkZone(ctx, z, func(rr dns.RR) {
+		if n := dns.Len(rr); n > TransferMsgSize {
+			big.add(rr, n)
+			return
+		}
+		out = append(out, rr)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -423,12 +430,10 @@ func (p *Pipeline) listZone(ctx context.Context, z *zone, soa *dns.SOA, logged b
 // walkZone hands emit every record of z's local sources as a transfer
 // lists them (the first source with a name wins it; sources after one
 // without fallthrough are never asked), then the apex NS and ns.dns
-// addresses dnsd makes when no source has them. Records too large for a
-// transfer message are not emitted but returned.
-func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) (oversized, error) {
+// addresses dnsd makes when no source has them.
+func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) error {
 	ttl := z.apexTTL()
 	apexNS, nsAddr := false, false
-	var big oversized
 	// Sources after one without fallthrough are never asked.
 	last := len(z.entries) - 1
 	for i := range z.entries {
@@ -445,7 +450,7 @@ func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) (ov
 		}
 		l, ok := e.src.(Lister)
 		if !ok {
-			return big, fmt.Errorf("%s source: %w", e.kind, ErrNotListable)
+			return fmt.Errorf("%s source: %w", e.kind, ErrNotListable)
 		}
 		// shadowed caches, per owner, whether an earlier source answers
 		// it; the first source's names are never shadowed.
@@ -473,10 +478,6 @@ func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) (ov
 					return true
 				}
 			}
-			if n := dns.Len(rr); n > TransferMsgSize {
-				big.add(rr, n)
-				return true
-			}
 			switch {
 			case owner == z.name && h.Rrtype == dns.TypeNS:
 				apexNS = true
@@ -490,10 +491,10 @@ func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) (ov
 			err = lerr
 		}
 		if err != nil {
-			return big, fmt.Errorf("listing the %s source: %w", e.kind, err)
+			return fmt.Errorf("listing the %s source: %w", e.kind, err)
 		}
 		if err := ctx.Err(); err != nil {
-			return big, err
+			return err
 		}
 	}
 	if !apexNS {
@@ -504,7 +505,7 @@ func (p *Pipeline) walkZone(ctx context.Context, z *zone, emit func(dns.RR)) (ov
 			}
 		}
 	}
-	return big, nil
+	return nil
 }
 
 // oversized collects the records a listing leaves out because one alone
@@ -657,31 +658,21 @@ var _ Transferer = (*Pipeline)(nil)
 // meanwhile, is not pinned (its serial rises, as for any change). Once a
 // source's data changes the zone's serial moves on, above was
 // (carrySerials' offset). A transferred zone's listing carries over.
-func (p *Pipeline) keepSerial(z, oz *zone, was uint32, transferred bool) {
+func (p *Pipeline) keepSerial(z, oz *zone, was uint32) {
 	if !zoneSynced(z) || !zoneSynced(oz) {
 		return
 	}
 	at := z.sourcesSerial()
 	ctx := context.Background()
-	var held *listing
-	if transferred {
-		oz.xfr.mu.Lock()
-		held = oz.xfr.cur
-		if held == nil || held.serial != was || !isDone(held.done) || held.err != nil {
-			held = nil
-		}
-		oz.xfr.mu.Unlock()
+	oz.xfr.mu.Lock()
+	held := oz.xfr.cur // the listing of a transferred zone, if made
+	if held == nil || held.serial != was || !isDone(held.done) || held.err != nil {
+		held = nil
 	}
+	oz.xfr.mu.Unlock()
 	before := contentDigest{seeds: p.seeds}
 	if oz.digest != nil && oz.digest.at == oz.sourcesSerial() {
 		before = oz.digest.d // its data has not changed since
-	} else if held != nil {
-		soa := *held.rrs[0].(*dns.SOA)
-		soa.Serial = 0
-		before.add(&soa)
-		for _, rr := range held.rrs[1 : len(held.rrs)-1] {
-			before.add(rr)
-		}
 	} else if err := oz.gen.digest(ctx, oz, &before); err != nil {
 		return
 	}
@@ -704,16 +695,13 @@ func (p *Pipeline) keepSerial(z, oz *zone, was uint32, transferred bool) {
 	}
 }
 
-// digest adds z's SOA (but its serial) and the records a transfer would
-// list to d, without holding them. (A listing also leaves out CNAMEs
-// beside other data: with such data a held listing and a digest differ,
-// and the zone's serial rises as for a change.)
+// digest adds z's SOA (but its serial) and every record a transfer
+// listing is made from to d, without holding them.
 func (p *Pipeline) digest(ctx context.Context, z *zone, d *contentDigest) error {
 	soa := *z.soa(z.name, z.apexTTL())
 	soa.Serial = 0
 	d.add(&soa)
-	_, err := p.walkZone(ctx, z, d.add)
-	return err
+	return p.walkZone(ctx, z, d.add)
 }
 
 // heldDigest is a zone's content digest while its sources' serial is at.

@@ -694,3 +694,27 @@ func TestReloadDigestLeavesRecordsAlone(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A record too large for a transfer message is left out of listings, not
+// out of what a reload compares: a reload that changes only it raises
+// the serial (queries answer it).
+func TestReloadSerialCountsOversizedRecords(t *testing.T) {
+	var clock SerialClock
+	big := func(c string) string {
+		return "big.example. 60 IN TXT" + strings.Repeat(` "`+strings.Repeat(c, 250)+`"`, 300)
+	}
+	build := func(prev *Pipeline, s Source) *Pipeline {
+		t.Helper()
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: s}}}}, Options{Serial: clock.Next(), Prev: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p1 := build(nil, listFake{newFake(t, "file", 60, clock.Next(), "www.example. 60 IN A 10.0.0.1", big("a"))})
+	s1 := p1.ZoneSOA("example.").Serial
+	p2 := build(p1, listFake{newFake(t, "file", 60, clock.Next(), "www.example. 60 IN A 10.0.0.1", big("b"))})
+	if s := p2.ZoneSOA("example.").Serial; !SerialLess(s1, s) {
+		t.Errorf("a reload that changed an oversized record: serial %d, want above %d", s, s1)
+	}
+}
