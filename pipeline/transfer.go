@@ -651,8 +651,9 @@ var _ Transferer = (*Pipeline)(nil)
 // keepSerial pins z, a zone whose SOA dnsd makes, to the serial was
 // that its predecessor oz served, when a reload leaves the zone's content
 // as it was: a reload that changes nothing costs no secondary a NOTIFY
-// and a transfer. The content compared is what a transfer would list
-// (SOA fields but the serial, every record with its TTL, in any order),
+// and a transfer. The content compared is what a transfer listing is
+// made from (SOA fields but the serial, every record with its TTL, in
+// any order),
 // read from both generations now; a zone not synced on either side, one
 // with a source that cannot list its records, or whose sources change
 // meanwhile, is not pinned (its serial rises, as for any change). Once a
