@@ -17,6 +17,7 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/fsutil"
 	"github.com/dnsd/dnsd/internal/pacing"
@@ -61,7 +62,7 @@ type Daemon struct {
 	queryLog atomic.Bool
 	metrics  *metrics.Metrics
 	reg      *sources.Registry
-	journal  *pipeline.Journal // zone versions sent to secondaries, across reloads
+	journal  *authority.Journal // zone versions sent to secondaries, across reloads
 	sw       *switcher
 	srv      *server.Server
 	notify   notifier
@@ -107,7 +108,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		format:   cfg.Log.Format,
 		metrics:  metrics.New(opts.Version, opts.Commit),
 		sw:       &switcher{},
-		journal:  pipeline.NewJournal(),
+		journal:  authority.NewJournal(),
 		notify:   notifier{},
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
@@ -122,18 +123,24 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry, Bulk: opts.Bulk})
 	d.metrics.WatchSynced(d.reg.Synced)
 
-	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger, d.journal))
+	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
 	if err != nil {
 		d.reg.Close()
 		return nil, err
 	}
-	d.sw.swap(&generation{p: p, set: set})
+	auth, err := authority.New(p, d.authorityOptions(cfg, nil))
+	if err != nil {
+		set.Release()
+		d.reg.Close()
+		return nil, err
+	}
+	d.sw.swap(&generation{p: p, auth: auth, set: set})
 	d.reg.Swapped(cfg, p, set)
 	// Query lines are written whatever log.level says: asking for them
 	// (log.queries) is asking to see them.
 	queryLevel := new(slog.LevelVar)
 	queryLines := newLogger(opts.LogOutput, cfg.Log.Format, queryLevel)
-	d.srv = server.New(server.Options{Resolver: d.sw, Observer: &observer{m: d.metrics, log: queryLines, queries: &d.queryLog}, Logger: d.logger})
+	d.srv = server.New(server.Options{Resolver: d.sw, Authority: d.sw, Observer: &observer{m: d.metrics, log: queryLines, queries: &d.queryLog}, Logger: d.logger})
 	set2, err := serverSettings(cfg)
 	if err == nil {
 		err = d.srv.Apply(ctx, cfg.Listen, set2)
@@ -150,7 +157,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.notifies = newSecondaries(func() *pipeline.Pipeline { return d.sw.current().p }, d.metrics, d.logger)
+	d.notifies = newSecondaries(func() *authority.Zones { return d.sw.current().auth }, d.metrics, d.logger)
 	d.notifies.start()
 	waitCtx, cancel := context.WithCancel(context.Background())
 	d.stopWait = cancel
@@ -225,10 +232,16 @@ func (d *Daemon) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := pipelineOptions(cfg, d.logger, d.journal)
-	opts.Prev = d.sw.current().p // serials never go back
+	cur := d.sw.current()
+	opts := pipelineOptions(cfg, d.logger)
+	opts.Prev = cur.p // serials never go back
 	p, set, err := d.reg.Build(ctx, cfg, opts)
 	if err != nil {
+		return err
+	}
+	auth, err := authority.New(p, d.authorityOptions(cfg, cur.auth))
+	if err != nil {
+		set.Release()
 		return err
 	}
 	// New backends sync before the swap (each up to its own sources'
@@ -263,7 +276,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 		d.http.stop(ctx)
 		d.http = newHTTP
 	}
-	old := d.sw.swap(&generation{p: p, set: set})
+	old := d.sw.swap(&generation{p: p, auth: auth, set: set})
 	d.reg.Swapped(cfg, p, set)
 	d.level.Set(cfg.Log.Level)
 	d.queryLog.Store(cfg.Log.Queries)
@@ -479,7 +492,18 @@ func (d *Daemon) stopNow(cancelReloads context.CancelFunc, reloadDone chan struc
 // and why not (see readiness).
 func (d *Daemon) ready() (bool, string) { return readiness(d.sw.current().p.Sources()) }
 
-func pipelineOptions(cfg *config.Config, logger *slog.Logger, journal *pipeline.Journal) pipeline.Options {
+func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
+	return pipeline.Options{NSAddrs: listenAddrs(cfg), Logger: logger}
+}
+
+// authorityOptions are the transfer settings of cfg's generation; prev is
+// the one it replaces (nil at the start).
+func (d *Daemon) authorityOptions(cfg *config.Config, prev *authority.Zones) authority.Options {
+	return authority.Options{Transfers: transferSpecs(cfg, listenAddrs(cfg)), Journal: d.journal, Logger: d.logger, Prev: prev}
+}
+
+// listenAddrs are the specific addresses of the top-level listen entries.
+func listenAddrs(cfg *config.Config) []netip.Addr {
 	var addrs []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, l := range cfg.Listen {
@@ -490,23 +514,23 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger, journal *pipeline.
 		seen[ap.Addr()] = true
 		addrs = append(addrs, ap.Addr().Unmap())
 	}
-	return pipeline.Options{NSAddrs: addrs, Logger: logger, Transfers: transferSpecs(cfg, addrs), Journal: journal}
+	return addrs
 }
 
-// transferSpecs turns the config's transfer items into the pipeline's.
+// transferSpecs turns the config's transfer items into authority's.
 // listenAddrs are the specific addresses of the top-level listen entries,
 // which serve the transferred zones: NOTIFYs leave from them (secondaries
 // take a NOTIFY only from the primary they list), unless notify_source
 // says otherwise.
-func transferSpecs(cfg *config.Config, listenAddrs []netip.Addr) []pipeline.TransferSpec {
-	out := make([]pipeline.TransferSpec, 0, len(cfg.Transfers))
+func transferSpecs(cfg *config.Config, listenAddrs []netip.Addr) []authority.TransferSpec {
+	out := make([]authority.TransferSpec, 0, len(cfg.Transfers))
 	for _, t := range cfg.Transfers {
-		spec := pipeline.TransferSpec{Zones: t.Zones, Allow: t.Allow, Notify: t.Notify, NotifyFrom: listenAddrs}
+		spec := authority.TransferSpec{Zones: t.Zones, Allow: t.Allow, Notify: t.Notify, NotifyFrom: listenAddrs}
 		if t.NotifySource.IsValid() {
 			spec.NotifyFrom = []netip.Addr{t.NotifySource}
 		}
 		if t.TSIG != nil {
-			spec.Key = &pipeline.TSIGKey{Name: t.TSIG.Name, Algorithm: t.TSIG.Algorithm, Secret: t.TSIG.Secret}
+			spec.Key = &authority.TSIGKey{Name: t.TSIG.Name, Algorithm: t.TSIG.Algorithm, Secret: t.TSIG.Secret}
 		}
 		out = append(out, spec)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -36,7 +37,7 @@ const (
 // secondaries watches the serials of the transferred zones and sends
 // NOTIFYs. It runs from newSecondaries until Close.
 type secondaries struct {
-	current func() *pipeline.Pipeline
+	current func() *authority.Zones
 	m       *metrics.Metrics
 	log     *slog.Logger
 
@@ -58,7 +59,7 @@ type zoneState struct {
 	busy    chan struct{}
 }
 
-func newSecondaries(current func() *pipeline.Pipeline, m *metrics.Metrics, log *slog.Logger) *secondaries {
+func newSecondaries(current func() *authority.Zones, m *metrics.Metrics, log *slog.Logger) *secondaries {
 	return &secondaries{current: current, m: m, log: log, check: notifyCheck, gap: notifyGap, timeout: notifyTimeout, tries: notifyTries, zones: map[string]*zoneState{}}
 }
 
@@ -94,9 +95,10 @@ func (s *secondaries) Close() {
 // tick compares the zones' serials with the last seen and starts the
 // NOTIFY rounds that are due.
 func (s *secondaries) tick(ctx context.Context, now time.Time) {
-	p := s.current()
+	a := s.current()
+	p := a.Pipeline()
 	live := map[string]bool{}
-	for _, spec := range p.Transfers() {
+	for _, spec := range a.Transfers() {
 		if len(spec.Notify) == 0 {
 			continue
 		}
@@ -130,7 +132,7 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 			st.pending, st.last = false, now
 			st.busy = make(chan struct{})
 			s.wg.Add(1)
-			go func(zone string, soa *dns.SOA, spec pipeline.TransferSpec, done chan struct{}) {
+			go func(zone string, soa *dns.SOA, spec authority.TransferSpec, done chan struct{}) {
 				defer s.wg.Done()
 				defer close(done)
 				s.round(ctx, zone, soa, spec)
@@ -145,7 +147,7 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 }
 
 // round notifies every target of spec's zone, in parallel, and waits.
-func (s *secondaries) round(ctx context.Context, zone string, soa *dns.SOA, spec pipeline.TransferSpec) {
+func (s *secondaries) round(ctx context.Context, zone string, soa *dns.SOA, spec authority.TransferSpec) {
 	var wg sync.WaitGroup
 	for _, addr := range spec.Notify {
 		wg.Go(func() { s.notify(ctx, zone, soa, spec.Key, notifySource(spec.NotifyFrom, addr), addr) })
@@ -170,7 +172,7 @@ func notifySource(from []netip.Addr, addr string) netip.Addr {
 
 // notify sends one NOTIFY to addr from src (when valid), retrying until
 // it answers.
-func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key *pipeline.TSIGKey, src netip.Addr, addr string) {
+func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key *authority.TSIGKey, src netip.Addr, addr string) {
 	c := &dns.Client{Net: "udp", Timeout: s.timeout}
 	if src.IsValid() {
 		c.Dialer = &net.Dialer{Timeout: s.timeout, LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
@@ -183,7 +185,7 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 		start := time.Now()
 		if try > 1 {
 			// A retry carries the zone's SOA as it is now.
-			if now := s.current().ZoneSOA(zone); now != nil {
+			if now := s.current().Pipeline().ZoneSOA(zone); now != nil {
 				soa = now
 			}
 		}

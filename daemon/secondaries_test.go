@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
@@ -25,10 +26,9 @@ func (s *serialSource) Kind() string   { return "hosts" }
 func (s *serialSource) TTL() uint32    { return 60 }
 func (s *serialSource) Serial() uint32 { return s.serial.Load() }
 
-func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *pipeline.Pipeline {
+func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *authority.Zones {
 	t.Helper()
-	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{zone}, Sources: []pipeline.SourceEntry{{Source: src}}}},
-		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{zone}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Notify: []string{target}}}})
+	p, err := newZones([]pipeline.ZoneSpec{{Names: []string{zone}, Sources: []pipeline.SourceEntry{{Source: src}}}}, authority.TransferSpec{Zones: []string{zone}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Notify: []string{target}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +39,9 @@ func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *pip
 // zone example. with sec as its notify target, looking every 10 ms, with
 // the given gap between rounds and timeout per attempt. cur holds the
 // pipeline the loop reads (a test may swap it). Closed when the test ends.
-func startNotifier(t *testing.T, src pipeline.Source, sec *dnstest.Secondary, gap, timeout time.Duration) (s *secondaries, cur *atomic.Pointer[pipeline.Pipeline]) {
+func startNotifier(t *testing.T, src pipeline.Source, sec *dnstest.Secondary, gap, timeout time.Duration) (s *secondaries, cur *atomic.Pointer[authority.Zones]) {
 	t.Helper()
-	cur = new(atomic.Pointer[pipeline.Pipeline])
+	cur = new(atomic.Pointer[authority.Zones])
 	cur.Store(notifyPipeline(t, src, "example.", sec.Addr))
 	s = newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
 	s.check, s.gap, s.timeout = 10*time.Millisecond, gap, timeout
@@ -81,7 +81,7 @@ func TestNotifyCoalescedAndRetried(t *testing.T) {
 	}
 
 	// A reload that drops the zone's notify list: nothing more is sent.
-	p2, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, pipeline.Options{})
+	p2, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,14 +147,13 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	sec := dnstest.StartSecondary(t, 0) // answers every NOTIFY, unsigned
 	src := &serialSource{}
 	src.serial.Store(1)
-	key := &pipeline.TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="}
-	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
-		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Notify: []string{sec.Addr}, Key: key}}})
+	key := &authority.TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="}
+	p, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, authority.TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Notify: []string{sec.Addr}, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur := new(atomic.Pointer[pipeline.Pipeline])
+	cur := new(atomic.Pointer[authority.Zones])
 	cur.Store(p)
 	s := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
 	s.check, s.gap, s.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
@@ -171,9 +170,8 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	// no: no retries.
 	refusing := dnstest.StartSecondary(t, 0)
 	refusing.Refuse(dns.RcodeNotAuth)
-	p2, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
-		pipeline.Options{Transfers: []pipeline.TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Notify: []string{refusing.Addr}, Key: key}}})
+	p2, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, authority.TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Notify: []string{refusing.Addr}, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +185,13 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	if got := len(refusing.Serials()); got != 1 {
 		t.Errorf("%d attempts at a secondary answering NOTAUTH, want 1 (it refused)", got)
 	}
+}
+
+// newZones builds a pipeline of zones and the transferred zones of specs.
+func newZones(zones []pipeline.ZoneSpec, specs ...authority.TransferSpec) (*authority.Zones, error) {
+	p, err := pipeline.New(zones, pipeline.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return authority.New(p, authority.Options{Transfers: specs})
 }

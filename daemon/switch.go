@@ -5,14 +5,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources"
 )
 
-// generation is one compiled pipeline with the backends it holds and a
-// count of the queries it is answering.
+// generation is one compiled pipeline, its transferred zones, the
+// backends it holds and a count of the queries it is answering.
 type generation struct {
 	p        *pipeline.Pipeline
+	auth     *authority.Zones
 	set      *sources.Set
 	inflight atomic.Int64
 }
@@ -45,15 +47,15 @@ func (s *switcher) Resolve(ctx context.Context, req *pipeline.Request) pipeline.
 // current generation (a reload makes every kept answer stale).
 func (s *switcher) Fresh(st pipeline.Stamp) (uint32, bool) { return s.cur.Load().p.Fresh(st) }
 
-// Transfer implements pipeline.Transferer: the current generation decides
+// Transfer implements authority.Transferer: the current generation decides
 // and lists the zone; the server sends the listing after the generation
 // is let go, so a long transfer never holds back a reload's drain.
-func (s *switcher) Transfer(ctx context.Context, req *pipeline.TransferRequest) pipeline.TransferResult {
+func (s *switcher) Transfer(ctx context.Context, req *authority.Request) authority.Result {
 	for {
 		g := s.cur.Load()
 		g.inflight.Add(1)
 		if s.cur.Load() == g { // see Resolve
-			r := g.p.Transfer(ctx, req)
+			r := g.auth.Transfer(ctx, req)
 			g.inflight.Add(-1)
 			return r
 		}
@@ -61,11 +63,11 @@ func (s *switcher) Transfer(ctx context.Context, req *pipeline.TransferRequest) 
 	}
 }
 
-// TransferZone implements pipeline.Transferer.
-func (s *switcher) TransferZone(name string) string { return s.cur.Load().p.TransferZone(name) }
+// TransferZone implements authority.Transferer.
+func (s *switcher) TransferZone(name string) string { return s.cur.Load().auth.TransferZone(name) }
 
-// TSIGKey implements pipeline.Transferer.
-func (s *switcher) TSIGKey(name string) *pipeline.TSIGKey { return s.cur.Load().p.TSIGKey(name) }
+// TSIGKey implements authority.Transferer.
+func (s *switcher) TSIGKey(name string) *authority.TSIGKey { return s.cur.Load().auth.TSIGKey(name) }
 
 func (s *switcher) current() *generation { return s.cur.Load() }
 

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
@@ -56,19 +55,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Views are the split-horizon views, checked in order (see ViewSpec).
 	Views []ViewSpec
-	// Transfers say which top-level zones may be transferred, by whom, and
-	// whom to notify (see Transfer). A zone in two specs is an error.
-	Transfers []TransferSpec
 	// Serial is the generation's serial (from the process's SerialClock,
 	// taken when the pipeline is built): every zone's synthesized SOA
 	// serial is at least this, so a reload that changes a zone without
 	// changing any source's data (a source removed or reordered, a ttl)
 	// still raises its serial. 0: none.
 	Serial uint32
-	// Journal keeps the zone versions sent to secondaries, for IXFR
-	// answers with differences; the same one across reloads. Nil: IXFR is
-	// always answered with the whole zone.
-	Journal *Journal
 	// Prev is the pipeline this one replaces (a reload), nil at the
 	// start. A zone whose SOA dnsd makes never gets a serial below the
 	// one it had there (see carrySerials).
@@ -85,16 +77,9 @@ type Pipeline struct {
 	nsAddrs []netip.Addr
 	log     *slog.Logger
 	serial  uint32 // Options.Serial
-	journal *Journal
 	// seeds hash zone contents (contentDigest): made at the first
 	// generation, passed from each generation to the next.
 	seeds *[2]maphash.Seed
-
-	xfr      map[string]*TransferSpec // transferred zones
-	xfrSpecs []*TransferSpec          // in configuration order
-	// cnameWarned: the transferred zones whose CNAME conflicts have been
-	// logged by this generation (once each, not at every transfer).
-	cnameWarned sync.Map
 }
 
 // table is one view's zones.
@@ -118,8 +103,6 @@ type zone struct {
 	// neg is the last SOA made for a negative answer's authority section,
 	// reused while it is still the one authSOA would make.
 	neg atomic.Pointer[negSOA]
-	// xfr is the zone's transfer listing, shared by its transfers.
-	xfr xfrCache
 	// pinned: a reload found the zone's data as it was, so it keeps the
 	// serial it had (pinSerial) for as long as its sources' serial stays
 	// pinAt (see keepSerial).
@@ -165,7 +148,6 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 		nsAddrs: append([]netip.Addr(nil), opts.NSAddrs...),
 		log:     opts.Logger,
 		serial:  opts.Serial,
-		journal: opts.Journal,
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -178,7 +160,6 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 		p.views = vs
 		errs = append(errs, verrs...)
 	}
-	errs = append(errs, p.compileTransfers(opts.Transfers)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -483,15 +484,16 @@ func TestSignedAnswerCompressed(t *testing.T) {
 	const secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQ="
 	src := &listSource{rrs: []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "host.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: []byte{10, 0, 0, 1}}}}
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
-		pipeline.Options{Transfers: []pipeline.TransferSpec{{
-			Zones: []string{"example.test."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Key: &pipeline.TSIGKey{Name: "k.", Algorithm: dns.HmacSHA256, Secret: secret},
-		}}})
+		pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	auth := zonesOf(t, p, authority.TransferSpec{
+		Zones: []string{"example.test."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Key: &authority.TSIGKey{Name: "k.", Algorithm: dns.HmacSHA256, Secret: secret},
+	})
 	rec := &recorder{}
-	s := New(Options{Resolver: p, Observer: rec})
+	s := New(Options{Resolver: p, Authority: auth, Observer: rec})
 	if err := s.Apply(context.Background(), loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -60,7 +61,7 @@ type scratch struct {
 	names  compressor
 	// sign: the query was TSIG-signed with this key (verified); finish
 	// signs the response, covering signMAC, the query's MAC.
-	sign    *pipeline.TSIGKey
+	sign    *authority.TSIGKey
 	signMAC string
 	signErr uint16 // a TSIG error the signed response carries (BADTIME)
 }
@@ -198,8 +199,8 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		// Not over TCP (those never come here): refused, and counted as
 		// the refused transfer it is, under its zone when it is listed.
 		rcode = dns.RcodeRefused
-		if tr, ok := s.resolver.(pipeline.Transferer); ok {
-			obs.Zone = tr.TransferZone(obs.Name)
+		if s.auth != nil {
+			obs.Zone = s.auth.TransferZone(obs.Name)
 		}
 		if s.observer != nil {
 			s.observer.Transfer(obs.Zone, TransferRefused)

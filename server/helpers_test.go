@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -219,3 +220,14 @@ func selfSigned(t testing.TB) (server, client *tls.Config) {
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func netipFrom4(b [4]byte) netip.Addr { return netip.AddrFrom4(b) }
+
+// zonesOf compiles specs for p's zones (the daemon's per-generation
+// authority.Zones).
+func zonesOf(t *testing.T, p *pipeline.Pipeline, specs ...authority.TransferSpec) *authority.Zones {
+	t.Helper()
+	a, err := authority.New(p, authority.Options{Transfers: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -78,8 +79,11 @@ type Settings struct {
 // Options are a Server's fixed dependencies.
 type Options struct {
 	Resolver pipeline.Resolver // required
-	Observer Observer          // may be nil
-	Logger   *slog.Logger      // nil: discard
+	// Authority answers zone transfers and holds the TSIG keys of signed
+	// queries; nil: transfers are REFUSED, signed queries BADKEY.
+	Authority authority.Transferer
+	Observer  Observer     // may be nil
+	Logger    *slog.Logger // nil: discard
 }
 
 // Defaults applied when a Settings field is zero (config normally sets them).
@@ -154,7 +158,8 @@ func compile(set Settings) *settings {
 // New, bind with Apply, stop with Shutdown.
 type Server struct {
 	resolver pipeline.Resolver
-	answers  *answerCache // nil: answers are never kept
+	auth     authority.Transferer // nil: no transfers, no TSIG keys
+	answers  *answerCache         // nil: answers are never kept
 	names    *nameTable
 	observer Observer
 	log      *slog.Logger
@@ -207,6 +212,7 @@ func New(opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		resolver: opts.Resolver,
+		auth:     opts.Authority,
 		answers:  newAnswerCache(opts.Resolver),
 		names:    newNameTable(),
 		observer: opts.Observer,

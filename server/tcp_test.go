@@ -16,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
@@ -297,13 +298,14 @@ func TestPipelinedTransferIsContiguous(t *testing.T) {
 		src.rrs = append(src.rrs, &dns.A{Hdr: dns.RR_Header{Name: fmt.Sprintf("host-%d.example.test.", i), Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: []byte{10, 0, byte(i >> 8), byte(i)}})
 	}
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
-		pipeline.Options{Transfers: []pipeline.TransferSpec{{
-			Zones: []string{"example.test."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		}}})
+		pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Options{Resolver: delayedPipeline{p}})
+	auth := zonesOf(t, p, authority.TransferSpec{
+		Zones: []string{"example.test."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+	})
+	s := New(Options{Resolver: delayedPipeline{p}, Authority: auth})
 	if err := s.Apply(context.Background(), []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,13 +13,13 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/authority"
 )
 
 // Zone transfers (AXFR RFC 5936, IXFR RFC 1995) over TCP and TLS. A
 // transfer is one request answered by a stream of messages on the
 // connection. The pipeline decides who may transfer what and lists the
-// zone (pipeline.Transferer); the server splits the records into messages
+// zone (authority.Transferer); the server splits the records into messages
 // of at most xfrMsgSize bytes and signs each one when the transfer is
 // TSIG-signed (RFC 8945 §5.3.1: the first message covers the request's
 // MAC, each later one the previous message's MAC and the timers only —
@@ -41,7 +41,7 @@ const (
 // as dns.Len counts them), leaving room in a 64 KiB message for the
 // header, the question and a TSIG record. The pipeline leaves out of
 // transfers a record longer than this.
-const xfrMsgSize = pipeline.TransferMsgSize
+const xfrMsgSize = authority.TransferMsgSize
 
 // transfers bounds the zone transfers being sent (limits.max_transfers)
 // and the CPU they take, and ends them at a stop. At most packers of
@@ -73,7 +73,7 @@ func (t *transfers) give() { t.n.Add(-1) }
 // pack waits for a packing token (false: ctx ended) and packs m into buf
 // behind a two-byte length prefix, signed with key when it is set. done
 // gives the token back.
-func (t *transfers) pack(ctx context.Context, m *dns.Msg, buf []byte, key *pipeline.TSIGKey, mac string, timersOnly bool) (out []byte, newMAC string, err error) {
+func (t *transfers) pack(ctx context.Context, m *dns.Msg, buf []byte, key *authority.TSIGKey, mac string, timersOnly bool) (out []byte, newMAC string, err error) {
 	select {
 	case t.packers <- struct{}{}:
 	case <-ctx.Done():
@@ -200,7 +200,7 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		}
 		return nil
 	}
-	send := func(m *dns.Msg, key *pipeline.TSIGKey, mac string, timersOnly bool) (string, error) {
+	send := func(m *dns.Msg, key *authority.TSIGKey, mac string, timersOnly bool) (string, error) {
 		var out []byte
 		var err error
 		if key != nil {
@@ -214,7 +214,7 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		}
 		return mac, sendWire(prefixed(out))
 	}
-	fail := func(rcode int, tsigErr uint16, key *pipeline.TSIGKey, mac string, ede ...dns.EDNS0) bool {
+	fail := func(rcode int, tsigErr uint16, key *authority.TSIGKey, mac string, ede ...dns.EDNS0) bool {
 		m := new(dns.Msg)
 		m.SetRcode(q, rcode)
 		withOPT(m, q, st)
@@ -235,11 +235,10 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		_, err := send(m, nil, "", false)
 		return err == nil
 	}
-	tr, ok := s.resolver.(pipeline.Transferer)
-	if !st.acl.allowed(client, cc.u.loopback) || q.Question[0].Qclass != dns.ClassINET || !ok {
+	if !st.acl.allowed(client, cc.u.loopback) || q.Question[0].Qclass != dns.ClassINET || s.auth == nil {
 		return fail(dns.RcodeRefused, 0, nil, "")
 	}
-	res := tr.Transfer(ctx, &pipeline.TransferRequest{Msg: q, Wire: wire, Client: client})
+	res := s.auth.Transfer(ctx, &authority.Request{Msg: q, Wire: wire, Client: client})
 	zone = res.Zone
 	obs.Zone = res.Zone
 	if res.Rcode != dns.RcodeSuccess {
@@ -344,7 +343,7 @@ func withOPT(m, q *dns.Msg, st *settings) {
 // but whose time was outside its fudge: signed with key over the
 // request's MAC, with the server's time in Other Data (RFC 8945 section
 // 5.2.3), so that the client can tell its clock is off.
-func badTime(m *dns.Msg, key *pipeline.TSIGKey, requestMAC string) ([]byte, error) {
+func badTime(m *dns.Msg, key *authority.TSIGKey, requestMAC string) ([]byte, error) {
 	now := time.Now().Unix()
 	m.SetTsig(key.Name, key.Algorithm, tsigFudge, now)
 	t := m.Extra[len(m.Extra)-1].(*dns.TSIG)
@@ -357,11 +356,10 @@ func badTime(m *dns.Msg, key *pipeline.TSIGKey, requestMAC string) ([]byte, erro
 // name: NOTAUTH with BADKEY (unknown key), BADSIG or BADTIME, else
 // success with sc set to sign the answer.
 func (s *Server) verifyQuery(sc *scratch, q *dns.Msg, ts *dns.TSIG, wire []byte) (rcode int, tsigErr uint16) {
-	tr, ok := s.resolver.(pipeline.Transferer)
-	if !ok {
+	if s.auth == nil {
 		return dns.RcodeNotAuth, dns.RcodeBadKey
 	}
-	key := tr.TSIGKey(ts.Hdr.Name)
+	key := s.auth.TSIGKey(ts.Hdr.Name)
 	if key == nil || !strings.EqualFold(key.Algorithm, ts.Algorithm) {
 		return dns.RcodeNotAuth, dns.RcodeBadKey
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -75,16 +76,17 @@ func TestTransferTLS(t *testing.T) {
 	}
 	const secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQ="
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"example.test."}, Sources: []pipeline.SourceEntry{{Source: src}}}},
-		pipeline.Options{Transfers: []pipeline.TransferSpec{{
-			Zones: []string{"example.test."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Key: &pipeline.TSIGKey{Name: "k.", Algorithm: dns.HmacSHA512, Secret: secret},
-		}}})
+		pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	auth := zonesOf(t, p, authority.TransferSpec{
+		Zones: []string{"example.test."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Key: &authority.TSIGKey{Name: "k.", Algorithm: dns.HmacSHA512, Secret: secret},
+	})
 	srvTLS, cliTLS := selfSigned(t)
 	rec := &recorder{}
-	s := New(Options{Resolver: p, Observer: rec})
+	s := New(Options{Resolver: p, Authority: auth, Observer: rec})
 	if err := s.Apply(context.Background(), []config.Listen{{Proto: "tls", Addr: "127.0.0.1:0"}, {Proto: "udp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}, TLS: srvTLS}); err != nil {
 		t.Fatal(err)
 	}

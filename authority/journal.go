@@ -1,4 +1,4 @@
-package pipeline
+package authority
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // difference (RFC 1995 §4) instead of the whole zone. A version is
 // recorded when a full transfer is sent — exactly the versions secondaries
 // can hold. One Journal lives as long as the process (reloads keep it:
-// pass the same one in every pipeline's Options); a nil *Journal keeps
+// pass the same one in every generation's Options); a nil *Journal keeps
 // nothing. Bounds: JournalVersions versions per zone and JournalRecords
 // records in all; the oldest versions go first.
 type Journal struct {

@@ -1,4 +1,4 @@
-package pipeline
+package authority
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // An IXFR from a version dnsd sent earlier gets the difference (RFC 1995
@@ -22,8 +24,8 @@ func TestIXFRDifference(t *testing.T) {
 	)}
 	spec := []TransferSpec{{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
 	journal := NewJournal()
-	build := func(j *Journal) *Pipeline {
-		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: src}}}}, Options{Transfers: spec, Journal: j})
+	build := func(j *Journal) *gen {
+		p, err := newGen([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, genOptions{Transfers: spec, Journal: j})
 		if err != nil {
 			t.Fatal(err)
 		}
