@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -16,17 +14,12 @@ import (
 	"github.com/dnsd/dnsd/authority"
 )
 
-// Zone transfers (AXFR RFC 5936, IXFR RFC 1995) over TCP and TLS. A
-// transfer is one request answered by a stream of messages on the
-// connection. The pipeline decides who may transfer what and lists the
-// zone (authority.Transferer); the server splits the records into messages
-// of at most xfrMsgSize bytes and signs each one when the transfer is
-// TSIG-signed (RFC 8945 §5.3.1: the first message covers the request's
-// MAC, each later one the previous message's MAC and the timers only —
-// what miekg/dns's Transfer client and other secondaries verify). The
-// listing holds the pipeline generation only while it is built; sending
-// it holds nothing but this connection. Over UDP, AXFR and IXFR are
-// REFUSED by serveRaw.
+// Zone transfers (AXFR RFC 5936, IXFR RFC 1995) over TCP and TLS. The
+// authority decides who may transfer what and lists the zone
+// (authority.Transferer), and its Sender splits the listing into signed
+// messages under limits.max_transfers; the server parses the request,
+// writes the messages back to back on the connection and ends transfers
+// at a stop. Over UDP, AXFR and IXFR are REFUSED by serveRaw.
 
 // Transfer results (Observer.Transfer, dnsd_transfers_total).
 const (
@@ -37,75 +30,20 @@ const (
 	TransferError   = "error"
 )
 
-// xfrMsgSize bounds the records of one transfer message (uncompressed,
-// as dns.Len counts them), leaving room in a 64 KiB message for the
-// header, the question and a TSIG record. The pipeline leaves out of
-// transfers a record longer than this.
-const xfrMsgSize = authority.TransferMsgSize
-
-// transfers bounds the zone transfers being sent (limits.max_transfers)
-// and the CPU they take, and ends them at a stop. At most packers of
-// them pack a message at once (half the CPUs, at least one), so that
-// transfers never take every CPU from queries.
+// transfers are the zone transfers being sent, ended at a stop.
 type transfers struct {
-	n       atomic.Int64       // transfers being sent
-	packers chan struct{}      // a token per message being packed
-	stop    context.Context    // done once Shutdown begins
-	end     context.CancelFunc // ends stop
+	out  *authority.Sender
+	stop context.Context    // done once Shutdown begins
+	end  context.CancelFunc // ends stop
 }
 
 func (t *transfers) init() {
-	t.packers = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	t.out = authority.NewSender()
 	t.stop, t.end = context.WithCancel(context.Background())
 }
 
-// take claims one of limit transfer slots; give returns it.
-func (t *transfers) take(limit int) bool {
-	if t.n.Add(1) > int64(limit) {
-		t.n.Add(-1)
-		return false
-	}
-	return true
-}
-
-func (t *transfers) give() { t.n.Add(-1) }
-
-// pack waits for a packing token (false: ctx ended) and packs m into buf
-// behind a two-byte length prefix, signed with key when it is set. done
-// gives the token back.
-func (t *transfers) pack(ctx context.Context, m *dns.Msg, buf []byte, key *authority.TSIGKey, mac string, timersOnly bool) (out []byte, newMAC string, err error) {
-	select {
-	case t.packers <- struct{}{}:
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
-	}
-	defer func() { <-t.packers }()
-	var wire []byte
-	if key != nil {
-		m.SetTsig(key.Name, key.Algorithm, tsigFudge, time.Now().Unix())
-		wire, newMAC, err = dns.TsigGenerate(m, key.Secret, mac, timersOnly)
-	} else {
-		wire, err = m.PackBuffer(buf[2:])
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("packing a transfer message: %w", err)
-	}
-	if len(wire) > dns.MaxMsgSize {
-		return nil, "", fmt.Errorf("packing a transfer message: %d bytes", len(wire))
-	}
-	if &wire[0] != &buf[2] {
-		if cap(buf) < 2+len(wire) {
-			buf = make([]byte, 2+len(wire))
-		}
-		copy(buf[2:], wire)
-	}
-	out = buf[:2+len(wire)]
-	binary.BigEndian.PutUint16(out, uint16(len(wire)))
-	return out, newMAC, nil
-}
-
-// tsigFudge is the fudge of our signatures, seconds (RFC 8945 §10: 300).
-const tsigFudge = 300
+// tsigFudge is the fudge of our signatures, seconds.
+const tsigFudge = authority.Fudge
 
 // isTransfer reports whether a raw message is a query (QR=0, opcode
 // QUERY) with one question of type AXFR or IXFR. Anything odd is left to
@@ -200,20 +138,6 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		}
 		return nil
 	}
-	send := func(m *dns.Msg, key *authority.TSIGKey, mac string, timersOnly bool) (string, error) {
-		var out []byte
-		var err error
-		if key != nil {
-			m.SetTsig(key.Name, key.Algorithm, tsigFudge, time.Now().Unix())
-			out, mac, err = dns.TsigGenerate(m, key.Secret, mac, timersOnly)
-		} else {
-			out, err = m.Pack()
-		}
-		if err != nil {
-			return "", fmt.Errorf("packing a transfer message: %w", err)
-		}
-		return mac, sendWire(prefixed(out))
-	}
 	fail := func(rcode int, tsigErr uint16, key *authority.TSIGKey, mac string, ede ...dns.EDNS0) bool {
 		m := new(dns.Msg)
 		m.SetRcode(q, rcode)
@@ -232,7 +156,10 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		if tsigErr != 0 {
 			tsigError(m, q, q.IsTsig(), tsigErr)
 		}
-		_, err := send(m, nil, "", false)
+		out, err := m.Pack()
+		if err == nil {
+			err = sendWire(prefixed(out))
+		}
 		return err == nil
 	}
 	if !st.acl.allowed(client, cc.u.loopback) || q.Question[0].Qclass != dns.ClassINET || s.auth == nil {
@@ -247,47 +174,21 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		}
 		return fail(res.Rcode, res.TSIGError, res.Key, res.RequestMAC)
 	}
-	if !s.xfrs.take(st.maxXfrs) {
+	if !s.xfrs.out.Take(st.maxXfrs) {
 		result = TransferBusy
 		s.log.Debug("zone transfer refused: limits.max_transfers are being sent", "zone", res.Zone, "client", client, "max", st.maxXfrs)
 		return fail(dns.RcodeServerFailure, 0, nil, "", &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "limits.max_transfers reached"})
 	}
-	defer s.xfrs.give()
+	defer s.xfrs.out.Give()
 	obs.Rcode = dns.RcodeSuccess
-	mac := res.RequestMAC
-	rrs := res.RRs
-	buf := make([]byte, 2+dns.MaxMsgSize) // this transfer's messages, one at a time
-	for first := true; len(rrs) > 0; first = false {
-		n, size := 0, 0
-		for n < len(rrs) {
-			l := dns.Len(rrs[n])
-			if n > 0 && size+l > xfrMsgSize {
-				break
-			}
-			size += l
-			n++
+	if err := s.xfrs.out.Send(ctx, q, &res, func(m *dns.Msg) { withOPT(m, q, st) }, sendWire); err != nil {
+		obs.Rcode = dns.RcodeServerFailure
+		if s.xfrs.stop.Err() != nil {
+			s.log.Info("zone transfer ended by the stop", "zone", res.Zone, "client", client)
+		} else {
+			s.log.Debug("zone transfer aborted", "zone", res.Zone, "client", client, "err", err)
 		}
-		m := new(dns.Msg)
-		m.SetReply(q)
-		m.Authoritative = true
-		m.Compress = true
-		m.Answer = rrs[:n:n] // the listing is shared: never appended to
-		withOPT(m, q, st)
-		rrs = rrs[n:]
-		out, next, err := s.xfrs.pack(ctx, m, buf, res.Key, mac, !first)
-		if err == nil {
-			mac = next
-			err = sendWire(out)
-		}
-		if err != nil {
-			obs.Rcode = dns.RcodeServerFailure
-			if s.xfrs.stop.Err() != nil {
-				s.log.Info("zone transfer ended by the stop", "zone", res.Zone, "client", client)
-			} else {
-				s.log.Debug("zone transfer aborted", "zone", res.Zone, "client", client, "err", err)
-			}
-			return false
-		}
+		return false
 	}
 	return true
 }
