@@ -66,8 +66,8 @@ type Daemon struct {
 	sw       *switcher
 	srv      *server.Server
 	notify   notifier
-	watchdog *time.Ticker // WATCHDOG=1 pings; nil without a systemd watchdog
-	notifies *secondaries // NOTIFY to the secondaries of transferred zones
+	watchdog *time.Ticker        // WATCHDOG=1 pings; nil without a systemd watchdog
+	notifies *authority.Notifier // NOTIFY to the secondaries of transferred zones
 
 	mu   sync.Mutex // serialises Reload and Shutdown
 	cfg  *config.Config
@@ -157,8 +157,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.notifies = newSecondaries(func() *authority.Zones { return d.sw.current().auth }, d.metrics, d.logger)
-	d.notifies.start()
+	d.notifies = authority.NewNotifier(func() *authority.Zones { return d.sw.current().auth }, d.metrics, d.logger)
+	d.notifies.Start()
 	waitCtx, cancel := context.WithCancel(context.Background())
 	d.stopWait = cancel
 	go func() {

@@ -293,22 +293,14 @@ func (m *Metrics) Panic() { m.panics.Inc() }
 // or RejectClient.
 func (m *Metrics) TCPRejected(reason string) { m.tcpReject.WithLabelValues(reason).Inc() }
 
-// Transfer results (dnsd_transfers_total) and NOTIFY results
-// (dnsd_notify_total).
-const (
-	NotifySent   = "sent"
-	NotifyAcked  = "acked"
-	NotifyFailed = "failed"
-)
-
 // Transfer records one zone transfer; zone is a transferred zone or ""
 // (none), result one of the server's Transfer* results.
 func (m *Metrics) Transfer(zone, result string) {
 	m.transfers.WithLabelValues(ZoneLabel(zone), result).Inc()
 }
 
-// Notify records one NOTIFY event of a transferred zone; result is
-// NotifySent, NotifyAcked or NotifyFailed.
+// Notify records one NOTIFY event of a transferred zone; result is one
+// of authority's Notify* results ("sent", "acked", "failed").
 func (m *Metrics) Notify(zone, result string) { m.notifies.WithLabelValues(zone, result).Inc() }
 
 // Reload records a reload's outcome.

@@ -1,4 +1,4 @@
-package daemon
+package authority
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/dnsd/dnsd/authority"
-	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -34,11 +32,24 @@ const (
 	notifyTimeout = 2 * time.Second
 )
 
-// secondaries watches the serials of the transferred zones and sends
-// NOTIFYs. It runs from newSecondaries until Close.
-type secondaries struct {
-	current func() *authority.Zones
-	m       *metrics.Metrics
+// NOTIFY results (NotifyCounter, dnsd_notify_total).
+const (
+	NotifySent   = "sent"
+	NotifyAcked  = "acked"
+	NotifyFailed = "failed"
+)
+
+// NotifyCounter counts NOTIFY events by zone and result (the daemon's
+// metrics).
+type NotifyCounter interface {
+	Notify(zone, result string)
+}
+
+// Notifier watches the serials of the transferred zones and sends
+// NOTIFYs. It runs from Start until Close.
+type Notifier struct {
+	current func() *Zones
+	m       NotifyCounter
 	log     *slog.Logger
 
 	check, gap, timeout time.Duration
@@ -59,12 +70,14 @@ type zoneState struct {
 	busy    chan struct{}
 }
 
-func newSecondaries(current func() *authority.Zones, m *metrics.Metrics, log *slog.Logger) *secondaries {
-	return &secondaries{current: current, m: m, log: log, check: notifyCheck, gap: notifyGap, timeout: notifyTimeout, tries: notifyTries, zones: map[string]*zoneState{}}
+// NewNotifier returns a Notifier of the zones current returns (the
+// current generation's, read at every check), counting into m.
+func NewNotifier(current func() *Zones, m NotifyCounter, log *slog.Logger) *Notifier {
+	return &Notifier{current: current, m: m, log: log, check: notifyCheck, gap: notifyGap, timeout: notifyTimeout, tries: notifyTries, zones: map[string]*zoneState{}}
 }
 
-// start runs the watch loop.
-func (s *secondaries) start() {
+// Start runs the watch loop.
+func (s *Notifier) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.wg.Add(1)
@@ -85,7 +98,7 @@ func (s *secondaries) start() {
 
 // Close stops the loop and waits for NOTIFYs in flight (their exchanges
 // end with the context).
-func (s *secondaries) Close() {
+func (s *Notifier) Close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
@@ -94,7 +107,7 @@ func (s *secondaries) Close() {
 
 // tick compares the zones' serials with the last seen and starts the
 // NOTIFY rounds that are due.
-func (s *secondaries) tick(ctx context.Context, now time.Time) {
+func (s *Notifier) tick(ctx context.Context, now time.Time) {
 	a := s.current()
 	p := a.Pipeline()
 	live := map[string]bool{}
@@ -132,7 +145,7 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 			st.pending, st.last = false, now
 			st.busy = make(chan struct{})
 			s.wg.Add(1)
-			go func(zone string, soa *dns.SOA, spec authority.TransferSpec, done chan struct{}) {
+			go func(zone string, soa *dns.SOA, spec TransferSpec, done chan struct{}) {
 				defer s.wg.Done()
 				defer close(done)
 				s.round(ctx, zone, soa, spec)
@@ -147,7 +160,7 @@ func (s *secondaries) tick(ctx context.Context, now time.Time) {
 }
 
 // round notifies every target of spec's zone, in parallel, and waits.
-func (s *secondaries) round(ctx context.Context, zone string, soa *dns.SOA, spec authority.TransferSpec) {
+func (s *Notifier) round(ctx context.Context, zone string, soa *dns.SOA, spec TransferSpec) {
 	var wg sync.WaitGroup
 	for _, addr := range spec.Notify {
 		wg.Go(func() { s.notify(ctx, zone, soa, spec.Key, notifySource(spec.NotifyFrom, addr), addr) })
@@ -172,7 +185,7 @@ func notifySource(from []netip.Addr, addr string) netip.Addr {
 
 // notify sends one NOTIFY to addr from src (when valid), retrying until
 // it answers.
-func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key *authority.TSIGKey, src netip.Addr, addr string) {
+func (s *Notifier) notify(ctx context.Context, zone string, soa *dns.SOA, key *TSIGKey, src netip.Addr, addr string) {
 	c := &dns.Client{Net: "udp", Timeout: s.timeout}
 	if src.IsValid() {
 		c.Dialer = &net.Dialer{Timeout: s.timeout, LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
@@ -193,9 +206,9 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 		m.SetNotify(zone)
 		m.Answer = []dns.RR{soa}
 		if key != nil {
-			m.SetTsig(key.Name, key.Algorithm, 300, time.Now().Unix())
+			m.SetTsig(key.Name, key.Algorithm, Fudge, time.Now().Unix())
 		}
-		s.m.Notify(zone, metrics.NotifySent)
+		s.m.Notify(zone, NotifySent)
 		var r *dns.Msg
 		r, _, err = c.ExchangeContext(ctx, m, addr)
 		if ctx.Err() != nil {
@@ -206,7 +219,7 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 			// with a TSIG that has no MAC (BADKEY, BADSIG: RFC 8945
 			// §5.3.2), which miekg/dns reports as a failed verification:
 			// the secondary's no either way, not worth a retry.
-			s.m.Notify(zone, metrics.NotifyFailed)
+			s.m.Notify(zone, NotifyFailed)
 			s.log.Warn("secondary refused our NOTIFY", "zone", zone, "serial", soa.Serial, "target", addr, "rcode", dns.RcodeToString[r.Rcode])
 			return
 		}
@@ -216,7 +229,7 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 			err = errors.New("the reply to a signed NOTIFY is not signed")
 		}
 		if err == nil && r.Rcode == dns.RcodeSuccess {
-			s.m.Notify(zone, metrics.NotifyAcked)
+			s.m.Notify(zone, NotifyAcked)
 			s.log.Debug("secondary notified", "zone", zone, "serial", soa.Serial, "target", addr)
 			return
 		}
@@ -229,6 +242,6 @@ func (s *secondaries) notify(ctx context.Context, zone string, soa *dns.SOA, key
 			}
 		}
 	}
-	s.m.Notify(zone, metrics.NotifyFailed)
+	s.m.Notify(zone, NotifyFailed)
 	s.log.Warn("secondary did not answer our NOTIFY", "zone", zone, "serial", soa.Serial, "target", addr, "tries", s.tries, "err", err)
 }

@@ -1,4 +1,4 @@
-package daemon
+package authority
 
 import (
 	"context"
@@ -10,9 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/internal/dnstest"
-	"github.com/dnsd/dnsd/metrics"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -26,9 +24,9 @@ func (s *serialSource) Kind() string   { return "hosts" }
 func (s *serialSource) TTL() uint32    { return 60 }
 func (s *serialSource) Serial() uint32 { return s.serial.Load() }
 
-func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *authority.Zones {
+func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *Zones {
 	t.Helper()
-	p, err := newZones([]pipeline.ZoneSpec{{Names: []string{zone}, Sources: []pipeline.SourceEntry{{Source: src}}}}, authority.TransferSpec{Zones: []string{zone}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Notify: []string{target}})
+	p, err := newZones([]pipeline.ZoneSpec{{Names: []string{zone}, Sources: []pipeline.SourceEntry{{Source: src}}}}, TransferSpec{Zones: []string{zone}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Notify: []string{target}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +37,13 @@ func notifyPipeline(t *testing.T, src pipeline.Source, zone, target string) *aut
 // zone example. with sec as its notify target, looking every 10 ms, with
 // the given gap between rounds and timeout per attempt. cur holds the
 // pipeline the loop reads (a test may swap it). Closed when the test ends.
-func startNotifier(t *testing.T, src pipeline.Source, sec *dnstest.Secondary, gap, timeout time.Duration) (s *secondaries, cur *atomic.Pointer[authority.Zones]) {
+func startNotifier(t *testing.T, src pipeline.Source, sec *dnstest.Secondary, gap, timeout time.Duration) (s *Notifier, cur *atomic.Pointer[Zones]) {
 	t.Helper()
-	cur = new(atomic.Pointer[authority.Zones])
+	cur = new(atomic.Pointer[Zones])
 	cur.Store(notifyPipeline(t, src, "example.", sec.Addr))
-	s = newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s = NewNotifier(cur.Load, discardCounter{}, slog.New(slog.DiscardHandler))
 	s.check, s.gap, s.timeout = 10*time.Millisecond, gap, timeout
-	s.start()
+	s.Start()
 	t.Cleanup(s.Close)
 	return s, cur
 }
@@ -147,17 +145,17 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	sec := dnstest.StartSecondary(t, 0) // answers every NOTIFY, unsigned
 	src := &serialSource{}
 	src.serial.Store(1)
-	key := &authority.TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="}
-	p, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, authority.TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+	key := &TSIGKey{Name: "xfr-key.", Algorithm: dns.HmacSHA256, Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtMzItYnl0ZXMhIQ=="}
+	p, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Notify: []string{sec.Addr}, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur := new(atomic.Pointer[authority.Zones])
+	cur := new(atomic.Pointer[Zones])
 	cur.Store(p)
-	s := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s := NewNotifier(cur.Load, discardCounter{}, slog.New(slog.DiscardHandler))
 	s.check, s.gap, s.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
-	s.start()
+	s.Start()
 	dnstest.Eventually(t, "every attempt made", 5*time.Second, func() bool { return len(sec.Serials()) >= notifyTries })
 	time.Sleep(200 * time.Millisecond)
 	s.Close()
@@ -170,15 +168,15 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 	// no: no retries.
 	refusing := dnstest.StartSecondary(t, 0)
 	refusing.Refuse(dns.RcodeNotAuth)
-	p2, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, authority.TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+	p2, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, TransferSpec{Zones: []string{"example."}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Notify: []string{refusing.Addr}, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur.Store(p2)
-	s2 := newSecondaries(cur.Load, metrics.New("test", "test"), slog.New(slog.DiscardHandler))
+	s2 := NewNotifier(cur.Load, discardCounter{}, slog.New(slog.DiscardHandler))
 	s2.check, s2.gap, s2.timeout = 10*time.Millisecond, time.Hour, 50*time.Millisecond
-	s2.start()
+	s2.Start()
 	dnstest.Eventually(t, "the NOTIFY sent", 5*time.Second, func() bool { return len(refusing.Serials()) >= 1 })
 	time.Sleep(300 * time.Millisecond)
 	s2.Close()
@@ -188,10 +186,15 @@ func TestSignedNotifyWantsASignedReply(t *testing.T) {
 }
 
 // newZones builds a pipeline of zones and the transferred zones of specs.
-func newZones(zones []pipeline.ZoneSpec, specs ...authority.TransferSpec) (*authority.Zones, error) {
+func newZones(zones []pipeline.ZoneSpec, specs ...TransferSpec) (*Zones, error) {
 	p, err := pipeline.New(zones, pipeline.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return authority.New(p, authority.Options{Transfers: specs})
+	return New(p, Options{Transfers: specs})
 }
+
+// discardCounter counts nothing.
+type discardCounter struct{}
+
+func (discardCounter) Notify(string, string) {}
