@@ -116,7 +116,3 @@ func (s *Sender) pack(ctx context.Context, m *dns.Msg, buf []byte, key *TSIGKey,
 	binary.BigEndian.PutUint16(out, uint16(len(wire)))
 	return out, newMAC, nil
 }
-
-// Fudge is the fudge of dnsd's TSIG signatures, seconds (RFC 8945 §10:
-// 300).
-const Fudge = 300

@@ -23,16 +23,6 @@ import (
 // may transfer which zone is part of the generation (Options.Transfers),
 // swapped with it on reload.
 
-// TSIGKey is a transfer item's TSIG key (RFC 8945), in miekg/dns's terms.
-type TSIGKey struct {
-	Name      string // lower-case FQDN
-	Algorithm string // "hmac-sha256." ...
-	Secret    string // base64; never logged
-}
-
-// String names the key without its secret.
-func (k *TSIGKey) String() string { return k.Name + " (" + k.Algorithm + ")" }
-
 // TransferSpec says who may transfer some zones and whom to notify.
 type TransferSpec struct {
 	Zones  []string       // top-level zone names (FQDNs)
@@ -383,22 +373,12 @@ func (a *Zones) checkTSIG(key *TSIGKey, req *Request) (*TSIGKey, Result, bool) {
 		return nil, Result{}, true
 	case ts == nil:
 		return nil, Result{Rcode: dns.RcodeRefused}, false
-	case key == nil || !strings.EqualFold(dns.Fqdn(ts.Hdr.Name), key.Name) || !strings.EqualFold(ts.Algorithm, key.Algorithm):
-		return nil, Result{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
 	}
-	err := dns.TsigVerify(req.Wire, key.Secret, "", false)
-	switch {
-	case err == nil:
-		return key, Result{}, true
-	case errors.Is(err, dns.ErrTime):
-		// The signature is good, the clock is not: the error is signed
-		// (RFC 8945 section 5.2.3), so the key goes with it.
-		return nil, Result{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadTime, Key: key, RequestMAC: ts.MAC}, false
-	case errors.Is(err, dns.ErrKeyAlg):
-		return nil, Result{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadKey}, false
-	default:
-		return nil, Result{Rcode: dns.RcodeNotAuth, TSIGError: dns.RcodeBadSig}, false
+	c := Verify(key, ts, req.Wire)
+	if c.Rcode != dns.RcodeSuccess {
+		return nil, Result{Rcode: c.Rcode, TSIGError: c.Error, Key: c.Key, RequestMAC: c.MAC}, false
 	}
+	return c.Key, Result{}, true
 }
 
 // ixfrSerial is the client's serial of an IXFR request (its SOA in the

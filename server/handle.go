@@ -172,10 +172,10 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	if ts := q.IsTsig(); ts != nil {
 		// A signed query (a secondary's SOA check): verify it with the
 		// transfer key of that name; the answer is signed in finish.
-		if rcode, tsigErr := s.verifyQuery(sc, q, ts, in); rcode != dns.RcodeSuccess {
+		if rcode, tsigErr := s.verifyQuery(sc, ts, in); rcode != dns.RcodeSuccess {
 			out := s.reply(sc, q, rcode)
 			if sc.sign == nil { // BADTIME is signed in finish, the rest not
-				out = tsigError(out, q, ts, tsigErr)
+				out = authority.WithError(out, q, ts, tsigErr)
 			}
 			return s.finish(sc, &obs, out, qopt, st, maxSize)
 		}

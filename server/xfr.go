@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -41,9 +40,6 @@ func (t *transfers) init() {
 	t.out = authority.NewSender()
 	t.stop, t.end = context.WithCancel(context.Background())
 }
-
-// tsigFudge is the fudge of our signatures, seconds.
-const tsigFudge = authority.Fudge
 
 // isTransfer reports whether a raw message is a query (QR=0, opcode
 // QUERY) with one question of type AXFR or IXFR. Anything odd is left to
@@ -147,16 +143,13 @@ func (s *Server) serveTransfer(ctx context.Context, cc *tcpConn, wire []byte) (k
 		}
 		obs.Rcode = rcode
 		if tsigErr == dns.RcodeBadTime && key != nil {
-			out, err := badTime(m, key, mac)
+			out, err := authority.Sign(m, key, mac, tsigErr)
 			if err == nil {
 				err = sendWire(prefixed(out))
 			}
 			return err == nil
 		}
-		if tsigErr != 0 {
-			tsigError(m, q, q.IsTsig(), tsigErr)
-		}
-		out, err := m.Pack()
+		out, err := authority.WithError(m, q, q.IsTsig(), tsigErr).Pack()
 		if err == nil {
 			err = sendWire(prefixed(out))
 		}
@@ -213,25 +206,6 @@ func transferResult(rcode int) string {
 	return TransferError
 }
 
-// tsigError adds to the error response m the TSIG record RFC 8945 §5.2
-// wants: the request's key and algorithm, the error, no MAC (the
-// response is unsigned).
-func tsigError(m, q *dns.Msg, ts *dns.TSIG, tsigErr uint16) *dns.Msg {
-	if tsigErr == 0 || ts == nil {
-		return m
-	}
-	alg := dns.Fqdn(ts.Algorithm) // "" (empty rdata in the request) packs as "."
-	m.Extra = append(m.Extra, &dns.TSIG{
-		Hdr:        dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-		Algorithm:  alg,
-		TimeSigned: uint64(time.Now().Unix()),
-		Fudge:      tsigFudge,
-		OrigId:     q.Id,
-		Error:      tsigErr,
-	})
-	return m
-}
-
 // withOPT adds an OPT record to m, a response to q, when q has one
 // (RFC 6891 section 6.1.1), as every other answer gets.
 func withOPT(m, q *dns.Msg, st *settings) {
@@ -240,49 +214,24 @@ func withOPT(m, q *dns.Msg, st *settings) {
 	}
 }
 
-// badTime packs the error response m to a query whose signature was good
-// but whose time was outside its fudge: signed with key over the
-// request's MAC, with the server's time in Other Data (RFC 8945 section
-// 5.2.3), so that the client can tell its clock is off.
-func badTime(m *dns.Msg, key *authority.TSIGKey, requestMAC string) ([]byte, error) {
-	now := time.Now().Unix()
-	m.SetTsig(key.Name, key.Algorithm, tsigFudge, now)
-	t := m.Extra[len(m.Extra)-1].(*dns.TSIG)
-	t.Error, t.OtherLen, t.OtherData = dns.RcodeBadTime, 6, fmt.Sprintf("%012x", now)
-	out, _, err := dns.TsigGenerate(m, key.Secret, requestMAC, false)
-	return out, err
-}
-
 // verifyQuery checks a signed query against the transfer key of its
-// name: NOTAUTH with BADKEY (unknown key), BADSIG or BADTIME, else
-// success with sc set to sign the answer.
-func (s *Server) verifyQuery(sc *scratch, q *dns.Msg, ts *dns.TSIG, wire []byte) (rcode int, tsigErr uint16) {
-	if s.auth == nil {
-		return dns.RcodeNotAuth, dns.RcodeBadKey
+// name (authority.Verify): NOTAUTH with BADKEY (unknown key), BADSIG or
+// BADTIME, else success; sc is set to sign the answer (BADTIME's too).
+func (s *Server) verifyQuery(sc *scratch, ts *dns.TSIG, wire []byte) (rcode int, tsigErr uint16) {
+	var key *authority.TSIGKey
+	if s.auth != nil {
+		key = s.auth.TSIGKey(ts.Hdr.Name)
 	}
-	key := s.auth.TSIGKey(ts.Hdr.Name)
-	if key == nil || !strings.EqualFold(key.Algorithm, ts.Algorithm) {
-		return dns.RcodeNotAuth, dns.RcodeBadKey
+	c := authority.Verify(key, ts, wire)
+	sc.sign, sc.signMAC, sc.signErr = c.Key, c.MAC, 0
+	if c.Error == dns.RcodeBadTime {
+		sc.signErr = c.Error
 	}
-	switch err := dns.TsigVerify(wire, key.Secret, "", false); {
-	case err == nil:
-	case errors.Is(err, dns.ErrTime):
-		sc.sign, sc.signMAC, sc.signErr = key, ts.MAC, dns.RcodeBadTime // signed (badTime)
-		return dns.RcodeNotAuth, dns.RcodeBadTime
-	default:
-		return dns.RcodeNotAuth, dns.RcodeBadSig
-	}
-	sc.sign, sc.signMAC = key, ts.MAC
-	return dns.RcodeSuccess, 0
+	return c.Rcode, c.Error
 }
 
 // signed packs out signed with sc's key (a TSIG record after the other
 // additional records).
 func (s *Server) signed(sc *scratch, out *dns.Msg) ([]byte, error) {
-	if sc.signErr == dns.RcodeBadTime {
-		return badTime(out, sc.sign, sc.signMAC)
-	}
-	out.SetTsig(sc.sign.Name, sc.sign.Algorithm, tsigFudge, time.Now().Unix())
-	b, _, err := dns.TsigGenerate(out, sc.sign.Secret, sc.signMAC, false)
-	return b, err
+	return authority.Sign(out, sc.sign, sc.signMAC, sc.signErr)
 }
