@@ -73,10 +73,6 @@ func benchServe(b *testing.B, s *Server) {
 	}
 }
 
-// benchTCPServer starts a server with the fixed resolver on a loopback TCP
-// listener and returns a connection to it.
-func benchTCPServer(b *testing.B) net.Conn { return benchStreamServer(b, false) }
-
 // benchStreamServer starts a server with the fixed resolver on a loopback
 // TCP or (tlsOn) DNS-over-TLS listener and returns a connection to it,
 // its TLS handshake done.

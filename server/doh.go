@@ -70,7 +70,9 @@ func (s *Server) newDoHServer(u *unit, st *settings) (*http.Server, error) {
 	}
 	// ConfigureServer reads the idle timeout and registers the GOAWAY of
 	// a Shutdown; the HTTP/2 settings come from srv.HTTP2.
+	//lint:ignore SA1019 net/http cannot serve HTTP/2 on a wrapped conn (see below)
 	h2 := &http2.Server{}
+	//lint:ignore SA1019 as above
 	if err := http2.ConfigureServer(srv, h2); err != nil {
 		return nil, fmt.Errorf("https %s: %w", u.ln.Addr(), err)
 	}
@@ -82,6 +84,7 @@ func (s *Server) newDoHServer(u *unit, st *settings) (*http.Server, error) {
 			ctx = bc.BaseContext()
 		}
 		raw, _ := c.NetConn().(*dohConn)
+		//lint:ignore SA1019 the one way to serve HTTP/2 on a wrapped conn
 		h2.ServeConn(&responseRecords{Conn: c, raw: raw}, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs})
 	}
 	return srv, nil
