@@ -46,14 +46,10 @@ trap 'rm -rf "$work"' EXIT
 export GOFLAGS=-mod=readonly
 (cd hack/release-tools && CGO_ENABLED=0 go build -trimpath -o "$work/bin/" ./mkman ./mkpkg)
 
-# Man pages, generated from the docs (no second copy of the text).
+# Man pages, generated from the docs (no second copy of the text): dnsd(8)
+# and dnsd.yaml(5), which takes every page of docs/sources.
 mkdir -p "$work/man"
-"$work/bin/mkman" -name dnsd -section 8 -version "$VERSION" \
-	-desc "DNS server for VMs and bare metal, configured by one YAML file" \
-	README.md:intro docs/operations.md >"$work/man/dnsd.8"
-"$work/bin/mkman" -name dnsd.yaml -section 5 -version "$VERSION" -manual "File Formats Manual" \
-	-desc "configuration file of dnsd(8)" \
-	docs/configuration.md >"$work/man/dnsd.yaml.5"
+"$work/bin/mkman" -root . -out "$work/man" -version "$VERSION"
 gzip -9n "$work/man/dnsd.8" "$work/man/dnsd.yaml.5"
 
 files=()

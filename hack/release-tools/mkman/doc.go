@@ -1,12 +1,14 @@
-// Command mkman turns the project's Markdown docs into a man page, so the
-// man pages are generated from docs/ at release time and never kept as a
-// second copy of the text.
+// Command mkman turns the project's Markdown docs into its man pages, so
+// the man pages are generated from docs/ at release time and never kept
+// as a second copy of the text.
 //
-//	mkman -name dnsd -section 8 -desc "DNS server ..." -version 1.2.3 \
-//	    README.md:intro docs/operations.md > dnsd.8
+//	mkman -root . -out DIR -version 1.2.3
 //
-// Each input is a Markdown file (its H1 title dropped); FILE:intro takes
-// only the text before the file's first "## " heading. It handles the
+// writes DIR/dnsd.8 (README.md's introduction and docs/operations.md) and
+// DIR/dnsd.yaml.5 (docs/configuration.md, then docs/views.md and every
+// docs/sources/*.md page, in the order of their names, each a section).
+// Links between docs become references to the section and page that hold
+// the text, and links to other files the files' paths. It handles the
 // Markdown the docs use: headings, paragraphs, bullet and numbered lists,
 // fenced code blocks, tables (as tbl(1) tables), inline code, bold,
 // italics and links. The output is ASCII roff for man(7); the date comes

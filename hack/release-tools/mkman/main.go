@@ -1,11 +1,12 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,41 +14,41 @@ import (
 )
 
 func main() {
-	name := flag.String("name", "", "page name (e.g. dnsd)")
-	section := flag.String("section", "", "man section (e.g. 8)")
-	desc := flag.String("desc", "", "one-line description for NAME")
+	root := flag.String("root", ".", "the repository: the docs are read from here")
+	out := flag.String("out", "", "directory the man pages are written to")
 	version := flag.String("version", "dev", "version shown in the footer")
-	manual := flag.String("manual", "System Manager's Manual", "manual name shown in the header")
 	flag.Parse()
-	if *name == "" || *section == "" || *desc == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: mkman -name NAME -section N -desc TEXT [-version V] FILE.md[:intro]...")
+	if *out == "" || flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: mkman -out DIR [-root DIR] [-version V]")
 		os.Exit(2)
 	}
+	if err := run(*root, *out, *version); err != nil {
+		fmt.Fprintln(os.Stderr, "mkman:", err)
+		os.Exit(1)
+	}
+}
+
+// run writes every man page into out.
+func run(root, out, version string) error {
 	date, err := sourceDate()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "mkman:", err)
-		os.Exit(1)
+		return err
 	}
-	var md []string
-	for _, arg := range flag.Args() {
-		file, part, _ := strings.Cut(arg, ":")
-		text, err := os.ReadFile(file)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "mkman:", err)
-			os.Exit(1)
+	pages, err := manPages(root, version, date)
+	if err != nil {
+		return err
+	}
+	links := newLinks(pages)
+	for _, p := range pages {
+		var b bytes.Buffer
+		if err := p.Render(&b, links); err != nil {
+			return fmt.Errorf("%s: %w", p.File(), err)
 		}
-		md = append(md, selectPart(string(text), part == "intro"))
+		if err := os.WriteFile(filepath.Join(out, p.File()), b.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
-	w := bufio.NewWriter(os.Stdout)
-	page := Page{Name: *name, Section: *section, Desc: *desc, Version: *version, Manual: *manual, Date: date}
-	if err := page.Render(w, md); err != nil {
-		fmt.Fprintln(os.Stderr, "mkman:", err)
-		os.Exit(1)
-	}
-	if err := w.Flush(); err != nil {
-		fmt.Fprintln(os.Stderr, "mkman:", err)
-		os.Exit(1)
-	}
+	return nil
 }
 
 // sourceDate is SOURCE_DATE_EPOCH as a date, or today without it.
@@ -63,15 +64,40 @@ func sourceDate() (string, error) {
 	return t.Format("2006-01-02"), nil
 }
 
-// selectPart drops the H1 title and, with intro, everything from the
-// first H2 on.
-func selectPart(md string, intro bool) string {
+// Kind is how a Markdown file goes into a page.
+type Kind int
+
+const (
+	// Body: the H1 title dropped, H2 headings are sections (.SH), deeper
+	// ones subsections (.SS).
+	Body Kind = iota
+	// Intro: as Body, only the text before the first H2.
+	Intro
+	// Part: the file is one section of the page: its H1 title is the
+	// section (.SH), its deeper headings subsections (.SS).
+	Part
+)
+
+// Doc is one Markdown file of a page.
+type Doc struct {
+	Path string // the file, relative to the repository (links are resolved from it)
+	Kind Kind
+	Text string // the whole file
+}
+
+// selected is the file's text the page shows, its lines inside code
+// blocks kept as they are.
+func (d Doc) selected() string {
 	var out []string
-	for _, line := range strings.Split(md, "\n") {
-		if strings.HasPrefix(line, "# ") {
+	inCode := false
+	for _, line := range strings.Split(d.Text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inCode = !inCode
+		}
+		if !inCode && d.Kind != Part && strings.HasPrefix(line, "# ") {
 			continue
 		}
-		if intro && strings.HasPrefix(line, "## ") {
+		if !inCode && d.Kind == Intro && strings.HasPrefix(line, "## ") {
 			break
 		}
 		out = append(out, line)
@@ -82,20 +108,28 @@ func selectPart(md string, intro bool) string {
 // Page is one man page.
 type Page struct {
 	Name, Section, Desc, Version, Manual, Date string
+	Docs                                       []Doc
 }
 
-// Render writes the page: header, NAME, then each Markdown text in order
-// (text before a file's first heading goes under DESCRIPTION).
-func (p Page) Render(w io.Writer, md []string) error {
-	r := &renderer{w: w}
+// File is the page's file name, e.g. dnsd.8.
+func (p *Page) File() string { return p.Name + "." + p.Section }
+
+// Render writes the page: header, NAME, then each doc in order (text
+// before a Body file's first heading goes under DESCRIPTION). Links
+// between docs become references to the pages' sections (none: links are
+// their text).
+func (p *Page) Render(w io.Writer, links *Links) error {
+	r := &renderer{w: w, page: p, links: links}
 	r.raw(`'\" t`) // tells man(1) to run tbl(1)
 	r.raw(fmt.Sprintf(`.TH %s %s %s %s %s`, quoteArg(strings.ToUpper(p.Name)), p.Section, quoteArg(p.Date),
 		quoteArg(p.Name+" "+p.Version), quoteArg(p.Manual)))
 	r.raw(".SH NAME")
 	r.raw(escape(p.Name) + ` \- ` + escape(p.Desc))
-	for _, text := range md {
-		r.headed = false
-		r.markdown(text)
+	for _, d := range p.Docs {
+		r.doc = d
+		r.headed = r.described // a file's intro continues a DESCRIPTION
+
+		r.markdown(d.selected())
 	}
 	return r.err
 }
@@ -103,7 +137,13 @@ func (p Page) Render(w io.Writer, md []string) error {
 type renderer struct {
 	w      io.Writer
 	err    error
-	headed bool // a heading has been written for the current file
+	page   *Page
+	doc    Doc    // the file being rendered
+	links  *Links // nil: links are their text
+	headed bool   // a heading has been written for the current file
+	// described: the section being written is DESCRIPTION.
+	described bool
+	inCell    bool // the text is a table cell's
 }
 
 func (r *renderer) raw(line string) {
@@ -114,7 +154,7 @@ func (r *renderer) raw(line string) {
 
 // text writes inline Markdown as roff lines, each safe at line start.
 func (r *renderer) text(s string) {
-	for _, line := range strings.Split(inline(s), "\n") {
+	for _, line := range strings.Split(r.inline(s), "\n") {
 		r.raw(lineSafe(line))
 	}
 }
@@ -131,7 +171,7 @@ func (r *renderer) markdown(md string) {
 		if len(para) > 0 {
 			if !r.headed {
 				r.raw(".SH DESCRIPTION")
-				r.headed = true
+				r.headed, r.described = true, true
 			}
 			r.raw(".PP")
 			r.text(strings.Join(para, "\n"))
@@ -144,14 +184,14 @@ func (r *renderer) markdown(md string) {
 		switch {
 		case trimmed == "":
 			flush()
-		case strings.HasPrefix(line, "## "):
+		case headingLevel(line) > 0:
 			flush()
-			r.raw(".SH " + quoteArg(plain(strings.ToUpper(line[3:]))))
-			r.headed = true
-		case strings.HasPrefix(line, "### "), strings.HasPrefix(line, "#### "):
-			flush()
-			r.raw(".SS " + quoteArg(plain(strings.TrimLeft(line, "# "))))
-			r.headed = true
+			if section(r.doc.Kind, headingLevel(line)) {
+				r.raw(".SH " + quoteArg(plain(strings.ToUpper(headingText(line)))))
+			} else {
+				r.raw(".SS " + quoteArg(plain(headingText(line))))
+			}
+			r.headed, r.described = true, false
 		case strings.HasPrefix(trimmed, "```"):
 			flush()
 			indent := len(line) - len(strings.TrimLeft(line, " "))
@@ -209,6 +249,30 @@ func (r *renderer) markdown(md string) {
 	flush()
 }
 
+// headingLevel is the level of a Markdown heading line (1 for "# "), 0
+// for any other line.
+func headingLevel(line string) int {
+	n := len(line) - len(strings.TrimLeft(line, "#"))
+	if n == 0 || n > 6 || !strings.HasPrefix(line[n:], " ") {
+		return 0
+	}
+	return n
+}
+
+// headingText is a heading line's text, Markdown kept.
+func headingText(line string) string {
+	return strings.TrimSpace(strings.TrimLeft(line, "#"))
+}
+
+// section tells whether a heading of the level is a section (.SH) of the
+// page, not a subsection (.SS).
+func section(k Kind, level int) bool {
+	if k == Part {
+		return level == 1
+	}
+	return level <= 2
+}
+
 // cells splits a Markdown table row.
 func cells(row string) []string {
 	row = strings.TrimSuffix(strings.TrimPrefix(row, "|"), "|")
@@ -234,15 +298,30 @@ func cells(row string) []string {
 	return append(out, strings.TrimSpace(cur.String()))
 }
 
+// cellBreaks lets a long name or path in a narrow table column break
+// after its separators and between the words of a CamelCase name (\: is
+// a break point that prints nothing).
+var (
+	cellBreaks = strings.NewReplacer("/", `/\:`, "_", `_\:`, ".", `.\:`, ",", `,\:`)
+	camelBreak = regexp.MustCompile(`([a-z])([A-Z])`)
+)
+
 // table writes a tbl(1) table: a bold header row, then one row per line,
-// every cell a text block so long cells fill.
+// every cell a text block so long cells fill, left-aligned (a narrow
+// column cannot be justified).
 func (r *renderer) table(rows [][]string) {
+	r.inCell = true
+	defer func() { r.inCell = false }()
 	n := len(rows[0])
 	r.raw(".PP")
 	r.raw(".TS")
 	r.raw("allbox tab(|);")
 	r.raw(strings.TrimSpace(strings.Repeat("lb ", n)))
-	r.raw(strings.TrimSpace(strings.Repeat("l ", n-1)+"lx") + ".")
+	if n <= 2 {
+		r.raw(strings.TrimSpace(strings.Repeat("l ", n-1)+"lx") + ".") // the last column takes the rest
+	} else {
+		r.raw(strings.TrimSpace(strings.Repeat("lx ", n)) + ".") // columns of one width
+	}
 	for ri, row := range rows {
 		for len(row) < n {
 			row = append(row, "")
@@ -250,12 +329,12 @@ func (r *renderer) table(rows [][]string) {
 		row = row[:n]
 		var parts []string
 		for _, c := range row {
-			t := strings.ReplaceAll(inline(c), "|", `\(ba`)
+			t := strings.ReplaceAll(r.inline(c), "|", `\(ba`)
 			if ri == 0 {
 				parts = append(parts, t)
 				continue
 			}
-			parts = append(parts, "T{\n"+lineSafe(t)+"\nT}")
+			parts = append(parts, "T{\n.na\n"+lineSafe(t)+"\nT}")
 		}
 		r.raw(strings.Join(parts, "|"))
 	}
@@ -270,13 +349,19 @@ var (
 )
 
 // inline converts inline Markdown to roff: code and bold in bold,
-// emphasis in italics, links as their text (external ones with the URL).
-func inline(s string) string {
+// emphasis in italics, external links as their text and URL, links
+// between docs as references (see Links.render).
+func (r *renderer) inline(s string) string {
 	// Code spans first: their text is literal. They are swapped for
 	// placeholders so the other rules do not touch them.
-	var spans []string
+	var spans, literal []string
 	s = codeSpan.ReplaceAllStringFunc(s, func(m string) string {
-		spans = append(spans, `\fB`+codeEscape(m[1:len(m)-1])+`\fR`)
+		code := codeEscape(m[1 : len(m)-1])
+		if r.inCell {
+			code = camelBreak.ReplaceAllString(cellBreaks.Replace(code), `$1\:$2`)
+		}
+		spans = append(spans, `\fB`+code+`\fR`)
+		literal = append(literal, m[1:len(m)-1])
 		return "\x00" + strconv.Itoa(len(spans)-1) + "\x00"
 	})
 	s = escape(s)
@@ -285,7 +370,18 @@ func inline(s string) string {
 		if strings.HasPrefix(sm[2], "http://") || strings.HasPrefix(sm[2], "https://") {
 			return sm[1] + " <" + sm[2] + ">"
 		}
-		return sm[1]
+		if r.links == nil {
+			return sm[1]
+		}
+		text := sm[1]
+		for i, l := range literal {
+			text = strings.ReplaceAll(text, "\x00"+strconv.Itoa(i)+"\x00", l)
+		}
+		out, err := r.links.render(r.page, r.doc.Path, sm[1], text, sm[2])
+		if err != nil && r.err == nil {
+			r.err = err
+		}
+		return out
 	})
 	s = bold.ReplaceAllString(s, `\fB$1\fR`)
 	s = italic.ReplaceAllStringFunc(s, func(m string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -9,8 +10,9 @@ import (
 func render(t *testing.T, md string) string {
 	t.Helper()
 	var b strings.Builder
-	p := Page{Name: "x", Section: "8", Desc: "a test", Version: "1", Manual: "M", Date: "2026-01-01"}
-	if err := p.Render(&b, []string{md}); err != nil {
+	p := Page{Name: "x", Section: "8", Desc: "a test", Version: "1", Manual: "M", Date: "2026-01-01",
+		Docs: []Doc{{Path: "x.md", Text: md}}}
+	if err := p.Render(&b, nil); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -32,7 +34,7 @@ func TestRoffEscaping(t *testing.T) {
 		`\[u2014] \[u2264] \[u00B5]s`,
 		`.SH "SECTION ONE"`,
 		".nf\n\\&.dot in code\n\\en stays\n.fi",
-		".TS\nallbox tab(|);\nlb lb\nl lx.\na|b\nT{\n\\fBx\\(bay\\fR\nT}|T{\nlink and web <https://example.org>\nT}\n.TE",
+		".TS\nallbox tab(|);\nlb lb\nl lx.\na|b\nT{\n.na\n\\fBx\\(bay\\fR\nT}|T{\n.na\nlink and web <https://example.org>\nT}\n.TE",
 		".IP \\(bu 2\nitem one\ncontinued",
 		".IP 1. 4\nfirst",
 	} {
@@ -54,5 +56,80 @@ func TestRoffEscaping(t *testing.T) {
 		if msg, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(msg), "warning") {
 			t.Errorf("groff: %v\n%s", err, msg)
 		}
+	}
+}
+
+// A "# " line inside a code block is code (a YAML or shell comment), not
+// the file's title.
+func TestCodeCommentsKept(t *testing.T) {
+	out := render(t, "# Title\n\n```yaml\n# a comment\nkey: 1\n```\n\nText.\n")
+	if !strings.Contains(out, ".nf\n# a comment\nkey: 1\n.fi") {
+		t.Errorf("the code block lost its comment:\n%s", out)
+	}
+	if strings.Contains(out, "Title") {
+		t.Errorf("the title is in the page:\n%s", out)
+	}
+}
+
+// One DESCRIPTION, however many files have text before their first
+// heading.
+func TestOneDescription(t *testing.T) {
+	var b strings.Builder
+	p := Page{Name: "x", Section: "8", Desc: "a test", Docs: []Doc{
+		{Path: "README.md", Kind: Intro, Text: "# x\n\nIntro.\n\n## Later\n\nNot shown.\n"},
+		{Path: "docs/ops.md", Text: "# Ops\n\nMore intro.\n\n## Install\n\nText.\n"},
+	}}
+	if err := p.Render(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if n := strings.Count(out, ".SH DESCRIPTION"); n != 1 {
+		t.Errorf("%d DESCRIPTION sections, want 1:\n%s", n, out)
+	}
+	if strings.Contains(out, "Not shown") || !strings.Contains(out, "More intro.") || !strings.Contains(out, `.SH "INSTALL"`) {
+		t.Errorf("wrong parts of the files:\n%s", out)
+	}
+}
+
+// Links between docs become references to where the text is in the man
+// pages; links to files no page holds become their paths.
+func TestLinks(t *testing.T) {
+	a := &Page{Name: "a", Section: "8", Desc: "a", Docs: []Doc{
+		{Path: "README.md", Kind: Intro, Text: "# a\n\nSee [b's page](docs/b.md), [`b(5)`](docs/b.md) and [docs/](docs/).\n"},
+		{Path: "docs/ops.md", Text: "# Ops\n\n## Capacity\n\nSee [Limits](b.md#limits), [sources/s.md](sources/s.md#the-cache), " +
+			"[the figures](perf.md#x), [perf.md](perf.md) and [`contrib/unit`](../contrib/unit), [here](#capacity).\n"},
+	}}
+	b := &Page{Name: "b", Section: "5", Desc: "b", Docs: []Doc{
+		{Path: "docs/b.md", Text: "# B\n\n## Top\n\n### Limits\n\nSee [s](sources/s.md), [sizing](ops.md#capacity) and [the cache](sources/s.md#the-cache).\n"},
+		{Path: "docs/sources/s.md", Kind: Part, Text: "# The `s` source\n\n## The cache\n\nSee [Limits](../b.md#limits).\n"},
+	}}
+	links := newLinks([]*Page{a, b})
+	want := map[*Page][]string{
+		a: {
+			`See b's page (\fBb\fR(5)), \fBb\fR(5) and docs/.`,
+			`See \fILimits\fR in \fBb\fR(5), \fIThe cache\fR under \fITHE S SOURCE\fR in \fBb\fR(5), ` +
+				`the figures (docs/perf.md), docs/perf.md and \fBcontrib/unit\fR, here.`,
+		},
+		b: {
+			`See \fITHE S SOURCE\fR, sizing (\fICAPACITY\fR in \fBa\fR(8)) and \fIThe cache\fR under \fITHE S SOURCE\fR.`,
+			`.SH "THE S SOURCE"` + "\n" + `.SS "The cache"` + "\n.PP\n" + `See \fILimits\fR.`,
+		},
+	}
+	for _, p := range []*Page{a, b} {
+		var out strings.Builder
+		if err := p.Render(&out, links); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want[p] {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s lacks %q:\n%s", p.File(), w, out.String())
+			}
+		}
+	}
+
+	bad := &Page{Name: "c", Section: "1", Docs: []Doc{{Path: "c.md", Text: "# C\n\nSee [gone](docs/b.md#gone).\n"}}}
+	err := bad.Render(io.Discard, newLinks([]*Page{bad, b}))
+	if err == nil || !strings.Contains(err.Error(), "c.md: link to docs/b.md#gone: no such heading") {
+		t.Errorf("a link to a heading that does not exist: %v", err)
 	}
 }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Links turns a link from one doc to another into what a man page can
+// show: a reference to a section of the same page (\fIHEADING\fR), of
+// another page (\fIHeading\fR in \fBdnsd\fR(8)), or, for a file no page
+// includes, the file's path in the repository.
+type Links struct {
+	docs map[string]*target // by the doc's path
+}
+
+type target struct {
+	page     *Page
+	title    string             // the section a Part doc is; "" for the others
+	headings map[string]heading // by GitHub anchor
+}
+
+type heading struct {
+	shown string // as the page shows it, roff; "" for a title the page drops
+	text  string // the Markdown text, code marks dropped
+}
+
+func newLinks(pages []*Page) *Links {
+	l := &Links{docs: map[string]*target{}}
+	for _, p := range pages {
+		for _, d := range p.Docs {
+			t := &target{page: p, headings: map[string]heading{}}
+			l.docs[d.Path] = t
+			if d.Kind == Intro {
+				continue // its headings are not on the page
+			}
+			inCode := false
+			for _, line := range strings.Split(d.Text, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "```") {
+					inCode = !inCode
+				}
+				n := headingLevel(line)
+				if inCode || n == 0 {
+					continue
+				}
+				text := headingText(line)
+				h := heading{shown: plain(text), text: strings.ReplaceAll(text, "`", "")}
+				switch {
+				case d.Kind == Body && n == 1:
+					h.shown = ""
+				case section(d.Kind, n):
+					h.shown = plain(strings.ToUpper(text))
+				}
+				if d.Kind == Part && n == 1 {
+					t.title = h.shown
+				}
+				t.headings[anchor(text, t.headings)] = h
+			}
+		}
+	}
+	return l
+}
+
+// anchor is the fragment name GitHub gives a heading: lower case,
+// punctuation dropped, spaces as hyphens, a repeated one numbered.
+func anchor(text string, seen map[string]heading) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(text) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	a := b.String()
+	for i, base := 1, a; ; i++ {
+		if _, ok := seen[a]; !ok {
+			return a
+		}
+		a = base + "-" + strconv.Itoa(i)
+	}
+}
+
+// render is the roff for a link on page from the doc at path from: text
+// is the link's text as roff, plainText the same without markup, href
+// its target. A link whose text names the target (a file name, a doc's
+// name, the heading, the man page) becomes the reference; any other keeps its text,
+// the reference after it in parentheses. A link within one doc is its
+// text.
+func (l *Links) render(page *Page, from, text, plainText, href string) (string, error) {
+	file, frag, _ := strings.Cut(href, "#")
+	to := from
+	if file != "" {
+		to = path.Clean(path.Join(path.Dir(from), file))
+	}
+	plainText = strings.TrimSpace(plainText)
+	names := strings.Contains(plainText, ".md") || strings.Contains(plainText, "/") ||
+		strings.EqualFold(plainText, strings.TrimSuffix(path.Base(to), path.Ext(to)))
+	t, ok := l.docs[to]
+	if !ok {
+		switch {
+		case strings.TrimSuffix(plainText, "/") == to:
+			return text, nil
+		case names:
+			return escape(to), nil
+		}
+		return text + " (" + escape(to) + ")", nil
+	}
+	if to == from {
+		return text, nil
+	}
+	shown := t.title
+	if frag != "" {
+		h, ok := t.headings[frag]
+		if !ok {
+			return text, fmt.Errorf("%s: link to %s: no such heading", from, href)
+		}
+		if h.shown != "" {
+			shown = h.shown
+		}
+		names = names || strings.EqualFold(plainText, h.text)
+	}
+	names = names || plainText == t.page.Name+"("+t.page.Section+")"
+	var ref string
+	if shown != "" {
+		ref = `\fI` + shown + `\fR`
+		if t.title != "" && shown != t.title {
+			ref += ` under \fI` + t.title + `\fR`
+		}
+	}
+	if t.page != page {
+		p := `\fB` + escape(t.page.Name) + `\fR(` + t.page.Section + `)`
+		if ref == "" {
+			ref = p
+		} else {
+			ref += " in " + p
+		}
+	}
+	switch {
+	case ref == "":
+		return text, nil
+	case names:
+		return ref, nil
+	}
+	return text + " (" + ref + ")", nil
+}
