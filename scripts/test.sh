@@ -8,6 +8,8 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
+# Commit subjects of at most 72 characters (skipped without a git history).
+scripts/commit-subjects.sh
 go vet ./...
 # The release tools are a module of their own (hack/release-tools).
 (cd hack/release-tools && go vet ./... && go test -count=1 ./...)
