@@ -30,16 +30,16 @@ import (
 
 // Options are what the command line gives the daemon.
 type Options struct {
-	ConfigPath string
-	Version    string
-	Commit     string
+	ConfigPath string    // the dnsd.yaml to read and reload; required
+	Version    string    // for logs and dnsd_build_info; "" leaves them empty
+	Commit     string    // as Version: "" leaves it empty
 	LogOutput  io.Writer // default os.Stderr
 	// Started, when set, is called once start-up is over: every source
 	// has synced or its sync_timeout has passed (when READY=1 goes to
-	// systemd).
+	// systemd). Default nil: nobody is told.
 	Started func()
 	// Bulk, when set, is told of every reload and of the sources' bursts
-	// of background work (kind.Bulk).
+	// of background work (kind.Bulk). Default nil: nobody is told.
 	Bulk kind.Bulk
 }
 

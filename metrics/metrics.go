@@ -18,7 +18,7 @@ import (
 // Metrics holds every collector dnsd exports. Create one per process with
 // New and pass it to whoever records.
 type Metrics struct {
-	Registry *prometheus.Registry
+	Registry *prometheus.Registry // set by New, never nil; the zero Metrics is not usable
 
 	requests  *prometheus.CounterVec
 	responses *prometheus.CounterVec

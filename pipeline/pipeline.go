@@ -33,27 +33,29 @@ const KindForward = "forward"
 
 // SourceEntry is one source of a zone, in order.
 type SourceEntry struct {
-	Source Source
-	// Fallthrough: when the source does not know a name, ask the next one
-	// (else the zone answers NXDOMAIN).
+	Source Source // required, never nil
+	// Fallthrough: when the source does not know a name, ask the next one.
+	// Default false: the zone answers NXDOMAIN.
 	Fallthrough bool
 }
 
 // ZoneSpec declares zones sharing one ordered source list. Each name is
 // its own zone (own apex, own SOA).
 type ZoneSpec struct {
-	Names   []string // FQDNs, "." = root; normalised to lower case
-	Sources []SourceEntry
+	Names   []string      // FQDNs, "." = root; normalised to lower case; required (none is an error)
+	Sources []SourceEntry // in order; required (none is an error)
 }
 
 // Options are the pipeline's dependencies.
 type Options struct {
 	// NSAddrs are the addresses of the synthesized ns.dns.<zone> (the
 	// non-wildcard listen addresses); used when no source knows that name.
+	// None: ns.dns.<zone> has no address records.
 	NSAddrs []netip.Addr
 	// Logger receives source failures at debug level. Nil discards.
 	Logger *slog.Logger
 	// Views are the split-horizon views, checked in order (see ViewSpec).
+	// None: every client gets the top-level zones.
 	Views []ViewSpec
 	// Serial is the generation's serial (from the process's SerialClock,
 	// taken when the pipeline is built): every zone's synthesized SOA

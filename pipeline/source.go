@@ -36,24 +36,26 @@ const (
 // Question is what the pipeline asks a source. Name is the query name in
 // lower case, fully qualified (trailing dot).
 type Question struct {
-	Name string
-	Type uint16
-	DO   bool   // DNSSEC OK bit from the client's EDNS0
-	CD   bool   // checking disabled bit
-	Zone string // the matched zone (lower case, fully qualified)
+	Name string // always set
+	Type uint16 // the query type; always set
+	DO   bool   // DNSSEC OK bit from the client's EDNS0; false without EDNS0
+	CD   bool   // checking disabled bit; default false
+	Zone string // the matched zone (lower case, fully qualified); always set
 }
 
 // Result is a source's answer to a Question.
 type Result struct {
-	Status Status
+	Status Status // default NotMine (the zero Result: the source does not know the name)
 	// RRs (Found) are the records held at the name, all types. The slice
 	// and the records are shared and read-only: the pipeline never mutates
 	// them. Owner names are lower case; the pipeline rewrites owners when
-	// it must (case of the query, wildcards) on a copy.
+	// it must (case of the query, wildcards) on a copy. None (nil) for
+	// the other statuses and for an empty non-terminal.
 	RRs []dns.RR
-	// Msg (Answered) is a complete response, e.g. from an upstream.
+	// Msg (Answered) is a complete response, e.g. from an upstream; nil
+	// for the other statuses.
 	Msg *dns.Msg
-	// Err (Failed) says why, for logs.
+	// Err (Failed) says why, for logs; nil for the other statuses.
 	Err error
 }
 
@@ -111,20 +113,22 @@ type Troubled interface {
 // has already checked it: exactly one question, opcode QUERY, class IN,
 // EDNS version 0, not AXFR/IXFR.
 type Request struct {
-	Msg  *dns.Msg // the parsed query (read-only)
-	Name string   // question name, lower case, fully qualified
-	Type uint16
-	DO   bool
-	CD   bool
+	Msg  *dns.Msg // the parsed query (read-only); required
+	Name string   // question name, lower case, fully qualified; required
+	Type uint16   // question type; required
+	DO   bool     // DNSSEC OK bit of the query's EDNS0; false without EDNS0
+	CD   bool     // checking disabled bit of the query; default false
 	// Client and Listen choose the view: the client's address (unmapped)
 	// and the listen entry the query came in on, as "proto addr" with the
-	// address as written in the config (e.g. "udp 10.1.0.53:53").
+	// address as written in the config (e.g. "udp 10.1.0.53:53"). The
+	// zero Client and "" Listen match only views that do not restrict them.
 	Client netip.Addr
-	Listen string
+	Listen string // "" matches the views without a listen list
 	// Buf, when set, is the memory Resolve builds the response in (see
 	// AnswerBuf); nil lets Resolve allocate it.
 	Buf *AnswerBuf
 	// Stamp asks for Response.Stamp (it costs reading the zone's serial).
+	// Default false: Response.Stamp is zero.
 	Stamp bool
 }
 
@@ -132,10 +136,10 @@ type Request struct {
 // authority and additional sections set; the server sets the ID, the
 // question as the client sent it, EDNS0 OPT and truncation.
 type Response struct {
-	Msg    *dns.Msg
-	Zone   string // matched zone, "" when none matched (REFUSED)
-	Source string // kind of the source that answered, "" when the pipeline itself did
-	View   string // the view the client matched (even when its zones did not have the name); "" for none
+	Msg    *dns.Msg // never nil
+	Zone   string   // matched zone, "" when none matched (REFUSED)
+	Source string   // kind of the source that answered, "" when the pipeline itself did
+	View   string   // the view the client matched (even when its zones did not have the name); "" for none
 	// Stamp, when the request asked for it and the answer may be kept,
 	// names the data it was made from (see Stamp); else the zero Stamp.
 	Stamp Stamp

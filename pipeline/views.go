@@ -20,13 +20,15 @@ const DefaultView = "default"
 
 // ViewSpec declares one view.
 type ViewSpec struct {
-	Name string
+	Name string // required: unique, not DefaultView
 	// Clients: client addresses the view is for; empty matches every client.
 	Clients []netip.Prefix
 	// Listen: listen entries (Request.Listen values) the view is for; empty
 	// matches every entry.
 	Listen []string
-	Zones  []ZoneSpec
+	// Zones answer the view's queries; a name none of them holds is
+	// answered by the top-level zones (none: all of them are).
+	Zones []ZoneSpec
 }
 
 type view struct {

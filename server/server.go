@@ -44,45 +44,51 @@ const (
 
 // Observation describes one handled query.
 type Observation struct {
-	Proto    string     // "udp", "tcp", "tls" or "https"
-	Client   netip.Addr // client address (IPv4-mapped addresses unmapped, zone removed)
-	Name     string     // question name in lower case; "" when the message had not exactly one question
-	Qtype    uint16
-	Zone     string // matched zone, "" when the pipeline was not asked or matched none
-	View     string // the view the client matched, "" for none (the default zones)
-	Source   string // kind of the answering source, "" when none
-	Rcode    int    // rcode sent; -1 when nothing was sent (Dropped)
-	Duration time.Duration
+	Proto    string        // "udp", "tcp", "tls" or "https"; never ""
+	Client   netip.Addr    // client address (IPv4-mapped addresses unmapped, zone removed); always set
+	Name     string        // question name in lower case; "" when the message had not exactly one question
+	Qtype    uint16        // question type; 0 when Name is ""
+	Zone     string        // matched zone, "" when the pipeline was not asked or matched none
+	View     string        // the view the client matched, "" for none (the default zones)
+	Source   string        // kind of the answering source, "" when none
+	Rcode    int           // rcode sent (0 is NOERROR); -1 when nothing was sent (Dropped)
+	Duration time.Duration // from read to answer; 0 for a packet dropped unparsed
 	// Dropped: no response was sent; DropReason says why (DropACL,
-	// DropRate or DropMalformed).
+	// DropRate or DropMalformed). Default false: a response was sent.
 	Dropped    bool
-	DropReason string
+	DropReason string // "" unless Dropped
 	// Panicked: answering the query panicked; the client got SERVFAIL
-	// (or nothing when the query could not be parsed).
+	// (or nothing when the query could not be parsed). Default false.
 	Panicked bool
 	// Truncated: the response had TC=1 (too large for the client's UDP
-	// size, or the client is over its rate limit).
+	// size, or the client is over its rate limit). Default false.
 	Truncated bool
 }
 
 // Settings are the parts of the configuration that a reload swaps
 // atomically without touching sockets.
 type Settings struct {
-	ACL    config.ACL
+	// ACL says who may query; the zero ACL admits nobody (config's
+	// default has Default true).
+	ACL config.ACL
+	// Limits: a zero limit takes its default (the default* constants
+	// below); RatePerClient 0 is no rate limit, UDPRcvBuf 0 the kernel's
+	// buffer size.
 	Limits config.Limits
-	TLS    *tls.Config // required when a tls:// listener is configured
+	TLS    *tls.Config // nil: none; required when a tls:// or https:// listener is configured
 	// Rotate: each response rotates its runs of A and AAAA records (same
-	// owner) one step further than the last response.
+	// owner) one step further than the last response. Default false:
+	// records in the order the source holds them.
 	Rotate bool
 }
 
 // Options are a Server's fixed dependencies.
 type Options struct {
-	Resolver pipeline.Resolver // required
+	Resolver pipeline.Resolver // required, no default
 	// Authority answers zone transfers and holds the TSIG keys of signed
 	// queries; nil: transfers are REFUSED, signed queries BADKEY.
 	Authority authority.Transferer
-	Observer  Observer     // may be nil
+	Observer  Observer     // nil: queries are not observed
 	Logger    *slog.Logger // nil: discard
 }
 

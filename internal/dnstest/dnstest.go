@@ -13,7 +13,7 @@ import (
 
 // Upstream is a miekg/dns server on UDP and TCP of one loopback port.
 type Upstream struct {
-	Addr    string // 127.0.0.1:port
+	Addr    string // 127.0.0.1:port; set by StartUpstream, never ""
 	n       atomic.Int64
 	servers []*dns.Server
 }
@@ -170,7 +170,7 @@ func Eventually(t testing.TB, what string, limit time.Duration, cond func() bool
 // message that is not a well-formed NOTIFY (opcode NOTIFY, one SOA
 // question, AA) gets FORMERR.
 type Secondary struct {
-	Addr  string
+	Addr  string // 127.0.0.1:port; set by StartSecondary, never ""
 	mu    sync.Mutex
 	got   []uint32
 	drop  int

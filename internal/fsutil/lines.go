@@ -17,7 +17,7 @@ var ErrLongLine = fmt.Errorf("line longer than %d bytes", MaxLine)
 
 // LongLineError is a line over MaxLine, found by ReadLines.
 type LongLineError struct {
-	Line int // from 1
+	Line int // from 1; never 0
 }
 
 func (e *LongLineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, ErrLongLine) }

@@ -16,7 +16,7 @@ const (
 // select on it waits for the other cases alone. It belongs to one
 // goroutine; stop it when done.
 type retry struct {
-	C     <-chan time.Time
+	C     <-chan time.Time // nil (the default) while nothing is to be read again
 	timer *time.Timer
 	delay time.Duration // the last wait, 0 after a success
 }

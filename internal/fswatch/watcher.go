@@ -49,6 +49,7 @@ type Options struct {
 	EmptyGrace time.Duration
 	// Together: the files are read as one whole (a zone file and the
 	// files it includes): a change of any of them hands over all of them.
+	// Default false: each file is handed over alone.
 	Together bool
 }
 
@@ -64,7 +65,7 @@ type Change struct {
 	// watched, as they were given: named by an event, no longer the
 	// file last handed over (replaced, a symlink on the way swapped), in
 	// a directory watched again, due a retry or an empty recheck. With
-	// Options.Together, all the files.
+	// Options.Together, all the files. Never empty.
 	Files []string
 
 	w      *Watcher

@@ -15,7 +15,7 @@ const (
 // Pacing is how work gives way: Sleep is time.Sleep (nil) but in tests. A
 // nil *Pacing never paces.
 type Pacing struct {
-	Sleep func(time.Duration)
+	Sleep func(time.Duration) // nil (the default): time.Sleep
 }
 
 // Pacer paces one goroutine's loop; the zero Pacer never sleeps.

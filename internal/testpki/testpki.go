@@ -18,17 +18,17 @@ import (
 
 // CA is a test certificate authority.
 type CA struct {
-	Cert    *x509.Certificate
-	CertPEM []byte
+	Cert    *x509.Certificate // set by NewCA, never nil
+	CertPEM []byte            // Cert in PEM; set by NewCA, never empty
 	key     *ecdsa.PrivateKey
 	serial  atomic.Int64
 }
 
 // Leaf is a certificate issued by a CA, with its key.
 type Leaf struct {
-	CertPEM []byte
-	KeyPEM  []byte
-	TLS     tls.Certificate
+	CertPEM []byte          // the certificate in PEM; never empty
+	KeyPEM  []byte          // the private key in PEM; never empty
+	TLS     tls.Certificate // the same pair for a tls.Config; never zero
 }
 
 // NewCA creates a certificate authority named name.
