@@ -25,10 +25,10 @@ import (
 
 // TransferSpec says who may transfer some zones and whom to notify.
 type TransferSpec struct {
-	Zones  []string       // top-level zone names (FQDNs)
-	Allow  []netip.Prefix // clients that may transfer
+	Zones  []string       // top-level zone names (FQDNs); none: the spec covers nothing
+	Allow  []netip.Prefix // clients that may transfer; none: nobody
 	Key    *TSIGKey       // nil: unsigned transfers
-	Notify []string       // ip:port of secondaries to NOTIFY
+	Notify []string       // ip:port of secondaries to NOTIFY; none: no NOTIFY
 	// NotifyFrom are the addresses NOTIFYs may leave from: a target gets
 	// the first of its family (none: the system's choice).
 	NotifyFrom []netip.Addr
@@ -38,6 +38,7 @@ type TransferSpec struct {
 type Options struct {
 	// Transfers say which top-level zones may be transferred, by whom, and
 	// whom to notify (see Transfer). A zone in two specs is an error.
+	// None: every transfer is refused.
 	Transfers []TransferSpec
 	// Journal keeps the zone versions sent to secondaries, for IXFR
 	// answers with differences; the same one across reloads. Nil: IXFR is
@@ -141,9 +142,9 @@ func (a *Zones) Transfers() []TransferSpec {
 
 // Request is an AXFR or IXFR query as the server received it.
 type Request struct {
-	Msg    *dns.Msg // parsed: one question, AXFR or IXFR (IXFR: the client's SOA in Ns)
-	Wire   []byte   // the message as received (its TSIG covers these bytes)
-	Client netip.Addr
+	Msg    *dns.Msg   // required: parsed, one question, AXFR or IXFR (IXFR: the client's SOA in Ns)
+	Wire   []byte     // the message as received (its TSIG covers these bytes); required when signed
+	Client netip.Addr // the zero Addr is allowed by no prefix
 }
 
 // Result is the decision on a Request.
@@ -156,17 +157,18 @@ type Result struct {
 	// RcodeNotAuth (TSIGError says why; the error response is unsigned),
 	// RcodeServerFailure (Err says why: a source cannot list).
 	Rcode     int
-	TSIGError uint16
+	TSIGError uint16 // zero unless Rcode is RcodeNotAuth
 	// Key signs every response message when set; RequestMAC is the
-	// request's MAC the first response's signature covers.
+	// request's MAC the first response's signature covers. Nil: unsigned.
 	Key        *TSIGKey
-	RequestMAC string
+	RequestMAC string // empty when Key is nil
 	// RRs is the whole answer: SOA, records, SOA (AXFR, or IXFR of an
 	// older serial dnsd holds no version of); an IXFR difference sequence
 	// (Incremental); the SOA alone (IXFR of a serial not older than ours).
+	// Nil unless Rcode is RcodeSuccess.
 	RRs         []dns.RR
-	Incremental bool
-	Err         error
+	Incremental bool  // false: RRs is a whole zone (or the SOA alone)
+	Err         error // nil unless Rcode is RcodeServerFailure
 }
 
 // Transferer answers zone transfer requests: *Zones implements it, and so

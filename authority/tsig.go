@@ -15,8 +15,8 @@ import (
 
 // TSIGKey is a transfer item's TSIG key (RFC 8945), in miekg/dns's terms.
 type TSIGKey struct {
-	Name      string // lower-case FQDN
-	Algorithm string // "hmac-sha256." ...
+	Name      string // lower-case FQDN; required
+	Algorithm string // "hmac-sha256." ...; required
 	Secret    string // base64; never logged
 }
 
@@ -29,16 +29,17 @@ const Fudge = 300
 
 // Check is the verdict on a request's TSIG signature.
 type Check struct {
-	// Rcode is RcodeSuccess, or RcodeNotAuth with Error set.
+	// Rcode is RcodeSuccess (the zero value), or RcodeNotAuth with Error set.
 	Rcode int
 	// Error is BADKEY (no such key, or another algorithm), BADSIG (a
-	// wrong MAC) or BADTIME (a good MAC signed outside the fudge).
+	// wrong MAC) or BADTIME (a good MAC signed outside the fudge); zero
+	// when Rcode is RcodeSuccess.
 	Error uint16
 	// Key signs the response, covering MAC (the request's): the verified
 	// key, and with BADTIME the key whose signature was good (the error
 	// is signed, RFC 8945 §5.2.3). Nil: the response is unsigned.
 	Key *TSIGKey
-	MAC string
+	MAC string // empty when Key is nil
 }
 
 // Verify checks ts, the TSIG record of the request wire (as received),
