@@ -15,17 +15,11 @@ type SourceKind interface {
 	Name() string
 	// DefaultFallthrough is the source's fallthrough when not written.
 	DefaultFallthrough() bool
-	// Keys are the keys its settings mapping accepts, besides
-	// fallthrough (which the parser reads for every kind).
-	Keys() []string
-	// ParseSettings reads one source's settings, applies the kind's
-	// defaults and reports every problem through b (FILE:LINE:COL). The
-	// value it returns is Source.Settings, handed back to the kind when
-	// the source is built.
-	ParseSettings(b *SourceBlock) any
-	// Schema describes the settings mapping for dnsd.schema.json; the
-	// fallthrough key is added by this package.
-	Schema() *Schema
+	// Settings describes the kind's settings mapping (see NewSettings):
+	// its keys, schema and defaults, and how it is read. What it reads
+	// is Source.Settings, handed back to the kind when the source is
+	// built.
+	Settings() *Settings
 }
 
 // SyncWaiter is implemented by the settings of kinds whose backends load
@@ -69,6 +63,8 @@ type SourceBlock struct {
 	// At is the kind's key: where problems with the block as a whole
 	// (a required key missing) are reported.
 	At *yaml.Node
+	// subs are the nested mappings read (see Sub).
+	subs map[string]*Mapping
 }
 
 // Errorf reports a problem at node n (nil: the kind's key) of the block.

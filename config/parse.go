@@ -493,6 +493,22 @@ func (m *Mapping) Strings(key string) (vals []string, nodes []*yaml.Node, path s
 	return vals, nodes, path, present
 }
 
+// Count is how many strings Strings(key) returns, without reporting
+// anything.
+func (m *Mapping) Count(key string) int {
+	n, _ := m.Get(key)
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return 0
+	}
+	count := 0
+	for _, it := range n.Content {
+		if it = deref(it); it.Kind == yaml.ScalarNode && !isNull(it) {
+			count++
+		}
+	}
+	return count
+}
+
 // ---- files ----
 
 // path expands ~ and resolves a relative path against the config file's

@@ -157,7 +157,7 @@ func rootSchema(kinds Kinds) *Schema {
 	source.OneOf = append(source.OneOf, bare)
 	for _, name := range kinds.names() {
 		k := kinds.lookup(name)
-		ks := k.Schema()
+		ks := k.Settings().Schema()
 		settings := &Schema{Ref: "#/$defs/" + name}
 		if len(ks.Required) == 0 && len(ks.AnyOf) == 0 && len(ks.OneOf) == 0 {
 			bare.Enum = append(bare.Enum, name)
@@ -167,7 +167,7 @@ func rootSchema(kinds Kinds) *Schema {
 			Type: "object", Required: []string{name}, AdditionalProperties: noOthers,
 			Properties: map[string]*Schema{name: settings},
 		})
-		def := *k.Schema()
+		def := *ks
 		def.Properties = maps.Clone(def.Properties)
 		def.Properties["fallthrough"] = FallthroughSchema(k.DefaultFallthrough())
 		defs[name] = &def

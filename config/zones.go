@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -280,12 +279,12 @@ func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 		}
 		spath := KeyPath(ipath, kind.Name())
 		src := Source{Kind: kind.Name(), Fallthrough: kind.DefaultFallthrough(), Pos: p.Pos(it)}
-		m := p.Mapping(settings, spath, append(slices.Clone(kind.Keys()), "fallthrough")...)
+		m := p.Mapping(settings, spath, append(kind.Settings().Keys(), "fallthrough")...)
 		if m == nil {
 			continue
 		}
 		m.Bool("fallthrough", &src.Fallthrough)
-		src.Settings = kind.ParseSettings(&SourceBlock{Mapping: m, Parser: p, Path: spath, Zone: z, At: kindNode})
+		src.Settings = kind.Settings().Parse(&SourceBlock{Mapping: m, Parser: p, Path: spath, Zone: z, At: kindNode})
 		out = append(out, src)
 	}
 	return out

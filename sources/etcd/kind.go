@@ -26,16 +26,17 @@ import (
 // source with the same connection settings whatever their ttl, across
 // zones and reloads.
 type Kind struct {
-	mu      sync.Mutex
-	metrics *Metrics
-	salt    []byte
-	conns   kind.Shared[*Backend]
+	settings *config.Settings
+	mu       sync.Mutex
+	metrics  *Metrics
+	salt     []byte
+	conns    kind.Shared[*Backend]
 }
 
 var _ kind.Kind = (*Kind)(nil)
 
 // NewKind returns the etcd kind.
-func NewKind() *Kind { return &Kind{} }
+func NewKind() *Kind { return &Kind{settings: describe()} }
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return "etcd" }
@@ -43,34 +44,8 @@ func (*Kind) Name() string { return "etcd" }
 // DefaultFallthrough implements config.SourceKind.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Keys implements config.SourceKind. "password" is known only to say
-// "use password_file".
-func (*Kind) Keys() []string {
-	return []string{"endpoints", "prefix", "tls", "username", "password_file", "password", "ttl", "sync_timeout"}
-}
-
-// Schema implements config.SourceKind.
-func (*Kind) Schema() *config.Schema {
-	return &config.Schema{
-		Description: "SkyDNS records under an etcd prefix.", Type: config.TObject, AdditionalProperties: false,
-		DependentRequired: map[string][]string{"username": {"password_file"}, "password_file": {"username"}},
-		Properties: map[string]*config.Schema{
-			"endpoints": {Description: fmt.Sprintf("etcd client URLs. Default [%q].", DefaultEndpoint), Type: config.TArray, MinItems: config.Ptr(1),
-				Items: config.PatternSchema("http://host:port or https://host:port.", `^https?://[^/@?#\s]+/?$`)},
-			"prefix": {Description: "Key prefix.", Type: config.TString, Default: DefaultPrefix, Pattern: `^/`},
-			"tls": config.ObjectSchema("TLS for https:// endpoints.", map[string]*config.Schema{
-				"ca":          config.FileSchema("PEM CA bundle (default: system roots)."),
-				"cert":        config.FileSchema("Client certificate (with key)."),
-				"key":         config.FileSchema("Client key (with cert)."),
-				"server_name": config.StringSchema("Name to verify in the server's certificate.", ""),
-			}),
-			"username":      config.StringSchema("User name; needs password_file.", ""),
-			"password_file": config.FileSchema("File holding the password (never inline)."),
-			"ttl":           config.DurationSchema("TTL of records without their own (whole seconds).", DefaultTTL),
-			"sync_timeout":  config.DurationSchema("How long start-up readiness and a reload wait for the first sync.", DefaultSyncTimeout),
-		},
-	}
-}
+// Settings implements config.SourceKind.
+func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind. Connections are keyed on every setting they
 // depend on: endpoints (in any order), prefix, TLS files, username,

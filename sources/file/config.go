@@ -3,6 +3,8 @@ package file
 import (
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/dnsd/dnsd/config"
 )
 
@@ -12,10 +14,12 @@ const DefaultTTL = time.Hour
 
 // Config is a file source's settings (its block in dnsd.yaml).
 type Config struct {
-	// Path is the zone file (resolved, readable); "" = inline records only.
-	Path string
-	// Records are inline records in zone-file syntax, relative to Origin.
-	Records []Record
+	// Path is the zone file (resolved, readable); default "": inline
+	// records only.
+	Path string `dnsd:"path,file" doc:"Zone file ($ORIGIN defaults to the zone, $TTL, $INCLUDE relative to the file), watched for changes."`
+	// Records are inline records in zone-file syntax, relative to
+	// Origin; default none.
+	Records []Record `dnsd:"records" doc:"Inline records in zone-file syntax, relative to the key's first zone (\"www 300 IN CNAME web\")." item:"A record." pattern:"\\S"`
 	// Origin is the zone key's first zone: the file's $ORIGIN until it
 	// sets one, and the origin of inline records.
 	Origin string
@@ -46,31 +50,47 @@ type Record struct {
 	Pos  config.Pos
 }
 
-// ParseSettings reads a file block and parses the zone once, so a zone
-// file that does not parse is a config error with its FILE:LINE (paced
-// when the config is loaded while another serves: see PaceParses).
-func (k *Kind) ParseSettings(b *config.SourceBlock) any {
-	c := &Config{Zones: b.Zone.Names, secrets: b.Parser.SecretFiles()}
-	if len(b.Zone.Names) > 0 {
-		c.Origin = b.Zone.Names[0]
-	}
-	m := b.Mapping
-	var path string
-	if n := m.Str("path", &path); n != nil && path != "" { // "" is unset, as for every file key
-		if full, ok := b.Parser.ReadableFile(n, config.KeyPath(b.Path, "path"), path); ok {
-			c.Path = full
-		}
-	}
-	vals, nodes, _, _ := m.Strings("records")
+// describe describes the file block: path, records.
+func (k *Kind) describe() *config.Settings {
+	return config.NewSettings(config.Description[Config]{
+		Schema: config.Schema{
+			Description: "An RFC 1035 zone file and/or inline records; needs path, records or both.", Type: "object",
+			AnyOf: []*config.Schema{
+				{Required: []string{"path"}, Properties: map[string]*config.Schema{"path": {Type: "string", Pattern: "."}}},
+				{Required: []string{"records"}, Properties: map[string]*config.Schema{"records": {Type: "array", MinItems: config.Ptr(1)}}},
+			},
+		},
+		Fields: map[string]func(*config.SourceBlock, *Config){"records": parseRecords},
+		Check:  k.check,
+	})
+}
+
+// parseRecords reads records, each with its position.
+func parseRecords(b *config.SourceBlock, c *Config) {
+	vals, nodes, _, _ := b.Strings("records")
 	for i, s := range vals {
 		c.Records = append(c.Records, Record{Text: s, Pos: b.Parser.Pos(nodes[i])})
 	}
-	if m.EmptyList("records") && path == "" {
+}
+
+// check parses the zone once, so a zone file that does not parse is a
+// config error with its FILE:LINE (paced when the config is loaded while
+// another serves: see PaceParses).
+func (k *Kind) check(b *config.SourceBlock, c *Config) {
+	c.Zones, c.secrets = b.Zone.Names, b.Parser.SecretFiles()
+	if len(b.Zone.Names) > 0 {
+		c.Origin = b.Zone.Names[0]
+	}
+	var path string // as written
+	if n, _ := b.Get("path"); n != nil && n.Kind == yaml.ScalarNode {
+		path = n.Value
+	}
+	if b.EmptyList("records") && path == "" {
 		b.Errorf(nil, b.Path, "file needs path, records or both")
-		return c
+		return
 	}
 	if c.Origin == "" || (path != "" && c.Path == "") {
-		return c // errors reported already
+		return // errors reported already
 	}
 	z, err := load(c, k.parses)
 	if err != nil {
@@ -82,5 +102,4 @@ func (k *Kind) ParseSettings(b *config.SourceBlock) any {
 		}
 	}
 	c.parsed = z
-	return c
 }

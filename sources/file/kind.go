@@ -15,6 +15,7 @@ import (
 
 // Kind is the file source kind.
 type Kind struct {
+	settings *config.Settings
 	// parses: how ParseSettings gives way on one processor when the
 	// config is loaded while another serves (nil: it does not).
 	parses *pacing.Pacing
@@ -30,7 +31,11 @@ var (
 func (k *Kind) PaceParses(pace *pacing.Pacing) { k.parses = pace }
 
 // NewKind returns the file kind.
-func NewKind() *Kind { return &Kind{} }
+func NewKind() *Kind {
+	k := &Kind{}
+	k.settings = k.describe()
+	return k
+}
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return "file" }
@@ -38,23 +43,8 @@ func (*Kind) Name() string { return "file" }
 // DefaultFallthrough implements config.SourceKind.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Keys implements config.SourceKind.
-func (*Kind) Keys() []string { return []string{"path", "records"} }
-
-// Schema implements config.SourceKind.
-func (*Kind) Schema() *config.Schema {
-	return &config.Schema{
-		Description: "An RFC 1035 zone file and/or inline records; needs path, records or both.", Type: "object", AdditionalProperties: false,
-		AnyOf: []*config.Schema{
-			{Required: []string{"path"}, Properties: map[string]*config.Schema{"path": {Type: "string", Pattern: "."}}},
-			{Required: []string{"records"}, Properties: map[string]*config.Schema{"records": {Type: "array", MinItems: config.Ptr(1)}}},
-		},
-		Properties: map[string]*config.Schema{
-			"path":    config.FileSchema("Zone file ($ORIGIN defaults to the zone, $TTL, $INCLUDE relative to the file), watched for changes."),
-			"records": config.ListSchema("Inline records in zone-file syntax, relative to the key's first zone (\"www 300 IN CNAME web\").", config.PatternSchema("A record.", `\S`)),
-		},
-	}
-}
+// Settings implements config.SourceKind.
+func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind. One backend per zone file, records and
 // zones, kept across reloads that do not change them.

@@ -13,24 +13,40 @@ import (
 	"github.com/dnsd/dnsd/config"
 )
 
-// Defaults of the forward block.
-const (
-	DefaultTimeout       = 2 * time.Second
-	DefaultHealthCheck   = 500 * time.Millisecond
-	DefaultMaxFails      = 2
-	DefaultMaxConcurrent = 1000
-)
-
 // Config is a forward source's settings (its block in dnsd.yaml).
 type Config struct {
-	Upstreams     []UpstreamConfig
-	TLSCA         string        // PEM bundle for tls:// upstreams ("" = system roots)
-	Policy        string        // random (default) | round_robin | sequential
-	Timeout       time.Duration // default 2s
-	HealthCheck   time.Duration // default 500ms
-	MaxFails      int           // default 2
-	MaxConcurrent int           // default 1000
-	Except        []string      // lower-case FQDNs
+	// Upstreams are the resolvers asked, in the order written; required.
+	Upstreams []UpstreamConfig `dnsd:"upstreams,required" minitems:"1" doc:"Upstream resolvers: IP, IP:port, [IPv6]:port, udp://, tcp://, tls://IP[:port][@servername], https://IP[:port][/path][@servername], or resolv.conf."`
+	// TLSCA is the PEM bundle for tls:// and https:// upstreams; default
+	// "": the system roots.
+	TLSCA string `dnsd:"tls_ca,file" doc:"PEM CA bundle for tls:// and https:// upstreams (default: system roots)."`
+	// Policy picks an upstream: random (default) | round_robin |
+	// sequential.
+	Policy string `dnsd:"policy" default:"random" enum:"random,round_robin,sequential" doc:"How an upstream is picked."`
+	// Timeout is per attempt: default 2s.
+	Timeout time.Duration `dnsd:"timeout" default:"2s" dur:"positive" doc:"Per attempt."`
+	// HealthCheck is the probe interval of a failed upstream: default
+	// 500ms.
+	HealthCheck time.Duration `dnsd:"health_check" default:"500ms" dur:"positive" doc:"Probe interval of an upstream after a failure."`
+	// MaxFails is the consecutive failures before an upstream is down:
+	// default 2.
+	MaxFails int `dnsd:"max_fails" default:"2" min:"1" doc:"Consecutive failures before an upstream is down."`
+	// MaxConcurrent is the forwards in flight: default 1000.
+	MaxConcurrent int `dnsd:"max_concurrent" default:"1000" min:"1" doc:"Forwards in flight; over it: REFUSED."`
+	// Except are lower-case FQDNs not forwarded; default none.
+	Except []string `dnsd:"except" doc:"Names under these are not forwarded." item:"A domain name."`
+}
+
+// describe describes the forward block.
+func describe() *config.Settings {
+	return config.NewSettings(config.Description[Config]{
+		Schema: config.Schema{Description: "Upstream resolvers with a health-checked pool and the response cache.", Type: "object"},
+		Items: map[string]*config.Schema{
+			"upstreams": config.PatternSchema("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+config.NamePattern+`))?|https://(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(/[^?#@ ]*)?(@(`+config.NamePattern+`))?)$`),
+			"except":    config.PatternSchema("A domain name.", `^(`+config.NamePattern+`)$`),
+		},
+		Fields: map[string]func(*config.SourceBlock, *Config){"upstreams": parseUpstreams, "tls_ca": parseTLSCA, "except": parseExcept},
+	})
 }
 
 // UpstreamConfig is one upstream as written. ResolvConf marks the
@@ -45,18 +61,15 @@ type UpstreamConfig struct {
 	Pos        config.Pos
 }
 
-// ParseSettings reads a forward block.
-func (*Kind) ParseSettings(b *config.SourceBlock) any {
-	f := &Config{Policy: "random", Timeout: DefaultTimeout, HealthCheck: DefaultHealthCheck, MaxFails: DefaultMaxFails, MaxConcurrent: DefaultMaxConcurrent}
-	m, path := b.Mapping, b.Path
-	vals, nodes, upath, present := m.Strings("upstreams")
+// parseUpstreams reads upstreams (see parseUpstream), no duplicates.
+func parseUpstreams(b *config.SourceBlock, f *Config) {
+	vals, nodes, upath, present := b.Strings("upstreams")
 	if !present {
-		b.Errorf(nil, path, "upstreams is required (e.g. [\"1.1.1.1\", \"resolv.conf\"])")
-	} else if un, _ := m.Get("upstreams"); un.Kind == yaml.SequenceNode && len(un.Content) == 0 {
+		b.Errorf(nil, b.Path, "upstreams is required (e.g. [\"1.1.1.1\", \"resolv.conf\"])")
+	} else if un, _ := b.Get("upstreams"); un.Kind == yaml.SequenceNode && len(un.Content) == 0 {
 		b.Errorf(un, upath, "no upstreams")
 	}
 	seen := map[string]int{}
-	useTLS := false
 	for i, s := range vals {
 		ipath := config.IndexPath(upath, i)
 		u, err := parseUpstream(s)
@@ -74,23 +87,32 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 			continue
 		}
 		seen[id] = i
-		useTLS = useTLS || u.Proto == "tls" || u.Proto == "https"
 		f.Upstreams = append(f.Upstreams, u)
 	}
-	if cn := m.OptFile("tls_ca", &f.TLSCA); cn != nil && cn.Value != "" {
-		if !useTLS && len(vals) > 0 {
-			b.Errorf(cn, config.KeyPath(path, "tls_ca"), "tls_ca is set but no upstream uses tls:// or https://")
-		}
-		if f.TLSCA != "" {
-			b.Parser.CheckCA(cn, config.KeyPath(path, "tls_ca"), f.TLSCA)
-		}
+}
+
+// parseTLSCA reads tls_ca: a readable file of PEM certificates, for
+// tls:// and https:// upstreams.
+func parseTLSCA(b *config.SourceBlock, f *Config) {
+	cn := b.OptFile("tls_ca", &f.TLSCA)
+	if cn == nil || cn.Value == "" {
+		return
 	}
-	m.Enum("policy", &f.Policy, "random", "round_robin", "sequential")
-	m.Duration("timeout", &f.Timeout, config.Positive)
-	m.Duration("health_check", &f.HealthCheck, config.Positive)
-	m.Int("max_fails", &f.MaxFails, 1, config.MaxInt)
-	m.Int("max_concurrent", &f.MaxConcurrent, 1, config.MaxInt)
-	evals, enodes, epath, _ := m.Strings("except")
+	useTLS := false
+	for _, u := range f.Upstreams {
+		useTLS = useTLS || u.Proto == "tls" || u.Proto == "https"
+	}
+	if !useTLS && b.Count("upstreams") > 0 {
+		b.Errorf(cn, config.KeyPath(b.Path, "tls_ca"), "tls_ca is set but no upstream uses tls:// or https://")
+	}
+	if f.TLSCA != "" {
+		b.Parser.CheckCA(cn, config.KeyPath(b.Path, "tls_ca"), f.TLSCA)
+	}
+}
+
+// parseExcept reads except: domain names, lower-cased.
+func parseExcept(b *config.SourceBlock, f *Config) {
+	evals, enodes, epath, _ := b.Strings("except")
 	for i, s := range evals {
 		name, err := config.NormalizeName(s)
 		if err != nil {
@@ -99,7 +121,6 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 		}
 		f.Except = append(f.Except, name)
 	}
-	return f
 }
 
 // parseUpstream parses "IP", "IP:port", "[v6]:port", "udp://...",

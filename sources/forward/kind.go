@@ -15,10 +15,11 @@ import (
 // reloads) and the kind's metrics, both created by the first build, and
 // the loop probes in flight.
 type Kind struct {
-	mu      sync.Mutex
-	cache   *Cache
-	metrics *Metrics
-	probes  *LoopProbes // loop probes of every pool
+	settings *config.Settings
+	mu       sync.Mutex
+	cache    *Cache
+	metrics  *Metrics
+	probes   *LoopProbes // loop probes of every pool
 }
 
 var (
@@ -30,7 +31,7 @@ var (
 )
 
 // NewKind returns the forward kind.
-func NewKind() *Kind { return &Kind{probes: NewLoopProbes()} }
+func NewKind() *Kind { return &Kind{settings: describe(), probes: NewLoopProbes()} }
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return pipeline.KindForward }
@@ -38,30 +39,8 @@ func (*Kind) Name() string { return pipeline.KindForward }
 // DefaultFallthrough implements config.SourceKind.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Keys implements config.SourceKind.
-func (*Kind) Keys() []string {
-	return []string{"upstreams", "tls_ca", "policy", "timeout", "health_check", "max_fails", "max_concurrent", "except"}
-}
-
-// Schema implements config.SourceKind.
-func (*Kind) Schema() *config.Schema {
-	return &config.Schema{
-		Description: "Upstream resolvers with a health-checked pool and the response cache.", Type: "object", AdditionalProperties: false,
-		Required: []string{"upstreams"},
-		Properties: map[string]*config.Schema{
-			"upstreams": {Description: "Upstream resolvers: IP, IP:port, [IPv6]:port, udp://, tcp://, tls://IP[:port][@servername], https://IP[:port][/path][@servername], or resolv.conf.",
-				Type: "array", MinItems: config.Ptr(1),
-				Items: config.PatternSchema("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+config.NamePattern+`))?|https://(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(/[^?#@ ]*)?(@(`+config.NamePattern+`))?)$`)},
-			"tls_ca":         config.FileSchema("PEM CA bundle for tls:// and https:// upstreams (default: system roots)."),
-			"policy":         config.EnumSchema("How an upstream is picked.", "random", "random", "round_robin", "sequential"),
-			"timeout":        config.DurationSchema("Per attempt.", DefaultTimeout),
-			"health_check":   config.DurationSchema("Probe interval of an upstream after a failure.", DefaultHealthCheck),
-			"max_fails":      config.IntSchema("Consecutive failures before an upstream is down.", DefaultMaxFails, 1, nil),
-			"max_concurrent": config.IntSchema("Forwards in flight; over it: REFUSED.", DefaultMaxConcurrent, 1, nil),
-			"except":         config.ListSchema("Names under these are not forwarded.", config.PatternSchema("A domain name.", `^(`+config.NamePattern+`)$`)),
-		},
-	}
-}
+// Settings implements config.SourceKind.
+func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Prepare implements kind.Preparer: the cache and its metrics exist from
 // the first build, forward source or not (docs/operations.md lists

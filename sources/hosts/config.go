@@ -13,15 +13,37 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 )
 
-// DefaultTTL is the ttl of hosts records when not set.
-const DefaultTTL = time.Hour
-
 // Config is a hosts source's settings (its block in dnsd.yaml).
 type Config struct {
-	Files   []string // readable regular files; ~ expanded, relative paths resolved against the config file's directory
-	Entries []Entry
-	TTL     time.Duration // default 1h, 0..7d, whole seconds
-	Reverse bool          // default true
+	// Files are readable regular files, ~ expanded and relative paths
+	// resolved against the config file's directory; default none.
+	Files []string `dnsd:"files" doc:"hosts files, watched for changes." item:"A hosts file (relative to dnsd.yaml's directory)."`
+	// Entries are the inline entries; default none.
+	Entries []Entry `dnsd:"entries" doc:"Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended; a first label \"*\" makes a wildcard (*.apps)."`
+	// TTL of the answers: default 1h, 0..7d, whole seconds.
+	TTL time.Duration `dnsd:"ttl" default:"1h" dur:"ttl" doc:"TTL of the answers (whole seconds)."`
+	// Reverse: answer PTR queries; default true.
+	Reverse bool `dnsd:"reverse" default:"true" doc:"Answer PTR queries for these addresses."`
+}
+
+// describe describes the hosts block: files, entries, ttl, reverse.
+func describe() *config.Settings {
+	return config.NewSettings(config.Description[Config]{
+		Schema: config.Schema{
+			Description: "/etc/hosts-format files and inline entries; needs files, entries or both.", Type: "object",
+			AnyOf: []*config.Schema{
+				{Required: []string{"files"}, Properties: map[string]*config.Schema{"files": {Type: "array", MinItems: config.Ptr(1)}}},
+				{Required: []string{"entries"}, Properties: map[string]*config.Schema{"entries": {Type: "array", MinItems: config.Ptr(1)}}},
+			},
+		},
+		Items:  map[string]*config.Schema{"entries": config.PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)},
+		Fields: map[string]func(*config.SourceBlock, *Config){"files": parseFiles, "entries": parseEntries},
+		Check: func(b *config.SourceBlock, _ *Config) {
+			if b.EmptyList("files") && b.EmptyList("entries") {
+				b.Errorf(nil, b.Path, "hosts needs files, entries or both")
+			}
+		},
+	})
 }
 
 // Entry is one inline entry, with names already completed (a name without
@@ -33,11 +55,10 @@ type Entry struct {
 	Pos   config.Pos
 }
 
-// ParseSettings reads a hosts block: files, entries, ttl, reverse.
-func (*Kind) ParseSettings(b *config.SourceBlock) any {
-	h := &Config{TTL: DefaultTTL, Reverse: true}
-	m := b.Mapping
-	vals, nodes, fpath, _ := m.Strings("files")
+// parseFiles reads files: readable, not a secret named elsewhere, no
+// duplicates.
+func parseFiles(b *config.SourceBlock, h *Config) {
+	vals, nodes, fpath, _ := b.Strings("files")
 	seen := map[string]int{}
 	for i, s := range vals {
 		ipath := config.IndexPath(fpath, i)
@@ -56,18 +77,16 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 		seen[full] = nodes[i].Line
 		h.Files = append(h.Files, full)
 	}
-	evals, enodes, epath, _ := m.Strings("entries")
+}
+
+// parseEntries reads entries (see parseEntry).
+func parseEntries(b *config.SourceBlock, h *Config) {
+	evals, enodes, epath, _ := b.Strings("entries")
 	for i, s := range evals {
 		if e, ok := parseEntry(b, enodes[i], config.IndexPath(epath, i), s); ok {
 			h.Entries = append(h.Entries, e)
 		}
 	}
-	m.Duration("ttl", &h.TTL, config.DurLimit{Max: config.MaxTTL, Seconds: true})
-	m.Bool("reverse", &h.Reverse)
-	if m.EmptyList("files") && m.EmptyList("entries") {
-		b.Errorf(nil, b.Path, "hosts needs files, entries or both")
-	}
-	return h
 }
 
 // parseEntry parses an inline hosts entry "IP name [name...] [# comment]".

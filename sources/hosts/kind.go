@@ -17,13 +17,14 @@ import (
 // entry of a source is a View of that shared backend for the source's
 // ttl, so a reload that changes only ttl reads no file.
 type Kind struct {
-	files kind.Shared[*Backend]
+	settings *config.Settings
+	files    kind.Shared[*Backend]
 }
 
 var _ kind.Kind = (*Kind)(nil)
 
 // NewKind returns the hosts kind.
-func NewKind() *Kind { return &Kind{} }
+func NewKind() *Kind { return &Kind{settings: describe()} }
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return "hosts" }
@@ -31,25 +32,8 @@ func (*Kind) Name() string { return "hosts" }
 // DefaultFallthrough implements config.SourceKind.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Keys implements config.SourceKind.
-func (*Kind) Keys() []string { return []string{"files", "entries", "ttl", "reverse"} }
-
-// Schema implements config.SourceKind.
-func (*Kind) Schema() *config.Schema {
-	return &config.Schema{
-		Description: "/etc/hosts-format files and inline entries; needs files, entries or both.", Type: "object", AdditionalProperties: false,
-		AnyOf: []*config.Schema{
-			{Required: []string{"files"}, Properties: map[string]*config.Schema{"files": {Type: "array", MinItems: config.Ptr(1)}}},
-			{Required: []string{"entries"}, Properties: map[string]*config.Schema{"entries": {Type: "array", MinItems: config.Ptr(1)}}},
-		},
-		Properties: map[string]*config.Schema{
-			"files":   config.ListSchema("hosts files, watched for changes.", config.StringSchema("A hosts file (relative to dnsd.yaml's directory).", "")),
-			"entries": config.ListSchema("Inline entries \"IP name [name...]\"; a name without a dot gets the key's first zone appended; a first label \"*\" makes a wildcard (*.apps).", config.PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)),
-			"ttl":     config.DurationSchema("TTL of the answers (whole seconds).", DefaultTTL),
-			"reverse": config.BoolSchema("Answer PTR queries for these addresses.", true),
-		},
-	}
-}
+// Settings implements config.SourceKind.
+func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind.
 func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {

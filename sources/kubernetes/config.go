@@ -10,39 +10,52 @@ import (
 	"github.com/dnsd/dnsd/config"
 )
 
-// Defaults and bounds of the kubernetes block.
-const (
-	DefaultTTL         = 5 * time.Second
-	DefaultSyncTimeout = 5 * time.Second
-	// MaxTTL is the largest ttl (as CoreDNS's).
-	MaxTTL = time.Hour
-)
-
 // Config is a kubernetes source's settings (its block in dnsd.yaml).
 type Config struct {
-	Kubeconfig       string // "" = in-cluster, then $KUBECONFIG, then ~/.kube/config; when set: readable, ~ expanded, relative to the config file
-	Context          string
-	Pods             string   // disabled (default) | insecure | verified
-	Namespaces       []string // lower-case DNS labels; empty = all
-	EndpointPodNames bool
-	Expose           string        // cluster_ip (default) | external
-	TTL              time.Duration // default 5s, 0..1h, whole seconds
-	SyncTimeout      time.Duration // default 5s, > 0
+	// Kubeconfig is the kubeconfig file: default "": in-cluster, then
+	// $KUBECONFIG, then ~/.kube/config; when set: readable, ~ expanded,
+	// relative to the config file.
+	Kubeconfig string `dnsd:"kubeconfig,file" doc:"kubeconfig file. Omitted: in-cluster config, then $KUBECONFIG, then ~/.kube/config."`
+	// Context is the kubeconfig context; default "": the current one.
+	Context string `dnsd:"context" doc:"kubeconfig context; \"\" = the current one."`
+	// Pods: disabled (default) | insecure | verified.
+	Pods string `dnsd:"pods" default:"disabled" enum:"disabled,insecure,verified" doc:"Pod A records (a-b-c-d.ns.pod.zone)."`
+	// Namespaces are lower-case DNS labels; default none: all.
+	Namespaces []string `dnsd:"namespaces" doc:"Only these namespaces are served; empty = all." item:"A namespace name." pattern:"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"`
+	// EndpointPodNames: endpoints without a hostname are named by their
+	// pod; default false.
+	EndpointPodNames bool `dnsd:"endpoint_pod_names" doc:"Name endpoints without a hostname by their pod's name instead of their dashed IP."`
+	// Expose: cluster_ip (default) | external.
+	Expose string `dnsd:"expose" default:"cluster_ip" enum:"cluster_ip,external" doc:"cluster_ip, or external: LoadBalancer ingress and externalIPs."`
+	// TTL of the answers: default 5s, 0..1h (as CoreDNS's), whole
+	// seconds.
+	TTL time.Duration `dnsd:"ttl" default:"5s" dur:"ttl,max=1h" doc:"TTL of the answers (at most 1h, whole seconds)."`
+	// SyncTimeout is how long readiness and a reload wait for the first
+	// sync: default 5s, > 0.
+	SyncTimeout time.Duration `dnsd:"sync_timeout" default:"5s" dur:"positive" doc:"How long start-up readiness and a reload wait for the first sync."`
 }
 
-// ParseSettings reads a kubernetes block.
-func (*Kind) ParseSettings(b *config.SourceBlock) any {
-	k := &Config{Pods: "disabled", Expose: "cluster_ip", TTL: DefaultTTL, SyncTimeout: DefaultSyncTimeout}
-	m := b.Mapping
-	m.OptFile("kubeconfig", &k.Kubeconfig)
-	if cn := m.Str("context", &k.Context); cn != nil && k.Context != "" {
-		// Said here, at the key, rather than when the connection is made.
+// describe describes the kubernetes block.
+func describe() *config.Settings {
+	return config.NewSettings(config.Description[Config]{
+		Schema: config.Schema{Description: "Cluster DNS from a Kubernetes API server.", Type: config.TObject},
+		Fields: map[string]func(*config.SourceBlock, *Config){"context": parseContext, "namespaces": parseNamespaces},
+	})
+}
+
+// parseContext reads context: one the kubeconfig has (said here, at the
+// key, rather than when the connection is made).
+func parseContext(b *config.SourceBlock, k *Config) {
+	if cn := b.Str("context", &k.Context); cn != nil && k.Context != "" {
 		if known, from, ok := kubeContexts(k.Kubeconfig); ok && !slices.Contains(known, k.Context) {
 			b.Errorf(cn, config.KeyPath(b.Path, "context"), "context %q is not in %s (it has: %s)", k.Context, from, strings.Join(known, ", "))
 		}
 	}
-	m.Enum("pods", &k.Pods, "disabled", "insecure", "verified")
-	vals, nodes, npath, _ := m.Strings("namespaces")
+}
+
+// parseNamespaces reads namespaces: DNS labels, lower-cased.
+func parseNamespaces(b *config.SourceBlock, k *Config) {
+	vals, nodes, npath, _ := b.Strings("namespaces")
 	for i, ns := range vals {
 		ns = strings.ToLower(ns)
 		if !isLabel1123(ns) {
@@ -51,11 +64,6 @@ func (*Kind) ParseSettings(b *config.SourceBlock) any {
 		}
 		k.Namespaces = append(k.Namespaces, ns)
 	}
-	m.Bool("endpoint_pod_names", &k.EndpointPodNames)
-	m.Enum("expose", &k.Expose, "cluster_ip", "external")
-	m.Duration("ttl", &k.TTL, config.DurLimit{Max: MaxTTL, Seconds: true})
-	m.Duration("sync_timeout", &k.SyncTimeout, config.Positive)
-	return k
 }
 
 // isLabel1123 reports whether s is an RFC 1123 label as Kubernetes names

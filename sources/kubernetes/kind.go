@@ -25,6 +25,7 @@ import (
 // endpoints keep their pods' names), whatever their other settings, across
 // zones and reloads; pods: verified starts a Pod informer on it.
 type Kind struct {
+	settings   *config.Settings
 	mu         sync.Mutex
 	metrics    *Metrics
 	registered bool
@@ -35,7 +36,7 @@ type Kind struct {
 var _ kind.Kind = (*Kind)(nil)
 
 // NewKind returns the kubernetes kind.
-func NewKind() *Kind { return &Kind{} }
+func NewKind() *Kind { return &Kind{settings: describe()} }
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return "kubernetes" }
@@ -44,24 +45,8 @@ func (*Kind) Name() string { return "kubernetes" }
 // are NXDOMAIN, as the Kubernetes DNS specification wants.
 func (*Kind) DefaultFallthrough() bool { return false }
 
-// Keys implements config.SourceKind.
-func (*Kind) Keys() []string {
-	return []string{"kubeconfig", "context", "pods", "namespaces", "endpoint_pod_names", "expose", "ttl", "sync_timeout"}
-}
-
-// Schema implements config.SourceKind.
-func (*Kind) Schema() *config.Schema {
-	return config.ObjectSchema("Cluster DNS from a Kubernetes API server.", map[string]*config.Schema{
-		"kubeconfig":         config.FileSchema("kubeconfig file. Omitted: in-cluster config, then $KUBECONFIG, then ~/.kube/config."),
-		"context":            config.StringSchema("kubeconfig context; \"\" = the current one.", ""),
-		"pods":               config.EnumSchema("Pod A records (a-b-c-d.ns.pod.zone).", "disabled", "disabled", "insecure", "verified"),
-		"namespaces":         config.ListSchema("Only these namespaces are served; empty = all.", config.PatternSchema("A namespace name.", `^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)),
-		"endpoint_pod_names": config.BoolSchema("Name endpoints without a hostname by their pod's name instead of their dashed IP.", false),
-		"expose":             config.EnumSchema("cluster_ip, or external: LoadBalancer ingress and externalIPs.", "cluster_ip", "cluster_ip", "external"),
-		"ttl":                config.DurationSchema("TTL of the answers (at most 1h, whole seconds).", DefaultTTL),
-		"sync_timeout":       config.DurationSchema("How long start-up readiness and a reload wait for the first sync.", DefaultSyncTimeout),
-	})
-}
+// Settings implements config.SourceKind.
+func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind. Sources with equal settings and zones are
 // one registry backend (kept across reloads); sources with the same
