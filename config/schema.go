@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-//go:generate go run ./internal/schemagen -o ../dnsd.schema.json
+//go:generate go run ../internal/schemagen -o ../dnsd.schema.json
 
 // JSONSchema returns dnsd.schema.json: a JSON Schema (2020-12) of
 // dnsd.yaml for editors (yaml-language-server) and CI linters. It is built
