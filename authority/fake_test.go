@@ -123,7 +123,8 @@ func (f *fakeForward) Lookup(_ context.Context, q *pipeline.Question) pipeline.R
 	return pipeline.Result{Status: pipeline.Answered, Msg: m}
 }
 
-func (f *fakeForward) Kind() string   { return pipeline.KindForward }
+func (f *fakeForward) Kind() string   { return "forward" }
+func (f *fakeForward) Remote() bool   { return true }
 func (f *fakeForward) TTL() uint32    { return 0 }
 func (f *fakeForward) Serial() uint32 { return 0 }
 

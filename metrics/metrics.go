@@ -13,6 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dnsd/dnsd/internal/rcode"
 )
 
 // Metrics holds every collector dnsd exports. Create one per process with
@@ -181,7 +183,7 @@ func (m *Metrics) children(k queryKey) *queryChildren {
 	if v, ok := m.queries.Load(k); ok {
 		return v.(*queryChildren)
 	}
-	zone, view, qtype, rcode := ZoneLabel(k.zone), ViewLabel(k.view), TypeLabel(k.qtype), RcodeLabel(k.rcode)
+	zone, view, qtype, rcode := ZoneLabel(k.zone), ViewLabel(k.view), TypeLabel(k.qtype), rcode.Label(k.rcode)
 	if k.other&otherType != 0 {
 		qtype = Other
 	}
@@ -376,19 +378,6 @@ func knownType(t uint16) bool {
 	}
 	_, ok := dns.TypeToString[t]
 	return ok
-}
-
-// RcodeLabel is a response code's metric label: its name, else "other".
-// 16 is BADVERS: a response's code (OPT-extended) is never BADSIG, the
-// name miekg/dns gives 16, which only a TSIG record's error field means.
-func RcodeLabel(rc int) string {
-	if rc == dns.RcodeBadVers {
-		return "BADVERS"
-	}
-	if s, ok := dns.RcodeToString[rc]; ok {
-		return s
-	}
-	return Other
 }
 
 // TypeString names a query type without allocating for known types (for

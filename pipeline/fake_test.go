@@ -132,7 +132,8 @@ func (b *benchSource) Serial() uint32  { return 1 }
 // complete response (Answered), NXDOMAIN with the upstream's SOA for names
 // it does not know.
 type fakeForward struct {
-	rrs map[string][]dns.RR
+	rrs  map[string][]dns.RR
+	kind string // "": kindForward
 
 	mu    sync.Mutex
 	asked []string
@@ -174,7 +175,13 @@ func (f *fakeForward) Lookup(_ context.Context, q *Question) Result {
 	return Result{Status: Answered, Msg: m}
 }
 
-func (f *fakeForward) Kind() string   { return KindForward }
+func (f *fakeForward) Kind() string {
+	if f.kind != "" {
+		return f.kind
+	}
+	return kindForward
+}
+func (f *fakeForward) Remote() bool   { return true }
 func (f *fakeForward) TTL() uint32    { return 0 }
 func (f *fakeForward) Serial() uint32 { return 0 }
 
@@ -192,3 +199,6 @@ func mustRR(t testing.TB, s string) dns.RR {
 	}
 	return rr
 }
+
+// kindForward is the Kind of the fake forward source.
+const kindForward = "forward"

@@ -27,10 +27,6 @@ const (
 // never SERVFAIL.
 const MaxCNAMELinks = 8
 
-// KindForward is the Kind of sources that talk to the network per query.
-// The pipeline never asks them for additional-section records.
-const KindForward = "forward"
-
 // SourceEntry is one source of a zone, in order.
 type SourceEntry struct {
 	Source Source // required, never nil
@@ -130,7 +126,7 @@ type entry struct {
 	src          Source
 	kind         string
 	fallsThrough bool
-	local        bool // not KindForward: may be asked for additional records
+	local        bool // not Remote: may be asked for additional records
 	// wild is the source as a Wildcarder, when it is local and implements
 	// it; nil otherwise.
 	wild Wildcarder
@@ -236,8 +232,8 @@ func (p *Pipeline) compile(zones []ZoneSpec, seen map[any]struct{}) (table, []er
 				bad = true
 				continue
 			}
-			kind := se.Source.Kind()
-			e := entry{src: se.Source, kind: kind, fallsThrough: se.Fallthrough, local: kind != KindForward}
+			r, remote := se.Source.(Remote)
+			e := entry{src: se.Source, kind: se.Source.Kind(), fallsThrough: se.Fallthrough, local: !remote || !r.Remote()}
 			if w, ok := se.Source.(Wildcarder); ok && e.local {
 				e.wild = w
 			}

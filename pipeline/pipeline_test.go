@@ -379,7 +379,7 @@ func TestAnsweredPassthrough(t *testing.T) {
 	if resp.Msg != last {
 		t.Fatalf("forward's message not returned as is")
 	}
-	if resp.Source != KindForward || resp.Zone != "." {
+	if resp.Source != kindForward || resp.Zone != "." {
 		t.Errorf("source, zone = %q, %q", resp.Source, resp.Zone)
 	}
 	if !resp.Msg.RecursionAvailable || resp.Msg.Authoritative || len(resp.Msg.Answer) != 1 {
@@ -429,6 +429,31 @@ func TestAdditionalsNeverForwarded(t *testing.T) {
 	query(f.p, "_http._tcp.example.", dns.TypeSRV)
 	if q := f.fwd.questions(); len(q) != 0 {
 		t.Errorf("forward asked %v for additional records", q)
+	}
+}
+
+// A source is remote because it implements Remote, whatever its Kind: a
+// remote one is never asked for additional records, a local one is, even
+// one whose Kind is "forward".
+func TestRemoteIsACapability(t *testing.T) {
+	remote := newForward(t, "srv.remote.test. 120 IN SRV 0 0 53 host.remote.test.", "host.remote.test. 120 IN A 203.0.113.7")
+	remote.kind = "resolver"
+	p, err := New([]ZoneSpec{{Names: []string{"."}, Sources: []SourceEntry{{Source: remote}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	query(p, "srv.remote.test.", dns.TypeSRV)
+	if q := remote.questions(); !slices.Equal(q, []string{"srv.remote.test. SRV"}) {
+		t.Errorf("a Remote source named %q was asked %q, want only the query", remote.kind, q)
+	}
+	local := newFake(t, "forward", 60, 1, "srv.local.test. 60 IN SRV 0 0 53 host.local.test.", "host.local.test. 60 IN A 10.0.0.7")
+	p, err = New([]ZoneSpec{{Names: []string{"local.test."}, Sources: []SourceEntry{{Source: local}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := query(p, "srv.local.test.", dns.TypeSRV)
+	if got := rrStrings(r.Msg.Extra); !slices.Contains(got, "host.local.test.\t60\tIN\tA\t10.0.0.7") {
+		t.Errorf("a local source whose Kind is \"forward\" gave no additional records: %q", got)
 	}
 }
 
@@ -743,9 +768,9 @@ func TestRootEmptyNonTerminalForwarded(t *testing.T) {
 		want   string // rcode and answer
 		source string
 	}{
-		{"example.com.", dns.TypeMX, "NOERROR [example.com.\t300\tIN\tMX\t10 mail.example.com.]", KindForward},
-		{"com.", dns.TypeNS, "NOERROR [com.\t300\tIN\tNS\ta.gtld-servers.net.]", KindForward},
-		{"example.com.", dns.TypeA, "NOERROR []", KindForward}, // the upstream's NODATA
+		{"example.com.", dns.TypeMX, "NOERROR [example.com.\t300\tIN\tMX\t10 mail.example.com.]", kindForward},
+		{"com.", dns.TypeNS, "NOERROR [com.\t300\tIN\tNS\ta.gtld-servers.net.]", kindForward},
+		{"example.com.", dns.TypeA, "NOERROR []", kindForward}, // the upstream's NODATA
 		{"myhost.example.com.", dns.TypeAAAA, "NOERROR []", "hosts"},
 	} {
 		r := query(p, tc.name, tc.qt)

@@ -76,6 +76,16 @@ type Source interface {
 	Serial() uint32
 }
 
+// Remote is implemented by sources that talk to the network per query
+// (forward). The pipeline never asks them for additional-section records,
+// wildcards, signatures or transfers; what they answer may be kept
+// (Keeper). A source that does not implement Remote is local: it answers
+// from data it holds.
+type Remote interface {
+	// Remote reports whether the source asks the network per query.
+	Remote() bool
+}
+
 // Wildcarder is implemented by local sources that can hold wildcard
 // records (RFC 4592): records whose owner's first label is "*", such as
 // "*.apps.example.internal.". A source stores and looks them up like any

@@ -183,7 +183,7 @@ func TestWildcardBeforeForward(t *testing.T) {
 			dns.RcodeToString[resp.Msg.Rcode], resp.Msg.Answer, resp.Source)
 	}
 	resp = query(p, "www.example.com.", dns.TypeA)
-	if got := rrStrings(resp.Msg.Answer); len(got) != 1 || resp.Source != KindForward {
+	if got := rrStrings(resp.Msg.Answer); len(got) != 1 || resp.Source != kindForward {
 		t.Errorf("www.example.com.: answer %q source %q, want the forwarded answer", got, resp.Source)
 	}
 	if q := fwd.questions(); !slices.Equal(q, []string{"apps.internal. A", "www.example.com. A"}) {

@@ -382,7 +382,8 @@ func (f *agingForward) msg(q *pipeline.Question) *dns.Msg {
 func (f *agingForward) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result {
 	return pipeline.Result{Status: pipeline.Answered, Msg: f.msg(q)}
 }
-func (f *agingForward) Kind() string   { return pipeline.KindForward }
+func (f *agingForward) Kind() string   { return "forward" }
+func (f *agingForward) Remote() bool   { return true }
 func (f *agingForward) TTL() uint32    { return 0 }
 func (f *agingForward) Serial() uint32 { return 0 }
 func (f *agingForward) Pin(string, uint16, bool, bool, *dns.Msg) (any, uint32) {

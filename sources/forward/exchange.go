@@ -17,7 +17,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dnsd/dnsd/metrics"
+	"github.com/dnsd/dnsd/internal/rcode"
 )
 
 // upstream is one upstream of a pool with its health and idle connections.
@@ -95,15 +95,15 @@ func deadline(ctx context.Context, start time.Time, timeout time.Duration) time.
 }
 
 func (u *upstream) observe(start time.Time, m *dns.Msg, err error) {
-	rcode := "error"
+	label := "error"
 	switch {
 	case err == nil:
-		rcode = metrics.RcodeLabel(m.Rcode)
+		label = rcode.Label(m.Rcode)
 		u.latency.Observe(time.Since(start).Seconds())
 	case isTimeout(err):
-		rcode = "timeout"
+		label = "timeout"
 	}
-	u.requests.WithLabelValues(rcode).Inc()
+	u.requests.WithLabelValues(label).Inc()
 }
 
 func isTimeout(err error) bool {

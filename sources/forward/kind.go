@@ -10,6 +10,9 @@ import (
 	"github.com/dnsd/dnsd/sources/kind"
 )
 
+// Name is the forward kind's name: its key in a zone's source list.
+const Name = "forward"
+
 // Kind is the forward source kind. It holds the kind's process-lifetime
 // state: the response cache shared by every forward source (kept across
 // reloads) and the kind's metrics, both created by the first build, and
@@ -34,7 +37,7 @@ var (
 func NewKind() *Kind { return &Kind{settings: describe(), probes: NewLoopProbes()} }
 
 // Name implements config.SourceKind.
-func (*Kind) Name() string { return pipeline.KindForward }
+func (*Kind) Name() string { return Name }
 
 // DefaultFallthrough implements config.SourceKind.
 func (*Kind) DefaultFallthrough() bool { return true }

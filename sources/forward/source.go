@@ -53,7 +53,13 @@ func NewSource(pool *Pool, cache *Cache, met *Metrics, except []string, zone str
 }
 
 // Kind is "forward".
-func (s *Source) Kind() string { return pipeline.KindForward }
+func (s *Source) Kind() string { return Name }
+
+var _ pipeline.Remote = (*Source)(nil)
+
+// Remote implements pipeline.Remote: a forward source asks its upstreams
+// per query.
+func (*Source) Remote() bool { return true }
 
 // TTL is the SOA minimum of negative answers caused by this source (an
 // `except` name without fallthrough): the cache's negative_ttl.

@@ -19,7 +19,7 @@ import (
 func TestKindAndExcept(t *testing.T) {
 	u := startUpstream(t)
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig(), "corp.internal.", "lan.")
-	if s.Kind() != pipeline.KindForward || s.Kind() != "forward" {
+	if s.Kind() != Name || s.Kind() != "forward" {
 		t.Fatalf("Kind() = %q", s.Kind())
 	}
 	for _, name := range []string{"corp.internal.", "a.b.corp.internal.", "x.lan."} {
