@@ -140,8 +140,8 @@ func TestDefaults(t *testing.T) {
 		Log:    Log{Level: slog.LevelInfo, Format: "text"},
 		ACL:    ACL{Default: true},
 		Limits: Limits{UDPBuffer: 1232, MaxTCPConnections: 1000, MaxTCPPerClient: 64, MaxTCPPipeline: 16, UDPRcvBuf: 4 << 20, TCPIdleTimeout: 10 * time.Second, MaxTransfers: 10},
-		Cache: Cache{Size: 100000, MaxTTL: time.Hour, NegativeTTL: 5 * time.Minute,
-			ServeStale: time.Hour, Prefetch: true},
+		Blocks: map[string]any{forward.CacheKey: &forward.CacheConfig{Size: 100000, MaxTTL: time.Hour, NegativeTTL: 5 * time.Minute,
+			ServeStale: time.Hour, Prefetch: true}},
 		Zones: []Zone{{
 			Key:   "home.arpa",
 			Names: []string{"home.arpa."},
@@ -276,8 +276,8 @@ func TestProductionExample(t *testing.T) {
 	if cfg.Limits != (Limits{UDPBuffer: 4096, MaxTCPConnections: 250, MaxTCPPerClient: 16, MaxTCPPipeline: 4, UDPRcvBuf: 8 << 20, TCPIdleTimeout: 3 * time.Second, RatePerClient: 200, RateDrop: true, MaxTransfers: 4}) {
 		t.Errorf("limits = %+v", cfg.Limits)
 	}
-	if cfg.Cache != (Cache{Size: 0, MinTTL: 30 * time.Second, MaxTTL: 24 * time.Hour, NegativeTTL: time.Minute}) {
-		t.Errorf("cache = %+v", cfg.Cache)
+	if c := cfg.Blocks[forward.CacheKey].(*forward.CacheConfig); *c != (forward.CacheConfig{Size: 0, MinTTL: 30 * time.Second, MaxTTL: 24 * time.Hour, NegativeTTL: time.Minute}) {
+		t.Errorf("cache = %+v", *c)
 	}
 	corp := cfg.Zones[0]
 	if len(corp.Names) != 1+16+1 || corp.Names[0] != "corp.internal." || corp.Names[1] != "0.20.10.in-addr.arpa." ||

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Defaults, in one place. docs/configuration.md documents each of them.
+// Defaults of the top-level settings this package reads (a kind's are
+// in its settings struct). docs/configuration.md documents each of them.
 const (
 	DefaultListen            = "127.0.0.1:53"
 	DefaultUDPBuffer         = 1232
@@ -15,11 +16,6 @@ const (
 	DefaultUDPRcvBuf         = 4 << 20
 	DefaultTCPIdleTimeout    = 10 * time.Second
 	DefaultMaxTransfers      = 10
-
-	DefaultCacheSize   = 100000
-	DefaultMaxTTL      = time.Hour
-	DefaultNegativeTTL = 5 * time.Minute
-	DefaultServeStale  = time.Hour
 )
 
 // Upper bounds of TTL settings.
@@ -40,15 +36,5 @@ func defaultLimits() Limits {
 		UDPRcvBuf:         DefaultUDPRcvBuf,
 		TCPIdleTimeout:    DefaultTCPIdleTimeout,
 		MaxTransfers:      DefaultMaxTransfers,
-	}
-}
-
-func defaultCache() Cache {
-	return Cache{
-		Size:        DefaultCacheSize,
-		MaxTTL:      DefaultMaxTTL,
-		NegativeTTL: DefaultNegativeTTL,
-		ServeStale:  DefaultServeStale,
-		Prefetch:    true,
 	}
 }

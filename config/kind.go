@@ -22,6 +22,14 @@ type SourceKind interface {
 	Settings() *Settings
 }
 
+// BlockOwner is implemented by kinds that own a top-level block of
+// dnsd.yaml besides their sources' settings (the forward kind's cache):
+// the parser accepts the key, reads it with the block's Settings into
+// Config.Blocks[key], and the schema describes it.
+type BlockOwner interface {
+	Block() (key string, settings *Settings)
+}
+
 // SyncWaiter is implemented by the settings of kinds whose backends load
 // asynchronously (a cluster, etcd): SyncWait is how long start-up
 // readiness and a reload wait for their first sync (sync_timeout).
@@ -39,6 +47,17 @@ func (ks Kinds) lookup(name string) SourceKind {
 		}
 	}
 	return nil
+}
+
+// blocks returns the kinds that own a top-level block, in list order.
+func (ks Kinds) blocks() []BlockOwner {
+	var out []BlockOwner
+	for _, k := range ks {
+		if o, ok := k.(BlockOwner); ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // names returns the kinds' names, sorted.

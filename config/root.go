@@ -14,7 +14,18 @@ import (
 	"github.com/dnsd/dnsd/internal/quote"
 )
 
-var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "cache", "rotate", "zones", "views", "transfer"}
+var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "rotate", "zones", "views", "transfer"}
+
+// rootKeys are the top-level keys: this package's and the blocks the
+// kinds own.
+func (p *Parser) rootKeys() []string {
+	keys := slices.Clone(rootKeys)
+	for _, o := range p.kinds.blocks() {
+		key, _ := o.Block()
+		keys = append(keys, key)
+	}
+	return keys
+}
 
 func (p *Parser) config(root *yaml.Node) *Config {
 	cfg := &Config{
@@ -22,14 +33,18 @@ func (p *Parser) config(root *yaml.Node) *Config {
 		Log:    defaultLog(),
 		ACL:    ACL{Default: true},
 		Limits: defaultLimits(),
-		Cache:  defaultCache(),
+		Blocks: map[string]any{},
+	}
+	for _, o := range p.kinds.blocks() {
+		key, s := o.Block()
+		cfg.Blocks[key] = s.New()
 	}
 	if isNull(root) {
 		p.ErrorAt(Pos{File: p.file, Line: 1, Col: 1}, "", "no zones: the file is empty (it needs at least a zones: mapping)")
 		return cfg
 	}
 	p.noteSecretFiles(root)
-	m := p.Mapping(root, "", rootKeys...)
+	m := p.Mapping(root, "", p.rootKeys()...)
 	if m == nil {
 		return cfg
 	}
@@ -50,7 +65,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	p.log(m, &cfg.Log)
 	p.acl(m, &cfg.ACL)
 	p.limits(m, &cfg.Limits)
-	p.cache(m, &cfg.Cache)
+	p.blocks(m, cfg.Blocks)
 	m.Bool("rotate", &cfg.Rotate)
 	cfg.Zones = p.zones(m)
 	cfg.Views = p.views(m, cfg.Listen)
@@ -314,25 +329,15 @@ func (p *Parser) limits(m *Mapping, l *Limits) {
 	lm.Int("max_transfers", &l.MaxTransfers, 1, 10000)
 }
 
-func (p *Parser) cache(m *Mapping, c *Cache) {
-	n, path := m.Get("cache")
-	cm := p.Mapping(n, path, "size", "min_ttl", "max_ttl", "negative_ttl", "serve_stale", "prefetch")
-	if cm == nil {
-		return
-	}
-	ttl := DurLimit{Max: MaxTTL, Seconds: true}
-	cm.Int("size", &c.Size, 0, MaxInt)
-	minN := cm.Duration("min_ttl", &c.MinTTL, ttl)
-	maxN := cm.Duration("max_ttl", &c.MaxTTL, ttl)
-	cm.Duration("negative_ttl", &c.NegativeTTL, ttl)
-	cm.Duration("serve_stale", &c.ServeStale, nonNegative)
-	cm.Bool("prefetch", &c.Prefetch)
-	if c.MinTTL > c.MaxTTL {
-		at, key := minN, "min_ttl"
-		if at == nil {
-			at, key = maxN, "max_ttl"
+// blocks reads the top-level blocks the kinds own into their settings
+// (defaults already in place).
+func (p *Parser) blocks(m *Mapping, into map[string]any) {
+	for _, o := range p.kinds.blocks() {
+		key, s := o.Block()
+		n, path := m.Get(key)
+		if bm := p.Mapping(n, path, s.Keys()...); bm != nil {
+			into[key] = s.Parse(&SourceBlock{Mapping: bm, Parser: p, Path: path, At: m.KeyNode(key)})
 		}
-		p.Errorf(at, KeyPath(path, key), "min_ttl (%s) is greater than max_ttl (%s)", c.MinTTL, c.MaxTTL)
 	}
 }
 

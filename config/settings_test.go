@@ -179,3 +179,45 @@ func TestSettingsBadDescription(t *testing.T) {
 		}()
 	}
 }
+
+// demoOwner is a kind that owns a top-level block.
+type demoOwner struct {
+	demoKind
+	block *Settings
+}
+
+func (k demoOwner) Block() (string, *Settings) { return "demo_block", k.block }
+
+// A kind's top-level block: a known key, read with its Settings into
+// Config.Blocks (defaults when not written), described in the schema.
+func TestSettingsBlock(t *testing.T) {
+	kinds := Kinds{demoOwner{demoKind{demo()}, demo()}}
+	const zones = "zones:\n  x.test:\n    - demo\n"
+	cfg, err := Parse("demo.yaml", []byte(zones), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := cfg.Blocks["demo_block"].(*demoSettings); b.N != 3 || b.derived != 6 {
+		t.Errorf("block not written: got %+v, want the defaults", *b)
+	}
+	cfg, err = Parse("demo.yaml", []byte("demo_block: {n: 4}\n"+zones), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := cfg.Blocks["demo_block"].(*demoSettings); b.N != 4 || b.derived != 8 {
+		t.Errorf("block: got %+v, want n 4", *b)
+	}
+	_, err = Parse("demo.yaml", []byte("demo_block: {n: 0, zz: 1}\n"+zones), kinds)
+	want := "demo.yaml:1:17: demo_block.n: 0 is out of range: must be between 1 and 9\n" +
+		"demo.yaml:1:20: demo_block.zz: unknown key \"zz\" (known: file, list, mode, n, name, on, secret, sub, ttl, upper, wait)"
+	if errString(err) != want {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, want)
+	}
+	data, err := JSONSchema(kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"demo_block": {`+"\n"+`      "description": "Demo.",`) {
+		t.Errorf("the schema has no demo_block property:\n%s", data)
+	}
+}

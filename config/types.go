@@ -27,7 +27,10 @@ type Config struct {
 	Log     Log
 	ACL     ACL
 	Limits  Limits
-	Cache   Cache
+	// Blocks are the top-level blocks the kinds own (BlockOwner), by
+	// key: each the owner's settings value, its defaults when the block
+	// is not written (forward's cache).
+	Blocks map[string]any
 	// Rotate: answers rotate the order of their A and AAAA records, one
 	// step per response (key rotate, default false).
 	Rotate bool
@@ -96,16 +99,6 @@ type Limits struct {
 	RatePerClient     int           // UDP responses/s per /24 (/56), 0 = off
 	RateDrop          bool          // over the rate: drop instead of TC=1 (key limits.rate_drop)
 	MaxTransfers      int           // zone transfers (AXFR, IXFR) sent at once, default 10; more get SERVFAIL
-}
-
-// Cache configures the forward response cache.
-type Cache struct {
-	Size        int           // default 100000
-	MinTTL      time.Duration // default 0
-	MaxTTL      time.Duration // default 1h
-	NegativeTTL time.Duration // default 5m
-	ServeStale  time.Duration // default 1h, 0 = off
-	Prefetch    bool          // default true
 }
 
 // Zone is one key of `zones:`: one or more zone names sharing one ordered

@@ -47,12 +47,20 @@ func flag(b bool) byte {
 
 // CacheConfig is the `cache:` section.
 type CacheConfig struct {
-	Size        int           // entries; 0 disables the cache
-	MinTTL      time.Duration // floor of positive TTLs
-	MaxTTL      time.Duration // cap of positive TTLs
-	NegativeTTL time.Duration // cap of NXDOMAIN/NODATA TTLs (RFC 2308)
-	ServeStale  time.Duration // how long after expiry an entry may be served while upstreams fail; 0 = off
-	Prefetch    bool          // refresh popular entries before they expire
+	// Size is the entries; 0 disables the cache. Default 100000.
+	Size int `dnsd:"size" default:"100000" doc:"Entries."`
+	// MinTTL is the floor of positive TTLs: default 0, at most 7d.
+	MinTTL time.Duration `dnsd:"min_ttl" dur:"ttl" doc:"Lowest TTL an answer is cached for (at most 7 days, whole seconds)."`
+	// MaxTTL is the cap of positive TTLs: default 1h, at most 7d.
+	MaxTTL time.Duration `dnsd:"max_ttl" default:"1h" dur:"ttl" doc:"Highest TTL an answer is cached for (at most 7 days, whole seconds)."`
+	// NegativeTTL is the cap of NXDOMAIN/NODATA TTLs (RFC 2308): default
+	// 5m, at most 7d.
+	NegativeTTL time.Duration `dnsd:"negative_ttl" default:"5m" dur:"ttl" doc:"Cap for NXDOMAIN/NODATA answers (whole seconds)."`
+	// ServeStale is how long after expiry an entry may be served while
+	// upstreams fail: default 1h; 0 = off.
+	ServeStale time.Duration `dnsd:"serve_stale" default:"1h" doc:"Serve expired entries this long while upstreams fail; 0 = off."`
+	// Prefetch: refresh popular entries before they expire; default true.
+	Prefetch bool `dnsd:"prefetch" default:"true" doc:"Refresh popular entries before they expire."`
 }
 
 // Serve-stale and prefetch constants (RFC 8767 §5 and common practice).

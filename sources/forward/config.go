@@ -61,6 +61,26 @@ type UpstreamConfig struct {
 	Pos        config.Pos
 }
 
+// CacheKey is the top-level key of the forward kind's block: the
+// response cache every forward source shares.
+const CacheKey = "cache"
+
+// describeCache describes the cache block.
+func describeCache() *config.Settings {
+	return config.NewSettings(config.Description[CacheConfig]{
+		Schema: config.Schema{Description: "The response cache of forward sources.", Type: config.TObject},
+		Check: func(b *config.SourceBlock, c *CacheConfig) {
+			if c.MinTTL > c.MaxTTL {
+				at, key := b.Get("min_ttl")
+				if at == nil {
+					at, key = b.Get("max_ttl")
+				}
+				b.Errorf(at, key, "min_ttl (%s) is greater than max_ttl (%s)", c.MinTTL, c.MaxTTL)
+			}
+		},
+	})
+}
+
 // parseUpstreams reads upstreams (see parseUpstream), no duplicates.
 func parseUpstreams(b *config.SourceBlock, f *Config) {
 	vals, nodes, upath, present := b.Strings("upstreams")

@@ -19,6 +19,7 @@ const Name = "forward"
 // the loop probes in flight.
 type Kind struct {
 	settings *config.Settings
+	cacheSet *config.Settings // the cache block
 	mu       sync.Mutex
 	cache    *Cache
 	metrics  *Metrics
@@ -31,10 +32,13 @@ var (
 	_ kind.Swapper      = (*Kind)(nil)
 	_ kind.CacheFlusher = (*Kind)(nil)
 	_ io.Closer         = (*Kind)(nil)
+	_ config.BlockOwner = (*Kind)(nil)
 )
 
 // NewKind returns the forward kind.
-func NewKind() *Kind { return &Kind{settings: describe(), probes: NewLoopProbes()} }
+func NewKind() *Kind {
+	return &Kind{settings: describe(), cacheSet: describeCache(), probes: NewLoopProbes()}
+}
 
 // Name implements config.SourceKind.
 func (*Kind) Name() string { return Name }
@@ -44,6 +48,14 @@ func (*Kind) DefaultFallthrough() bool { return true }
 
 // Settings implements config.SourceKind.
 func (k *Kind) Settings() *config.Settings { return k.settings }
+
+// Block implements config.BlockOwner: the top-level cache block.
+func (k *Kind) Block() (string, *config.Settings) { return CacheKey, k.cacheSet }
+
+// cacheConfig is cfg's cache block.
+func cacheConfig(cfg *config.Config) CacheConfig {
+	return *cfg.Blocks[CacheKey].(*CacheConfig)
+}
 
 // Prepare implements kind.Preparer: the cache and its metrics exist from
 // the first build, forward source or not (docs/operations.md lists
@@ -57,7 +69,7 @@ func (k *Kind) cacheAndMetrics(env *kind.Env) (*Cache, *Metrics) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cache == nil {
-		k.cache = NewCache(cacheConfig(env.Config.Cache))
+		k.cache = NewCache(cacheConfig(env.Config))
 		k.metrics = NewMetrics(env.Registerer, k.cache)
 	}
 	return k.cache, k.metrics
@@ -70,10 +82,6 @@ func (k *Kind) built() *Cache {
 	return k.cache
 }
 
-func cacheConfig(c config.Cache) CacheConfig {
-	return CacheConfig{Size: c.Size, MinTTL: c.MinTTL, MaxTTL: c.MaxTTL, NegativeTTL: c.NegativeTTL, ServeStale: c.ServeStale, Prefetch: c.Prefetch}
-}
-
 // Swapped implements kind.Swapper: the cache takes cfg's settings
 // (keeping its entries) and drops the entries whose names no longer reach
 // a forward source that would take them; the new pipeline's forward
@@ -83,7 +91,7 @@ func (k *Kind) Swapped(cfg *config.Config, p *pipeline.Pipeline) {
 	if cache == nil {
 		return
 	}
-	cache.Configure(cacheConfig(cfg.Cache))
+	cache.Configure(cacheConfig(cfg))
 	cache.Retain(func(key Key) bool {
 		return p.Forwards(key.Name, func(s pipeline.Source) bool {
 			fs, ok := s.(*Source)
@@ -150,7 +158,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 				return nil, err
 			}
 		}
-		return NewSource(nil, cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
+		return NewSource(nil, cache, met, c.Except, zone, cacheConfig(cfg).NegativeTTL), nil
 	}
 	if c.TLSCA != "" {
 		opts.TLSCASum = CASum(c.TLSCA) // a rewritten CA file makes a new pool
@@ -166,5 +174,5 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	if err != nil {
 		return nil, err
 	}
-	return NewSource(v.(*Pool), cache, met, c.Except, zone, cfg.Cache.NegativeTTL), nil
+	return NewSource(v.(*Pool), cache, met, c.Except, zone, cacheConfig(cfg).NegativeTTL), nil
 }
