@@ -7,10 +7,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// SourceKind is what the parser knows of one source kind. Each kind's
+// KindParser is what the parser knows of one source kind. Each kind's
 // package under sources/ implements it beside its backend; the program
 // passes the list of kinds to Load, so this package names none of them.
-type SourceKind interface {
+type KindParser interface {
 	// Name is the key that selects the kind in a zone's source list.
 	Name() string
 	// DefaultFallthrough is the source's fallthrough when not written.
@@ -37,10 +37,10 @@ type SyncWaiter interface {
 	SyncWait() time.Duration
 }
 
-// Kinds is the list of source kinds a config may use.
-type Kinds []SourceKind
+// KindParsers is the list of source kinds a config may use.
+type KindParsers []KindParser
 
-func (ks Kinds) lookup(name string) SourceKind {
+func (ks KindParsers) lookup(name string) KindParser {
 	for _, k := range ks {
 		if k.Name() == name {
 			return k
@@ -50,7 +50,7 @@ func (ks Kinds) lookup(name string) SourceKind {
 }
 
 // blocks returns the kinds that own a top-level block, in list order.
-func (ks Kinds) blocks() []BlockOwner {
+func (ks KindParsers) blocks() []BlockOwner {
 	var out []BlockOwner
 	for _, k := range ks {
 		if o, ok := k.(BlockOwner); ok {
@@ -61,7 +61,7 @@ func (ks Kinds) blocks() []BlockOwner {
 }
 
 // names returns the kinds' names, sorted.
-func (ks Kinds) names() []string {
+func (ks KindParsers) names() []string {
 	out := make([]string, 0, len(ks))
 	for _, k := range ks {
 		out = append(out, k.Name())
@@ -70,11 +70,11 @@ func (ks Kinds) names() []string {
 	return out
 }
 
-// SourceBlock is one source's settings while they are parsed: the
+// Block is one source's settings while they are parsed: the
 // checked mapping (only the kind's keys, no duplicates; empty when the
 // source was written without settings) with the parser that reports
 // problems, the mapping's YAML path and the zone key it belongs to.
-type SourceBlock struct {
+type Block struct {
 	*Mapping
 	Parser *Parser
 	Path   string
@@ -87,7 +87,7 @@ type SourceBlock struct {
 }
 
 // Errorf reports a problem at node n (nil: the kind's key) of the block.
-func (b *SourceBlock) Errorf(n *yaml.Node, path, format string, args ...any) {
+func (b *Block) Errorf(n *yaml.Node, path, format string, args ...any) {
 	if n == nil {
 		n = b.At
 	}

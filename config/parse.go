@@ -29,7 +29,7 @@ const maxConfigSize = 64 << 20
 // file gives an ErrorList with every problem found. A path that is not a
 // regular file (a FIFO, a device, a directory) is an error found without
 // reading it, so a start or a reload never blocks on it.
-func Load(path string, kinds Kinds) (*Config, error) {
+func Load(path string, kinds KindParsers) (*Config, error) {
 	data, _, err := fsutil.ReadFile(path, maxConfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading config %s: %w", path, unwrapPathErr(err))
@@ -42,7 +42,7 @@ func Load(path string, kinds Kinds) (*Config, error) {
 // material, ...) are resolved against its directory. Parse checks that
 // those files are readable but never touches the network. kinds are the
 // source kinds zones may use.
-func Parse(file string, data []byte, kinds Kinds) (*Config, error) {
+func Parse(file string, data []byte, kinds KindParsers) (*Config, error) {
 	p := &Parser{file: file, dir: filepath.Dir(file), kinds: kinds}
 	cfg := p.parse(data)
 	if len(p.errs) > 0 {
@@ -56,7 +56,7 @@ func Parse(file string, data []byte, kinds Kinds) (*Config, error) {
 type Parser struct {
 	file  string
 	dir   string // directory of file, base of relative paths
-	kinds Kinds
+	kinds KindParsers
 	errs  ErrorList
 	// secrets: the key, password, certificate and kubeconfig files that
 	// dnsd.yaml names, cleaned and with links resolved (see SecretFile).

@@ -336,7 +336,7 @@ func (p *Parser) blocks(m *Mapping, into map[string]any) {
 		key, s := o.Block()
 		n, path := m.Get(key)
 		if bm := p.Mapping(n, path, s.Keys()...); bm != nil {
-			into[key] = s.Parse(&SourceBlock{Mapping: bm, Parser: p, Path: path, At: m.KeyNode(key)})
+			into[key] = s.Parse(&Block{Mapping: bm, Parser: p, Path: path, At: m.KeyNode(key)})
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 // out-of-range numbers); dnsd check catches the rest (readable files,
 // duplicates, names inside their zone, whole-second TTLs, upper bounds of
 // durations).
-func JSONSchema(kinds Kinds) ([]byte, error) {
+func JSONSchema(kinds KindParsers) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -147,7 +147,7 @@ func FallthroughSchema(def bool) *Schema {
 	return BoolSchema("When the source has no data for a name, ask the next source of the zone instead of answering NXDOMAIN/NODATA.", def)
 }
 
-func rootSchema(kinds Kinds) *Schema {
+func rootSchema(kinds KindParsers) *Schema {
 	cidr := PatternSchema("An address/prefix-length (10.0.0.0/8, fd00::/8) or a bare IP.", `^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$`)
 	source := &Schema{Description: "One source: a mapping with exactly one key, the source kind, and its settings; or just the kind, with every setting at its default."}
 	defs := map[string]*Schema{}

@@ -37,9 +37,9 @@ type Settings struct {
 	typ      reflect.Type
 	base     Schema
 	fields   []*setting
-	hooks    map[string]func(*SourceBlock, any)
-	unlisted map[string]func(*SourceBlock, any)
-	check    func(*SourceBlock, any)
+	hooks    map[string]func(*Block, any)
+	unlisted map[string]func(*Block, any)
+	check    func(*Block, any)
 	items    map[string]*Schema
 }
 
@@ -55,13 +55,13 @@ type Description[T any] struct {
 	// Fields are per-key hooks: the key is read by its hook (checks
 	// beyond its type: files, names, URLs) instead of plainly decoded.
 	// The field's default and schema still come from its tags.
-	Fields map[string]func(b *SourceBlock, c *T)
+	Fields map[string]func(b *Block, c *T)
 	// Unlisted are keys the parser accepts only to say something about
 	// them (a key that must not be used); the schema has no such key.
-	Unlisted map[string]func(b *SourceBlock, c *T)
+	Unlisted map[string]func(b *Block, c *T)
 	// Check runs after every key was read: rules across keys and checks
 	// of the decoded values.
-	Check func(b *SourceBlock, c *T)
+	Check func(b *Block, c *T)
 }
 
 // setting is one key of a settings mapping.
@@ -98,12 +98,12 @@ func NewSettings[T any](d Description[T]) *Settings {
 		panic(fmt.Sprintf("config.NewSettings(%s): %v", typ, err))
 	}
 	s := &Settings{typ: typ, base: d.Schema, fields: fields, items: d.Items,
-		hooks: map[string]func(*SourceBlock, any){}, unlisted: map[string]func(*SourceBlock, any){}}
+		hooks: map[string]func(*Block, any){}, unlisted: map[string]func(*Block, any){}}
 	for key, h := range d.Fields {
 		if s.field(key) == nil {
 			panic(fmt.Sprintf("config.NewSettings(%s): hook for unknown key %q", typ, key))
 		}
-		s.hooks[key] = func(b *SourceBlock, v any) { h(b, v.(*T)) }
+		s.hooks[key] = func(b *Block, v any) { h(b, v.(*T)) }
 	}
 	for _, f := range fields {
 		if f.kind == reflect.Slice && typ.Field(f.index).Type.Elem().Kind() != reflect.String && d.Fields[f.key] == nil {
@@ -111,10 +111,10 @@ func NewSettings[T any](d Description[T]) *Settings {
 		}
 	}
 	for key, h := range d.Unlisted {
-		s.unlisted[key] = func(b *SourceBlock, v any) { h(b, v.(*T)) }
+		s.unlisted[key] = func(b *Block, v any) { h(b, v.(*T)) }
 	}
 	if d.Check != nil {
-		s.check = func(b *SourceBlock, v any) { d.Check(b, v.(*T)) }
+		s.check = func(b *Block, v any) { d.Check(b, v.(*T)) }
 	}
 	return s
 }
@@ -278,7 +278,7 @@ func setDefaults(v reflect.Value, fields []*setting) {
 // Parse reads one source's settings mapping: defaults, then every key
 // in the struct's order (by its hook or plainly), the unlisted keys, and
 // the check hook. Every problem is reported through b.
-func (s *Settings) Parse(b *SourceBlock) any {
+func (s *Settings) Parse(b *Block) any {
 	v := s.New()
 	rv := reflect.ValueOf(v).Elem()
 	for _, f := range s.fields {
@@ -300,7 +300,7 @@ func (s *Settings) Parse(b *SourceBlock) any {
 }
 
 // decode reads one plain key of m into dst.
-func (b *SourceBlock) decode(m *Mapping, f *setting, dst reflect.Value) {
+func (b *Block) decode(m *Mapping, f *setting, dst reflect.Value) {
 	switch {
 	case f.dur:
 		d := time.Duration(dst.Int())
@@ -358,7 +358,7 @@ func settingKeys(fields []*setting) []string {
 
 // Sub returns the checked mapping of a nested settings key (a field of
 // struct type), nil when the key was not written or is not a mapping.
-func (b *SourceBlock) Sub(key string) *Mapping { return b.subs[key] }
+func (b *Block) Sub(key string) *Mapping { return b.subs[key] }
 
 // Schema describes the settings mapping for dnsd.schema.json; the
 // fallthrough key is added by the caller.

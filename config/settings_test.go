@@ -31,16 +31,16 @@ type demoSub struct {
 func demo() *Settings {
 	return NewSettings(Description[demoSettings]{
 		Schema: Schema{Description: "Demo.", Type: "object"},
-		Fields: map[string]func(*SourceBlock, *demoSettings){"upper": func(b *SourceBlock, c *demoSettings) {
+		Fields: map[string]func(*Block, *demoSettings){"upper": func(b *Block, c *demoSettings) {
 			vals, _, _, _ := b.Strings("upper")
 			for _, v := range vals {
 				c.Upper = append(c.Upper, strings.ToUpper(v))
 			}
 		}},
-		Unlisted: map[string]func(*SourceBlock, *demoSettings){"secret": func(b *SourceBlock, _ *demoSettings) {
+		Unlisted: map[string]func(*Block, *demoSettings){"secret": func(b *Block, _ *demoSettings) {
 			b.Errorf(b.KeyNode("secret"), KeyPath(b.Path, "secret"), "never inline")
 		}},
-		Check: func(b *SourceBlock, c *demoSettings) {
+		Check: func(b *Block, c *demoSettings) {
 			c.derived = c.N * 2
 			if b.Sub("sub") != nil && c.Sub.Host == "" {
 				b.Errorf(nil, b.Path, "sub needs host")
@@ -58,7 +58,7 @@ func (k demoKind) Settings() *Settings    { return k.s }
 
 func parseDemo(t *testing.T, settings string) (*demoSettings, error) {
 	t.Helper()
-	cfg, err := Parse("demo.yaml", []byte("zones:\n  x.test:\n    - demo: "+settings+"\n"), Kinds{demoKind{demo()}})
+	cfg, err := Parse("demo.yaml", []byte("zones:\n  x.test:\n    - demo: "+settings+"\n"), KindParsers{demoKind{demo()}})
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func TestSettingsBadDescription(t *testing.T) {
 		"option":  func() { NewSettings(Description[badOption]{}) },
 		"hook":    func() { NewSettings(Description[listNeedsHook]{}) },
 		"unknown hook": func() {
-			NewSettings(Description[badOption]{Fields: map[string]func(*SourceBlock, *badOption){"zz": nil}})
+			NewSettings(Description[badOption]{Fields: map[string]func(*Block, *badOption){"zz": nil}})
 		},
 	} {
 		func() {
@@ -191,7 +191,7 @@ func (k demoOwner) Block() (string, *Settings) { return "demo_block", k.block }
 // A kind's top-level block: a known key, read with its Settings into
 // Config.Blocks (defaults when not written), described in the schema.
 func TestSettingsBlock(t *testing.T) {
-	kinds := Kinds{demoOwner{demoKind{demo()}, demo()}}
+	kinds := KindParsers{demoOwner{demoKind{demo()}, demo()}}
 	const zones = "zones:\n  x.test:\n    - demo\n"
 	cfg, err := Parse("demo.yaml", []byte(zones), kinds)
 	if err != nil {

@@ -18,23 +18,23 @@ import (
 // Transfer is one item of the top-level transfer list: zones that
 // secondaries may copy (AXFR, IXFR) and are told about (NOTIFY).
 type Transfer struct {
-	Zones  []string       // lower-case FQDNs of top-level zones
+	Zones  []string       // lower-case FQDNs of top-level zones; required, not empty
 	Allow  []netip.Prefix // clients that may transfer; required, not empty
-	TSIG   *TSIG          // nil: unsigned transfers
-	Notify []string       // secondaries to NOTIFY, ip:port (default port 53)
-	// NotifySource is the address NOTIFYs leave from; invalid (unset):
-	// the address of the listen entry of the target's family.
+	TSIG   *TSIG          // default nil: unsigned transfers
+	Notify []string       // secondaries to NOTIFY, ip:port (default port 53); default none
+	// NotifySource is the address NOTIFYs leave from; default invalid
+	// (unset): the address of the listen entry of the target's family.
 	NotifySource netip.Addr
-	Pos          Pos
+	Pos          Pos // where the item is written
 }
 
 // TSIG is a transfer item's shared key (RFC 8945). Its String and
 // LogValue never show the secret.
 type TSIG struct {
-	Name       string // key name, lower-case FQDN
-	Algorithm  string // miekg/dns name: "hmac-sha256." ...
-	SecretFile string // resolved path
-	Secret     string // base64 of the decoded key (what miekg/dns takes)
+	Name       string // key name, lower-case FQDN; required
+	Algorithm  string // miekg/dns name: "hmac-sha256." ...; required
+	SecretFile string // resolved path; required
+	Secret     string // base64 of the decoded key (what miekg/dns takes), read from SecretFile
 }
 
 func (k *TSIG) String() string {

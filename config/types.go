@@ -18,15 +18,15 @@ func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.
 
 // Config is a whole, validated dnsd.yaml with defaults applied.
 type Config struct {
-	File   string // path it was read from
-	Listen []Listen
-	TLS    *TLS   // nil when absent
-	HTTP   string // "" = disabled
+	File   string   // path it was read from
+	Listen []Listen // default one entry, DefaultListen
+	TLS    *TLS     // default nil: no tls block
+	HTTP   string   // default "": disabled
 	// HTTPPos is where http is set (for errors such as a failed bind).
 	HTTPPos Pos
-	Log     Log
-	ACL     ACL
-	Limits  Limits
+	Log     Log    // default level info, format text
+	ACL     ACL    // default Default: true
+	Limits  Limits // defaults: see each field
 	// Blocks are the top-level blocks the kinds own (BlockOwner), by
 	// key: each the owner's settings value, its defaults when the block
 	// is not written (forward's cache).
@@ -34,27 +34,28 @@ type Config struct {
 	// Rotate: answers rotate the order of their A and AAAA records, one
 	// step per response (key rotate, default false).
 	Rotate bool
-	Zones  []Zone // in file order
-	Views  []View // in file order; the first that matches a query wins
-	// Transfers are the zone transfer items (key transfer), in file order.
+	Zones  []Zone // in file order; required, at least one
+	Views  []View // in file order; the first that matches a query wins; default none
+	// Transfers are the zone transfer items (key transfer), in file
+	// order; default none.
 	Transfers []Transfer
 }
 
 // View is one split-horizon view: its own zones for the clients and/or
 // listen entries it names (key views).
 type View struct {
-	Name    string
-	Clients []netip.Prefix // empty: every client
-	Listen  []Listen       // entries of the top-level listen; empty: all
-	Zones   []Zone
-	Pos     Pos
+	Name    string         // required
+	Clients []netip.Prefix // default empty: every client
+	Listen  []Listen       // entries of the top-level listen; default empty: all
+	Zones   []Zone         // required
+	Pos     Pos            // where the view is written
 }
 
 // Listen is one listen entry. Proto "" means UDP and TCP on Addr.
 type Listen struct {
-	Proto string // "", "udp", "tcp", "tls", "https" (DNS over HTTPS)
+	Proto string // default "" (UDP and TCP), "udp", "tcp", "tls", "https" (DNS over HTTPS)
 	Addr  string // host:port normalised (host is an IP literal or "", port 1-65535)
-	Pos   Pos
+	Pos   Pos    // where the entry is written
 }
 
 func (l Listen) String() string {
@@ -66,26 +67,26 @@ func (l Listen) String() string {
 
 // TLS is the server certificate for tls:// listeners.
 type TLS struct {
-	Cert string
-	Key  string
-	Pos  Pos
+	Cert string // resolved path; required
+	Key  string // resolved path; required
+	Pos  Pos    // where the block is written
 }
 
 // Log configures log/slog.
 type Log struct {
 	Level   slog.Level // default info
 	Format  string     // "text" (default) | "json"
-	Queries bool       // one line per query
+	Queries bool       // one line per query; default false
 }
 
 // ACL says who may query. When Default is true, Allow was not given and
 // the documented safe default applies: everyone on a loopback listen
 // address, else only loopback and RFC 1918/4193 ranges.
 type ACL struct {
-	Allow   []netip.Prefix
-	Deny    []netip.Prefix
-	Default bool
-	Drop    bool // UDP: drop refused clients instead of answering REFUSED (key acl.drop)
+	Allow   []netip.Prefix // default none (Default)
+	Deny    []netip.Prefix // default none
+	Default bool           // default true: allow was not written
+	Drop    bool           // UDP: drop refused clients instead of answering REFUSED (key acl.drop); default false
 }
 
 // Limits are the server's resource limits.
@@ -96,8 +97,8 @@ type Limits struct {
 	MaxTCPPipeline    int           // queries of one TCP/TLS connection answered at once, default 16
 	UDPRcvBuf         int           // socket receive buffer of UDP listeners in bytes, default 4 MiB; 0 = the kernel's default
 	TCPIdleTimeout    time.Duration // default 10s
-	RatePerClient     int           // UDP responses/s per /24 (/56), 0 = off
-	RateDrop          bool          // over the rate: drop instead of TC=1 (key limits.rate_drop)
+	RatePerClient     int           // UDP responses/s per /24 (/56), default 0 = off
+	RateDrop          bool          // over the rate: drop instead of TC=1 (key limits.rate_drop), default false
 	MaxTransfers      int           // zone transfers (AXFR, IXFR) sent at once, default 10; more get SERVFAIL
 }
 
@@ -106,16 +107,16 @@ type Limits struct {
 type Zone struct {
 	Key     string   // the key as written
 	Names   []string // lower-case FQDNs ("example.internal.", "10.in-addr.arpa.", ".")
-	Sources []Source
-	Pos     Pos
+	Sources []Source // required, at least one
+	Pos     Pos      // where the key is written
 }
 
 // Source is one entry of a zone's source list.
 type Source struct {
-	Kind        string // the kind's name (SourceKind.Name)
-	Fallthrough bool   // defaulted per kind (SourceKind.DefaultFallthrough)
-	Pos         Pos
-	// Settings is what the kind's ParseSettings returned: the kind's own
+	Kind        string // the kind's name (KindParser.Name)
+	Fallthrough bool   // default per kind (KindParser.DefaultFallthrough)
+	Pos         Pos    // where the source is written
+	// Settings is what the kind's Settings read: the kind's own
 	// settings type, defaults applied.
 	Settings any
 }

@@ -284,7 +284,7 @@ func (p *Parser) sources(v *yaml.Node, path string, z *Zone) []Source {
 			continue
 		}
 		m.Bool("fallthrough", &src.Fallthrough)
-		src.Settings = kind.Settings().Parse(&SourceBlock{Mapping: m, Parser: p, Path: spath, Zone: z, At: kindNode})
+		src.Settings = kind.Settings().Parse(&Block{Mapping: m, Parser: p, Path: spath, Zone: z, At: kindNode})
 		out = append(out, src)
 	}
 	return out

@@ -83,15 +83,15 @@ func Kinds() []kind.Kind {
 }
 
 // ConfigKinds returns the kinds' parsing side for config.Load.
-func ConfigKinds() config.Kinds { return configKinds(nil) }
+func ConfigKinds() config.KindParsers { return configKinds(nil) }
 
 // ServingConfigKinds is ConfigKinds for a config loaded while another
 // serves (a reload): the kinds whose parse is long work (kind.ParsePacer)
 // give way with pace on one processor.
-func ServingConfigKinds(pace *pacing.Pacing) config.Kinds { return configKinds(pace) }
+func ServingConfigKinds(pace *pacing.Pacing) config.KindParsers { return configKinds(pace) }
 
-func configKinds(pace *pacing.Pacing) config.Kinds {
-	var out config.Kinds
+func configKinds(pace *pacing.Pacing) config.KindParsers {
+	var out config.KindParsers
 	for _, k := range Kinds() {
 		if pp, ok := k.(kind.ParsePacer); ok && pace != nil {
 			pp.PaceParses(pace)

@@ -59,8 +59,8 @@ func describe() *config.Settings {
 			Description: "SkyDNS records under an etcd prefix.", Type: config.TObject,
 			DependentRequired: map[string][]string{"username": {"password_file"}, "password_file": {"username"}},
 		},
-		Fields: map[string]func(*config.SourceBlock, *Config){"endpoints": parseEndpoints, "prefix": parsePrefix},
-		Unlisted: map[string]func(*config.SourceBlock, *Config){"password": func(b *config.SourceBlock, _ *Config) {
+		Fields: map[string]func(*config.Block, *Config){"endpoints": parseEndpoints, "prefix": parsePrefix},
+		Unlisted: map[string]func(*config.Block, *Config){"password": func(b *config.Block, _ *Config) {
 			b.Errorf(b.KeyNode("password"), config.KeyPath(b.Path, "password"), "passwords are never inline: use password_file")
 		}},
 		Check: check,
@@ -69,7 +69,7 @@ func describe() *config.Settings {
 
 // parseEndpoints reads endpoints: http(s)://host[:port] URLs, no
 // duplicates.
-func parseEndpoints(b *config.SourceBlock, e *Config) {
+func parseEndpoints(b *config.Block, e *Config) {
 	vals, nodes, epath, present := b.Strings("endpoints")
 	if present {
 		e.Endpoints = nil
@@ -98,7 +98,7 @@ func parseEndpoints(b *config.SourceBlock, e *Config) {
 }
 
 // parsePrefix reads prefix: it starts with "/"; trailing ones are cut.
-func parsePrefix(b *config.SourceBlock, e *Config) {
+func parsePrefix(b *config.Block, e *Config) {
 	if pn := b.Str("prefix", &e.Prefix); pn != nil {
 		if !strings.HasPrefix(e.Prefix, "/") {
 			b.Errorf(pn, config.KeyPath(b.Path, "prefix"), "prefix %q must start with \"/\"", e.Prefix)
@@ -113,7 +113,7 @@ func parsePrefix(b *config.SourceBlock, e *Config) {
 
 // check checks tls (a server name, a key pair, a CA, an https://
 // endpoint to use them) and that username and password_file go together.
-func check(b *config.SourceBlock, e *Config) {
+func check(b *config.Block, e *Config) {
 	path := b.Path
 	if tm := b.Sub("tls"); tm != nil {
 		_, tpath := b.Get("tls")

@@ -52,7 +52,7 @@ type Backend struct {
 	failing bool
 }
 
-// Open parses the zone of c (or takes over the parse ParseSettings made)
+// Open parses the zone of c (or takes over the parse its config check made)
 // and, when watch is set and c has a file, starts watching it. bulk (may
 // be nil) is told of every reload.
 func Open(c *Config, watch bool, logger *slog.Logger, serials *pipeline.SerialClock, bulk kind.Bulk) (*Backend, error) {

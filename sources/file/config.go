@@ -30,14 +30,14 @@ type Config struct {
 	// certificate or kubeconfig files.
 	secrets config.Secrets
 
-	// parsed is the zone as ParseSettings read it, so that a backend
+	// parsed is the zone as the config check read it, so that a backend
 	// opened by the build right after starts from it instead of parsing
 	// it again. The build lets go of it (takeParsed) either way, so a
 	// config does not keep a zone alive beside its backend's.
 	parsed *zone
 }
 
-// takeParsed returns the zone ParseSettings read, once.
+// takeParsed returns the zone the config check read, once.
 func (c *Config) takeParsed() *zone {
 	z := c.parsed
 	c.parsed = nil
@@ -60,13 +60,13 @@ func (k *Kind) describe() *config.Settings {
 				{Required: []string{"records"}, Properties: map[string]*config.Schema{"records": {Type: "array", MinItems: config.Ptr(1)}}},
 			},
 		},
-		Fields: map[string]func(*config.SourceBlock, *Config){"records": parseRecords},
+		Fields: map[string]func(*config.Block, *Config){"records": parseRecords},
 		Check:  k.check,
 	})
 }
 
 // parseRecords reads records, each with its position.
-func parseRecords(b *config.SourceBlock, c *Config) {
+func parseRecords(b *config.Block, c *Config) {
 	vals, nodes, _, _ := b.Strings("records")
 	for i, s := range vals {
 		c.Records = append(c.Records, Record{Text: s, Pos: b.Parser.Pos(nodes[i])})
@@ -76,7 +76,7 @@ func parseRecords(b *config.SourceBlock, c *Config) {
 // check parses the zone once, so a zone file that does not parse is a
 // config error with its FILE:LINE (paced when the config is loaded while
 // another serves: see PaceParses).
-func (k *Kind) check(b *config.SourceBlock, c *Config) {
+func (k *Kind) check(b *config.Block, c *Config) {
 	c.Zones, c.secrets = b.Zone.Names, b.Parser.SecretFiles()
 	if len(b.Zone.Names) > 0 {
 		c.Origin = b.Zone.Names[0]

@@ -16,7 +16,7 @@ import (
 // Kind is the file source kind.
 type Kind struct {
 	settings *config.Settings
-	// parses: how ParseSettings gives way on one processor when the
+	// parses: how the config check gives way on one processor when the
 	// config is loaded while another serves (nil: it does not).
 	parses *pacing.Pacing
 }
@@ -37,13 +37,13 @@ func NewKind() *Kind {
 	return k
 }
 
-// Name implements config.SourceKind.
+// Name implements config.KindParser.
 func (*Kind) Name() string { return "file" }
 
-// DefaultFallthrough implements config.SourceKind.
+// DefaultFallthrough implements config.KindParser.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Settings implements config.SourceKind.
+// Settings implements config.KindParser.
 func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind. One backend per zone file, records and

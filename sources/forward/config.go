@@ -45,7 +45,7 @@ func describe() *config.Settings {
 			"upstreams": config.PatternSchema("An upstream.", `^(resolv\.conf|((udp|tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(@(`+config.NamePattern+`))?|https://(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+)(:[0-9]+)?(/[^?#@ ]*)?(@(`+config.NamePattern+`))?)$`),
 			"except":    config.PatternSchema("A domain name.", `^(`+config.NamePattern+`)$`),
 		},
-		Fields: map[string]func(*config.SourceBlock, *Config){"upstreams": parseUpstreams, "tls_ca": parseTLSCA, "except": parseExcept},
+		Fields: map[string]func(*config.Block, *Config){"upstreams": parseUpstreams, "tls_ca": parseTLSCA, "except": parseExcept},
 	})
 }
 
@@ -69,7 +69,7 @@ const CacheKey = "cache"
 func describeCache() *config.Settings {
 	return config.NewSettings(config.Description[CacheConfig]{
 		Schema: config.Schema{Description: "The response cache of forward sources.", Type: config.TObject},
-		Check: func(b *config.SourceBlock, c *CacheConfig) {
+		Check: func(b *config.Block, c *CacheConfig) {
 			if c.MinTTL > c.MaxTTL {
 				at, key := b.Get("min_ttl")
 				if at == nil {
@@ -82,7 +82,7 @@ func describeCache() *config.Settings {
 }
 
 // parseUpstreams reads upstreams (see parseUpstream), no duplicates.
-func parseUpstreams(b *config.SourceBlock, f *Config) {
+func parseUpstreams(b *config.Block, f *Config) {
 	vals, nodes, upath, present := b.Strings("upstreams")
 	if !present {
 		b.Errorf(nil, b.Path, "upstreams is required (e.g. [\"1.1.1.1\", \"resolv.conf\"])")
@@ -113,7 +113,7 @@ func parseUpstreams(b *config.SourceBlock, f *Config) {
 
 // parseTLSCA reads tls_ca: a readable file of PEM certificates, for
 // tls:// and https:// upstreams.
-func parseTLSCA(b *config.SourceBlock, f *Config) {
+func parseTLSCA(b *config.Block, f *Config) {
 	cn := b.OptFile("tls_ca", &f.TLSCA)
 	if cn == nil || cn.Value == "" {
 		return
@@ -131,7 +131,7 @@ func parseTLSCA(b *config.SourceBlock, f *Config) {
 }
 
 // parseExcept reads except: domain names, lower-cased.
-func parseExcept(b *config.SourceBlock, f *Config) {
+func parseExcept(b *config.Block, f *Config) {
 	evals, enodes, epath, _ := b.Strings("except")
 	for i, s := range evals {
 		name, err := config.NormalizeName(s)

@@ -40,13 +40,13 @@ func NewKind() *Kind {
 	return &Kind{settings: describe(), cacheSet: describeCache(), probes: NewLoopProbes()}
 }
 
-// Name implements config.SourceKind.
+// Name implements config.KindParser.
 func (*Kind) Name() string { return Name }
 
-// DefaultFallthrough implements config.SourceKind.
+// DefaultFallthrough implements config.KindParser.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Settings implements config.SourceKind.
+// Settings implements config.KindParser.
 func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Block implements config.BlockOwner: the top-level cache block.

@@ -37,8 +37,8 @@ func describe() *config.Settings {
 			},
 		},
 		Items:  map[string]*config.Schema{"entries": config.PatternSchema("IP name [name...]", `^\s*[0-9A-Fa-f:.]+\s+\S`)},
-		Fields: map[string]func(*config.SourceBlock, *Config){"files": parseFiles, "entries": parseEntries},
-		Check: func(b *config.SourceBlock, _ *Config) {
+		Fields: map[string]func(*config.Block, *Config){"files": parseFiles, "entries": parseEntries},
+		Check: func(b *config.Block, _ *Config) {
 			if b.EmptyList("files") && b.EmptyList("entries") {
 				b.Errorf(nil, b.Path, "hosts needs files, entries or both")
 			}
@@ -57,7 +57,7 @@ type Entry struct {
 
 // parseFiles reads files: readable, not a secret named elsewhere, no
 // duplicates.
-func parseFiles(b *config.SourceBlock, h *Config) {
+func parseFiles(b *config.Block, h *Config) {
 	vals, nodes, fpath, _ := b.Strings("files")
 	seen := map[string]int{}
 	for i, s := range vals {
@@ -80,7 +80,7 @@ func parseFiles(b *config.SourceBlock, h *Config) {
 }
 
 // parseEntries reads entries (see parseEntry).
-func parseEntries(b *config.SourceBlock, h *Config) {
+func parseEntries(b *config.Block, h *Config) {
 	evals, enodes, epath, _ := b.Strings("entries")
 	for i, s := range evals {
 		if e, ok := parseEntry(b, enodes[i], config.IndexPath(epath, i), s); ok {
@@ -95,7 +95,7 @@ func parseEntries(b *config.SourceBlock, h *Config) {
 // example.internal": a host name is never meant under in-addr.arpa);
 // names outside the key's zones are ignored by the source. A name whose
 // first label is "*" is a wildcard ("*" alone: a wildcard at that zone).
-func parseEntry(b *config.SourceBlock, n *yaml.Node, path, s string) (Entry, bool) {
+func parseEntry(b *config.Block, n *yaml.Node, path, s string) (Entry, bool) {
 	z := b.Zone
 	e := Entry{Line: s, Pos: b.Parser.Pos(n)}
 	line := s

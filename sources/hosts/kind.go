@@ -26,13 +26,13 @@ var _ kind.Kind = (*Kind)(nil)
 // NewKind returns the hosts kind.
 func NewKind() *Kind { return &Kind{settings: describe()} }
 
-// Name implements config.SourceKind.
+// Name implements config.KindParser.
 func (*Kind) Name() string { return "hosts" }
 
-// DefaultFallthrough implements config.SourceKind.
+// DefaultFallthrough implements config.KindParser.
 func (*Kind) DefaultFallthrough() bool { return true }
 
-// Settings implements config.SourceKind.
+// Settings implements config.KindParser.
 func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind.

@@ -17,9 +17,9 @@ import (
 // is given to and may hold the kind's process-lifetime state (metrics,
 // shared connections, a cache); it must be safe for concurrent use.
 type Kind interface {
-	config.SourceKind
+	config.KindParser
 	// Build returns the source of one entry of a zone's source list;
-	// settings is what ParseSettings returned for it. Backends the source
+	// settings is what its Settings read for it. Backends the source
 	// needs are taken with env.Acquire, so that equal settings share one
 	// backend across zones and reloads. In a dry run (env.DryRun) Build
 	// checks what it can without touching the network and returns a
@@ -40,7 +40,7 @@ type Swapper interface {
 	Swapped(cfg *config.Config, p *pipeline.Pipeline)
 }
 
-// ParsePacer is implemented by kinds whose ParseSettings does long work (a
+// ParsePacer is implemented by kinds whose settings check does long work (a
 // zone file parsed in full, to report its errors with the config's). For
 // a config loaded while another serves (a reload) they are handed the
 // pacing that work gives way with on one processor (see package pacing).

@@ -39,13 +39,13 @@ type Config struct {
 func describe() *config.Settings {
 	return config.NewSettings(config.Description[Config]{
 		Schema: config.Schema{Description: "Cluster DNS from a Kubernetes API server.", Type: config.TObject},
-		Fields: map[string]func(*config.SourceBlock, *Config){"context": parseContext, "namespaces": parseNamespaces},
+		Fields: map[string]func(*config.Block, *Config){"context": parseContext, "namespaces": parseNamespaces},
 	})
 }
 
 // parseContext reads context: one the kubeconfig has (said here, at the
 // key, rather than when the connection is made).
-func parseContext(b *config.SourceBlock, k *Config) {
+func parseContext(b *config.Block, k *Config) {
 	if cn := b.Str("context", &k.Context); cn != nil && k.Context != "" {
 		if known, from, ok := kubeContexts(k.Kubeconfig); ok && !slices.Contains(known, k.Context) {
 			b.Errorf(cn, config.KeyPath(b.Path, "context"), "context %q is not in %s (it has: %s)", k.Context, from, strings.Join(known, ", "))
@@ -54,7 +54,7 @@ func parseContext(b *config.SourceBlock, k *Config) {
 }
 
 // parseNamespaces reads namespaces: DNS labels, lower-cased.
-func parseNamespaces(b *config.SourceBlock, k *Config) {
+func parseNamespaces(b *config.Block, k *Config) {
 	vals, nodes, npath, _ := b.Strings("namespaces")
 	for i, ns := range vals {
 		ns = strings.ToLower(ns)

@@ -38,14 +38,14 @@ var _ kind.Kind = (*Kind)(nil)
 // NewKind returns the kubernetes kind.
 func NewKind() *Kind { return &Kind{settings: describe()} }
 
-// Name implements config.SourceKind.
+// Name implements config.KindParser.
 func (*Kind) Name() string { return "kubernetes" }
 
-// DefaultFallthrough implements config.SourceKind: unknown cluster names
+// DefaultFallthrough implements config.KindParser: unknown cluster names
 // are NXDOMAIN, as the Kubernetes DNS specification wants.
 func (*Kind) DefaultFallthrough() bool { return false }
 
-// Settings implements config.SourceKind.
+// Settings implements config.KindParser.
 func (k *Kind) Settings() *config.Settings { return k.settings }
 
 // Build implements kind.Kind. Sources with equal settings and zones are
