@@ -183,13 +183,13 @@ func TestDocAnchors(t *testing.T) {
 var fieldDefault = regexp.MustCompile(`(?i)\b(default|zero|nil|none|empty|required|always|never|unless|false)\b|""|\b0\b`)
 
 // TestExportedFieldsDocumentDefaults: every exported field of a struct in
-// authority/, server/, pipeline/, daemon/, metrics/ and internal/ has a comment that
-// says what its zero value does ("default 0: no limit", "nil: discard",
-// "required").
+// authority/, server/, pipeline/, daemon/, metrics/, internal/, config/
+// and sources/ has a comment that says what its zero value does
+// ("default 0: no limit", "nil: discard", "required").
 func TestExportedFieldsDocumentDefaults(t *testing.T) {
 	fset := token.NewFileSet()
 	fields := 0
-	for _, dir := range []string{"authority", "server", "pipeline", "daemon", "metrics", "internal"} {
+	for _, dir := range []string{"authority", "server", "pipeline", "daemon", "metrics", "internal", "config", "sources"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err

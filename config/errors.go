@@ -9,9 +9,9 @@ import (
 // Error is one problem in a config file, at a position and a YAML path
 // such as `zones."example.internal"[0].hosts.ttl`.
 type Error struct {
-	Pos  Pos
+	Pos  Pos    // where the problem is; always set
 	Path string // "" for problems of the document as a whole
-	Msg  string
+	Msg  string // what is wrong; never empty
 }
 
 // Error formats the problem as FILE:LINE:COL: yaml.path: message.

@@ -70,17 +70,18 @@ func (ks KindParsers) names() []string {
 	return out
 }
 
-// Block is one source's settings while they are parsed: the
-// checked mapping (only the kind's keys, no duplicates; empty when the
-// source was written without settings) with the parser that reports
-// problems, the mapping's YAML path and the zone key it belongs to.
+// Block is one settings mapping while it is parsed (a source's, or a
+// top-level block a kind owns): the checked mapping (only the known
+// keys, no duplicates; empty when written without settings) with the
+// parser that reports problems, the mapping's YAML path and the zone key
+// it belongs to.
 type Block struct {
 	*Mapping
-	Parser *Parser
-	Path   string
-	Zone   *Zone
-	// At is the kind's key: where problems with the block as a whole
-	// (a required key missing) are reported.
+	Parser *Parser // always set
+	Path   string  // the mapping's YAML path; always set
+	Zone   *Zone   // the source's zone key; nil for a top-level block
+	// At is the kind's (or block's) key: where problems with the block
+	// as a whole (a required key missing) are reported; always set.
 	At *yaml.Node
 	// subs are the nested mappings read (see Sub).
 	subs map[string]*Mapping

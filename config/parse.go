@@ -392,8 +392,8 @@ const MaxInt = int(^uint(0) >> 1)
 // DurLimit constrains a duration: Min (inclusive), Max (0 = none) and
 // whether it must be a whole number of seconds (DNS TTLs).
 type DurLimit struct {
-	Min, Max time.Duration
-	Seconds  bool
+	Min, Max time.Duration // zero: no lower bound (but 0), no upper bound
+	Seconds  bool          // false: any precision
 }
 
 var (

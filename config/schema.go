@@ -32,29 +32,29 @@ func JSONSchema(kinds KindParsers) ([]byte, error) {
 
 // Schema is the part of JSON Schema 2020-12 the dnsd.yaml Schema uses.
 type Schema struct {
-	Schema               string              `json:"$schema,omitempty"`
-	Ref                  string              `json:"$ref,omitempty"`
-	Title                string              `json:"title,omitempty"`
-	Description          string              `json:"description,omitempty"`
-	Type                 any                 `json:"type,omitempty"` // string or []string
-	Const                any                 `json:"const,omitempty"`
-	Enum                 []any               `json:"enum,omitempty"`
-	Default              any                 `json:"default,omitempty"`
-	Pattern              string              `json:"pattern,omitempty"`
-	Minimum              *int                `json:"minimum,omitempty"`
-	Maximum              *int                `json:"maximum,omitempty"`
-	MinItems             *int                `json:"minItems,omitempty"`
-	MaxItems             *int                `json:"maxItems,omitempty"`
-	Items                *Schema             `json:"items,omitempty"`
-	Properties           map[string]*Schema  `json:"properties,omitempty"`
-	PropertyNames        *Schema             `json:"propertyNames,omitempty"`
-	AdditionalProperties any                 `json:"additionalProperties,omitempty"` // false or *schema
-	MinProperties        *int                `json:"minProperties,omitempty"`
-	Required             []string            `json:"required,omitempty"`
-	DependentRequired    map[string][]string `json:"dependentRequired,omitempty"`
-	AnyOf                []*Schema           `json:"anyOf,omitempty"`
-	OneOf                []*Schema           `json:"oneOf,omitempty"`
-	Defs                 map[string]*Schema  `json:"$defs,omitempty"`
+	Schema               string              `json:"$schema,omitempty"`              // zero: omitted
+	Ref                  string              `json:"$ref,omitempty"`                 // zero: omitted
+	Title                string              `json:"title,omitempty"`                // zero: omitted
+	Description          string              `json:"description,omitempty"`          // zero: omitted
+	Type                 any                 `json:"type,omitempty"`                 // string or []string; nil: omitted
+	Const                any                 `json:"const,omitempty"`                // zero: omitted
+	Enum                 []any               `json:"enum,omitempty"`                 // zero: omitted
+	Default              any                 `json:"default,omitempty"`              // zero: omitted
+	Pattern              string              `json:"pattern,omitempty"`              // zero: omitted
+	Minimum              *int                `json:"minimum,omitempty"`              // zero: omitted
+	Maximum              *int                `json:"maximum,omitempty"`              // zero: omitted
+	MinItems             *int                `json:"minItems,omitempty"`             // zero: omitted
+	MaxItems             *int                `json:"maxItems,omitempty"`             // zero: omitted
+	Items                *Schema             `json:"items,omitempty"`                // zero: omitted
+	Properties           map[string]*Schema  `json:"properties,omitempty"`           // zero: omitted
+	PropertyNames        *Schema             `json:"propertyNames,omitempty"`        // zero: omitted
+	AdditionalProperties any                 `json:"additionalProperties,omitempty"` // false or *schema; nil: omitted
+	MinProperties        *int                `json:"minProperties,omitempty"`        // zero: omitted
+	Required             []string            `json:"required,omitempty"`             // zero: omitted
+	DependentRequired    map[string][]string `json:"dependentRequired,omitempty"`    // zero: omitted
+	AnyOf                []*Schema           `json:"anyOf,omitempty"`                // zero: omitted
+	OneOf                []*Schema           `json:"oneOf,omitempty"`                // zero: omitted
+	Defs                 map[string]*Schema  `json:"$defs,omitempty"`                // zero: omitted
 }
 
 func Ptr(n int) *int { return &n }

@@ -48,19 +48,22 @@ type Settings struct {
 type Description[T any] struct {
 	// Schema gives the mapping's description and type and any rule
 	// across keys (anyOf, dependentRequired); its properties are derived.
+	// Zero: a mapping with no description.
 	Schema Schema
 	// Items are list item schemas built in code (patterns composed of
 	// shared parts), by key; they take the place of item and pattern tags.
+	// nil: every item schema from the tags.
 	Items map[string]*Schema
-	// Fields are per-key hooks: the key is read by its hook (checks
+	// Fields (nil: none) are per-key hooks: the key is read by its hook (checks
 	// beyond its type: files, names, URLs) instead of plainly decoded.
 	// The field's default and schema still come from its tags.
 	Fields map[string]func(b *Block, c *T)
 	// Unlisted are keys the parser accepts only to say something about
 	// them (a key that must not be used); the schema has no such key.
+	// nil: none.
 	Unlisted map[string]func(b *Block, c *T)
 	// Check runs after every key was read: rules across keys and checks
-	// of the decoded values.
+	// of the decoded values. nil: none.
 	Check func(b *Block, c *T)
 }
 

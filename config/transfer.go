@@ -25,7 +25,7 @@ type Transfer struct {
 	// NotifySource is the address NOTIFYs leave from; default invalid
 	// (unset): the address of the listen entry of the target's family.
 	NotifySource netip.Addr
-	Pos          Pos // where the item is written
+	Pos          Pos // where the item is written; always set
 }
 
 // TSIG is a transfer item's shared key (RFC 8945). Its String and
@@ -34,7 +34,7 @@ type TSIG struct {
 	Name       string // key name, lower-case FQDN; required
 	Algorithm  string // miekg/dns name: "hmac-sha256." ...; required
 	SecretFile string // resolved path; required
-	Secret     string // base64 of the decoded key (what miekg/dns takes), read from SecretFile
+	Secret     string // base64 of the decoded key (what miekg/dns takes), read from SecretFile; never empty
 }
 
 func (k *TSIG) String() string {

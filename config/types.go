@@ -9,27 +9,28 @@ import (
 
 // Pos is a position in a config file.
 type Pos struct {
-	File string
-	Line int
-	Col  int
+	File string // the config file; always set
+	Line int    // 1-based; always set
+	Col  int    // 1-based; always set
 }
 
 func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
 
 // Config is a whole, validated dnsd.yaml with defaults applied.
 type Config struct {
-	File   string   // path it was read from
+	File   string   // path it was read from; always set
 	Listen []Listen // default one entry, DefaultListen
 	TLS    *TLS     // default nil: no tls block
 	HTTP   string   // default "": disabled
-	// HTTPPos is where http is set (for errors such as a failed bind).
+	// HTTPPos is where http is set (for errors such as a failed bind);
+	// zero when http is not written.
 	HTTPPos Pos
 	Log     Log    // default level info, format text
 	ACL     ACL    // default Default: true
-	Limits  Limits // defaults: see each field
+	Limits  Limits // default: each field's default
 	// Blocks are the top-level blocks the kinds own (BlockOwner), by
 	// key: each the owner's settings value, its defaults when the block
-	// is not written (forward's cache).
+	// is not written (forward's cache); always set.
 	Blocks map[string]any
 	// Rotate: answers rotate the order of their A and AAAA records, one
 	// step per response (key rotate, default false).
@@ -48,14 +49,14 @@ type View struct {
 	Clients []netip.Prefix // default empty: every client
 	Listen  []Listen       // entries of the top-level listen; default empty: all
 	Zones   []Zone         // required
-	Pos     Pos            // where the view is written
+	Pos     Pos            // where the view is written; always set
 }
 
 // Listen is one listen entry. Proto "" means UDP and TCP on Addr.
 type Listen struct {
 	Proto string // default "" (UDP and TCP), "udp", "tcp", "tls", "https" (DNS over HTTPS)
 	Addr  string // host:port normalised (host is an IP literal or "", port 1-65535)
-	Pos   Pos    // where the entry is written
+	Pos   Pos    // where the entry is written; zero for the default entry
 }
 
 func (l Listen) String() string {
@@ -69,7 +70,7 @@ func (l Listen) String() string {
 type TLS struct {
 	Cert string // resolved path; required
 	Key  string // resolved path; required
-	Pos  Pos    // where the block is written
+	Pos  Pos    // where the block is written; always set
 }
 
 // Log configures log/slog.
@@ -105,18 +106,18 @@ type Limits struct {
 // Zone is one key of `zones:`: one or more zone names sharing one ordered
 // source list.
 type Zone struct {
-	Key     string   // the key as written
-	Names   []string // lower-case FQDNs ("example.internal.", "10.in-addr.arpa.", ".")
+	Key     string   // the key as written; never empty
+	Names   []string // lower-case FQDNs ("example.internal.", "10.in-addr.arpa.", "."); never empty
 	Sources []Source // required, at least one
-	Pos     Pos      // where the key is written
+	Pos     Pos      // where the key is written; always set
 }
 
 // Source is one entry of a zone's source list.
 type Source struct {
-	Kind        string // the kind's name (KindParser.Name)
+	Kind        string // the kind's name (KindParser.Name); always set
 	Fallthrough bool   // default per kind (KindParser.DefaultFallthrough)
-	Pos         Pos    // where the source is written
+	Pos         Pos    // where the source is written; always set
 	// Settings is what the kind's Settings read: the kind's own
-	// settings type, defaults applied.
+	// settings type, defaults applied; never nil.
 	Settings any
 }

@@ -53,7 +53,7 @@ type Registry struct {
 
 // Options configure a Registry.
 type Options struct {
-	Logger *slog.Logger
+	Logger *slog.Logger // nil: discarded
 	// Registerer receives the source kinds' metrics, once per process.
 	// nil: metrics are kept but not exported (tests, `dnsd check`).
 	Registerer prometheus.Registerer
@@ -147,7 +147,7 @@ type Set struct {
 	reg  *Registry
 	keys []string
 	// Fresh lists the backends this Set started (they were not running
-	// before it): the ones a reload must wait for.
+	// before it): the ones a reload must wait for. Empty when every backend was running.
 	Fresh     []string
 	slots     map[slot]slotSource
 	handovers handovers

@@ -37,15 +37,15 @@ type Options struct {
 	// Name identifies the backend in logs and metrics: endpoints and
 	// prefix, never credentials.
 	Name      string
-	Endpoints []string // http:// or https:// URLs
-	Prefix    string   // e.g. "/skydns"; "/" for the whole keyspace
-	TLS       *tls.Config
-	Username  string
-	Password  string // never logged
-	// TTL is the TTL of records whose value has no "ttl".
+	Endpoints []string    // http:// or https:// URLs; none: required
+	Prefix    string      // e.g. "/skydns"; "/" for the whole keyspace; required
+	TLS       *tls.Config // nil: plain http
+	Username  string      // "": no authentication
+	Password  string      // never logged
+	// TTL is the TTL of records whose value has no "ttl". Zero: such records get TTL 0.
 	TTL     time.Duration
-	Logger  *slog.Logger
-	Metrics *Metrics // nil: a private, unregistered set
+	Logger  *slog.Logger // nil: discarded
+	Metrics *Metrics     // nil: a private, unregistered set
 	// Serials hands out SOA serials, shared by every source of the process
 	// (nil: the Unix time, kept increasing per Backend).
 	Serials *pipeline.SerialClock
@@ -56,7 +56,7 @@ type Options struct {
 	// Paced: the backend is opened while queries are being answered (by a
 	// reload of the configuration), so its first read of the prefix gives
 	// way to them on one processor as every re-read does (see package
-	// pacing). A start's first read is not paced: nothing is served yet.
+	// pacing). A start's first read is not paced: nothing is served yet. False at a start.
 	Paced bool
 
 	// sleep is the pacing's sleep (tests count it; nil: time.Sleep).

@@ -88,15 +88,15 @@ func checkLabel(s string) error {
 
 // value is one SkyDNS service value (the JSON stored at a key).
 type value struct {
-	Host        string  `json:"host"`
-	Port        jsonInt `json:"port"`
-	Priority    jsonInt `json:"priority"`
-	Weight      jsonInt `json:"weight"`
-	Text        string  `json:"text"`
-	Mail        bool    `json:"mail"`
-	TTL         jsonInt `json:"ttl"`
-	TargetStrip jsonInt `json:"targetstrip"`
-	Group       string  `json:"group"`
+	Host        string  `json:"host"`        // "": none
+	Port        jsonInt `json:"port"`        // 0: none
+	Priority    jsonInt `json:"priority"`    // 0: none
+	Weight      jsonInt `json:"weight"`      // 0: none
+	Text        string  `json:"text"`        // "": none
+	Mail        bool    `json:"mail"`        // false: not a mail server
+	TTL         jsonInt `json:"ttl"`         // 0: the source's ttl
+	TargetStrip jsonInt `json:"targetstrip"` // 0: none stripped
+	Group       string  `json:"group"`       // "": no group
 }
 
 // jsonInt is an integer written as a JSON number or as a string holding

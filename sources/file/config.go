@@ -21,9 +21,9 @@ type Config struct {
 	// Origin; default none.
 	Records []Record `dnsd:"records" doc:"Inline records in zone-file syntax, relative to the key's first zone (\"www 300 IN CNAME web\")." item:"A record." pattern:"\\S"`
 	// Origin is the zone key's first zone: the file's $ORIGIN until it
-	// sets one, and the origin of inline records.
+	// sets one, and the origin of inline records. "" only when the zone key has no zone (always set otherwise).
 	Origin string
-	// Zones are the zone key's zones; records outside them are ignored.
+	// Zones are the zone key's zones; records outside them are ignored. Never empty.
 	Zones []string
 
 	// secrets are the files the config names as key, password,
@@ -46,8 +46,8 @@ func (c *Config) takeParsed() *zone {
 
 // Record is one inline record as written.
 type Record struct {
-	Text string
-	Pos  config.Pos
+	Text string     // as written; never empty
+	Pos  config.Pos // where the record is written; always set
 }
 
 // describe describes the file block: path, records.

@@ -18,10 +18,10 @@ import (
 // which upstreams answered. It fits 24 bytes: the cache's maps hash and
 // compare whole keys at every lookup.
 type Key struct {
-	Name string // lower case, fully qualified
-	Type uint16
-	DO   bool // DNSSEC OK: the answer carries RRSIGs
-	CD   bool // checking disabled: the answer may be unvalidated
+	Name string // lower case, fully qualified; never empty
+	Type uint16 // the query type; always set
+	DO   bool   // DNSSEC OK: the answer carries RRSIGs; false: a plain answer
+	CD   bool   // checking disabled: the answer may be unvalidated; false: validated (or no DNSSEC asked)
 	// Upstreams names the upstreams asked (Cache.UpstreamsID of the
 	// pool's answersKey): two views, or two zones, forwarding to
 	// different resolvers never share an answer (an office view's

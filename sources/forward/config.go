@@ -52,13 +52,13 @@ func describe() *config.Settings {
 // UpstreamConfig is one upstream as written. ResolvConf marks the
 // "resolv.conf" form, expanded when the source is built.
 type UpstreamConfig struct {
-	Proto      string // "udp" (plain or udp://: UDP with TCP retry), "tcp", "tls", "https"; "" for resolv.conf
-	Addr       string // ip:port, normalised; default port 53, 853 for tls, 443 for https
-	Path       string // https: the URL path, default /dns-query
-	ServerName string // tls:// or https:// ...@name, lower case, no trailing dot; "" = verify the IP
-	ResolvConf bool
-	Raw        string
-	Pos        config.Pos
+	Proto      string     // "udp" (plain or udp://: UDP with TCP retry), "tcp", "tls", "https"; "" for resolv.conf
+	Addr       string     // ip:port, normalised; default port 53, 853 for tls, 443 for https
+	Path       string     // https: the URL path, default /dns-query
+	ServerName string     // tls:// or https:// ...@name, lower case, no trailing dot; "" = verify the IP
+	ResolvConf bool       // false: an upstream address
+	Raw        string     // the upstream as written; never empty
+	Pos        config.Pos // where the upstream is written; always set
 }
 
 // CacheKey is the top-level key of the forward kind's block: the

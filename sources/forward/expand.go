@@ -19,9 +19,9 @@ const DefaultResolvConf = "/etc/resolv.conf"
 
 // Upstream is one concrete upstream resolver.
 type Upstream struct {
-	Proto      string // "udp" (with TCP retry on TC=1), "tcp", "tls" or "https"
-	Addr       string // ip:port
-	Path       string // https: the URL path
+	Proto      string // "udp" (with TCP retry on TC=1), "tcp", "tls" or "https"; always set
+	Addr       string // ip:port; always set
+	Path       string // https: the URL path; "" unless https
 	ServerName string // tls, https: the name the certificate is verified against; "" = the IP
 }
 
@@ -42,7 +42,8 @@ type ExpandOptions struct {
 	// DefaultResolvConf).
 	ResolvConf string
 	// Listen are dnsd's own listen addresses: an upstream equal to one of
-	// them would send dnsd's queries back to itself.
+	// them would send dnsd's queries back to itself. None: no upstream
+	// is dropped.
 	Listen []config.Listen
 	// LocalAddrs lists the machine's addresses, which a wildcard listen
 	// address (0.0.0.0, ::, "") covers. nil: the interfaces' addresses.

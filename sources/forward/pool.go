@@ -34,18 +34,18 @@ const (
 
 // PoolOptions are everything a pool's behaviour depends on.
 type PoolOptions struct {
-	Upstreams []Upstream
-	TLSCA     string // PEM bundle for tls upstreams ("" = system roots)
+	Upstreams []Upstream // required, at least one
+	TLSCA     string     // PEM bundle for tls upstreams ("" = system roots)
 	// TLSCASum identifies TLSCA's content when the pool is made (CASum),
 	// so that a reload after the file was rewritten makes a pool that
-	// reads it again.
+	// reads it again. "": no TLSCA.
 	TLSCASum      string
-	Policy        string // random (default) | round_robin | sequential
-	Timeout       time.Duration
-	HealthCheck   time.Duration
-	MaxFails      int
-	MaxConcurrent int
-	UDPSize       uint16 // EDNS0 buffer size advertised upstream
+	Policy        string        // random (default) | round_robin | sequential
+	Timeout       time.Duration // per attempt; required, > 0
+	HealthCheck   time.Duration // required, > 0
+	MaxFails      int           // required, >= 1
+	MaxConcurrent int           // required, >= 1
+	UDPSize       uint16        // EDNS0 buffer size advertised upstream; below 512 (0): 1232
 }
 
 // Key identifies a pool: sources whose options are equal share one.

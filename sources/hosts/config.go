@@ -49,10 +49,10 @@ func describe() *config.Settings {
 // Entry is one inline entry, with names already completed (a name without
 // a dot gets the zone key's first zone appended) and lower-cased.
 type Entry struct {
-	Line  string // as written
-	Addr  netip.Addr
-	Names []string // lower-case FQDNs
-	Pos   config.Pos
+	Line  string     // as written; never empty
+	Addr  netip.Addr // always set
+	Names []string   // lower-case FQDNs; never empty
+	Pos   config.Pos // where the entry is written; always set
 }
 
 // parseFiles reads files: readable, not a secret named elsewhere, no

@@ -60,25 +60,26 @@ type CacheFlusher interface {
 
 // Env is what the registry lends a kind during one Build call.
 type Env struct {
-	// Config is the whole config being built.
+	// Config is the whole config being built. Never nil.
 	Config *config.Config
-	Logger *slog.Logger
+	Logger *slog.Logger // never nil
 	// Registerer receives the kind's metrics; register them once per
-	// Kind value, not per build.
+	// Kind value, not per build. Never nil.
 	Registerer prometheus.Registerer
-	DryRun     bool
+	DryRun     bool // false: a real build
 	// Serving: queries are being answered while this build runs (a
 	// reload). A backend it opens loads giving way to them where the kind
-	// can (see pacing in the hosts kind).
+	// can (see pacing in the hosts kind). False at a start.
 	Serving bool
 	// Serials hands out SOA serials for data changes: one clock for the
 	// whole process, so a zone's serial rises with any change of any of
-	// its sources.
+	// its sources. Never nil.
 	Serials *pipeline.SerialClock
 
-	// Bulk is told of a backend's bursts of background work (see Bulk).
+	// Bulk is told of a backend's bursts of background work (see Bulk);
+	// nil: nobody is.
 	Bulk Bulk
-	// AcquireFunc is the registry's backend table (see Acquire).
+	// AcquireFunc is the registry's backend table (see Acquire). Never nil.
 	AcquireFunc func(key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error)
 }
 
@@ -182,9 +183,9 @@ func (s *Shared[T]) CloseAll() {
 // found it running: a view with another ttl starts no backend, and the
 // registry's log says which (see Sharer).
 type View[T io.Closer] struct {
-	Value   T
-	Release func() (closed bool)
-	Opened  bool
+	Value   T                    // always set
+	Release func() (closed bool) // never nil
+	Opened  bool                 // false: found running
 	once    sync.Once
 	closed  bool
 }

@@ -46,10 +46,10 @@ type ClientConfig struct {
 	// Kubeconfig is a kubeconfig file; "" means in-cluster config, then
 	// $KUBECONFIG, then ~/.kube/config.
 	Kubeconfig string
-	Context    string
-	UserAgent  string
+	Context    string // "": the current context
+	UserAgent  string // "": client-go's default
 	// Logger, when set, hears when the API server becomes unreachable and
-	// reachable again (once per transition, not per retry).
+	// reachable again (once per transition, not per retry). Nil: nobody hears.
 	Logger *slog.Logger
 	// Health, when set, receives the connection's problems (and logs
 	// them); nil: a tracker of its own that logs to Logger.
@@ -308,14 +308,14 @@ type Backend struct {
 
 // BackendOptions configure a Backend.
 type BackendOptions struct {
-	// Pods adds a Pod informer (pods: verified).
+	// Pods adds a Pod informer (pods: verified). False: none.
 	Pods    bool
-	Logger  *slog.Logger
-	Metrics *Metrics // nil: not recorded
+	Logger  *slog.Logger // nil: discarded
+	Metrics *Metrics     // nil: not recorded
 	// Health is the connection's tracker, the one given to RESTConfig
 	// (nil: one of its own that only list/watch errors reach).
 	Health *health.Tracker
-	// Endpoint names the API server for an operator (its URL).
+	// Endpoint names the API server for an operator (its URL). "": unnamed.
 	Endpoint string
 	// Serials hands out SOA serials, shared by every source of the
 	// process (nil: the Unix time, still rising with every change).

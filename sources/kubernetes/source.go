@@ -28,16 +28,16 @@ var ErrNotSynced = errors.New("kubernetes: not synced with the API server yet")
 type Options struct {
 	// Zones are the zone key's names (lower-case FQDNs). Reverse zones
 	// (in-addr.arpa., ip6.arpa.) get PTR records; records of the other
-	// zones are built under each of them.
+	// zones are built under each of them. Required.
 	Zones            []string
-	TTL              time.Duration
-	Pods             string // PodsDisabled (default), PodsInsecure, PodsVerified
-	Namespaces       []string
-	EndpointPodNames bool
-	External         bool // expose: external
-	Logger           *slog.Logger
+	TTL              time.Duration // 0: answers with TTL 0
+	Pods             string        // PodsDisabled (default), PodsInsecure, PodsVerified
+	Namespaces       []string      // none: all
+	EndpointPodNames bool          // false: dashed IPs
+	External         bool          // expose: external; false: cluster_ip
+	Logger           *slog.Logger  // nil: discarded
 	// Bulk is told of a large batch of changes applied after the first
-	// sync (a re-list of the cluster): see bulkBatch.
+	// sync (a re-list of the cluster): see bulkBatch. Nil: nobody is.
 	Bulk kind.Bulk
 
 	// sleep is the pacing's sleep (tests count it; nil: time.Sleep).

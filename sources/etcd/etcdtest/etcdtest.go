@@ -24,17 +24,17 @@ import (
 // Options configure a Server.
 type Options struct {
 	// TLS serves the client URL over https with a generated CA and server
-	// certificate; clients must present a certificate signed by the CA.
+	// certificate; clients must present a certificate signed by the CA. False: plain http.
 	TLS bool
 	// Auth enables etcd authentication with user Username / Password
-	// (role root) after start.
+	// (role root) after start. False: no authentication.
 	Auth     bool
-	Username string
-	Password string
+	Username string // required with Auth, else unused
+	Password string // required with Auth, else unused
 	// ClientPort is the client URL's port on 127.0.0.1; 0 picks a free one.
 	ClientPort int
 	// NoFsync skips fsync (etcd's unsafe-no-fsync): for tests that write
-	// many keys and do not restart the server.
+	// many keys and do not restart the server. False: etcd fsyncs.
 	NoFsync bool
 	// MaxRequestBytes is etcd's request limit (0: its default, 1.5 MiB),
 	// which is also the size of the pieces a fragmented watch response is
@@ -52,7 +52,7 @@ type Server struct {
 	client  url.URL
 	peer    url.URL
 	etcd    *embed.Etcd
-	Certs   *Certs // set with Options.TLS
+	Certs   *Certs // set with Options.TLS; nil unless Options.TLS
 	running bool
 	c       *clientv3.Client
 }
@@ -60,8 +60,8 @@ type Server struct {
 // Certs are the PEM files generated for a TLS server, in the test's
 // temporary directory.
 type Certs struct {
-	CA, ServerCert, ServerKey, ClientCert, ClientKey string
-	ServerName                                       string
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string // PEM files; "" unless Options.TLS
+	ServerName                                       string // "" unless Options.TLS
 }
 
 // Start starts an etcd server on free loopback ports; it is stopped when

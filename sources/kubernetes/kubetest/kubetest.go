@@ -126,13 +126,13 @@ func Each(n int, fn func(i int) error) error {
 // ControlPlane is an etcd (in this process) and a kube-apiserver
 // (a child process) on loopback ports.
 type ControlPlane struct {
-	Dir        string
-	Kubeconfig string // a kubeconfig file with context "test"
-	URL        string
-	Token      string
-	CAFile     string
-	Config     *rest.Config
-	Client     kubernetes.Interface
+	Dir        string               // always set
+	Kubeconfig string               // a kubeconfig file with context "test"; always set
+	URL        string               // always set
+	Token      string               // always set
+	CAFile     string               // always set
+	Config     *rest.Config         // always set
+	Client     kubernetes.Interface // always set
 
 	etcd    *embed.Etcd
 	etcdURL string
