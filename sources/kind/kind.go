@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -112,8 +113,10 @@ func (e *Env) Acquire(key string, open func() (any, io.Closer, error)) (value an
 
 // Shared holds things several backends share — one connection under
 // views with different ttls, one read of the same hosts files — one per
-// key, counted, and closed when the last holder lets go. The zero value
-// is ready to use.
+// key, counted, and closed when the last holder lets go. Opens run
+// outside its lock, one at a time per key: other keys proceed, and those
+// who ask for a key being opened wait for that open. The zero value is
+// ready to use.
 type Shared[T io.Closer] struct {
 	mu sync.Mutex
 	m  map[string]*sharedEntry[T]
@@ -121,35 +124,70 @@ type Shared[T io.Closer] struct {
 
 type sharedEntry[T io.Closer] struct {
 	refs  int
+	ready chan struct{} // closed once open returned; value and err are set then
 	value T
+	err   error
 }
 
 // Acquire returns the value for key, opening it with open the first time
 // (opened: this call did), and a release func that drops this reference
 // (closing the value when it was the last, and then reporting true).
-// release may be called more than once; only the first call counts.
+// release may be called more than once; only the first call counts. A
+// call that finds key being opened waits for that open and shares its
+// value, or gets its error: a failed open is not kept, the next Acquire
+// opens again.
 func (s *Shared[T]) Acquire(key string, open func() (T, error)) (value T, release func() (closed bool), opened bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e := s.m[key]
-	if e == nil {
-		v, err := open()
-		if err != nil {
-			return value, nil, false, err
+	if e != nil {
+		e.refs++ // held while waiting, so a release meanwhile keeps it
+		s.mu.Unlock()
+		<-e.ready
+		if e.err != nil {
+			return value, nil, false, e.err // the failed entry is out of the map already
 		}
-		opened = true
-		if s.m == nil {
-			s.m = make(map[string]*sharedEntry[T])
-		}
-		e = &sharedEntry[T]{value: v}
-		s.m[key] = e
+		return e.value, s.releaser(key, e), false, nil
 	}
-	e.refs++
+	if s.m == nil {
+		s.m = make(map[string]*sharedEntry[T])
+	}
+	e = &sharedEntry[T]{refs: 1, ready: make(chan struct{})}
+	s.m[key] = e
+	s.mu.Unlock()
+
+	returned := false
+	defer func() {
+		if !returned { // open panicked: waiters get an error, not a wait forever
+			s.opened(key, e, value, fmt.Errorf("opening %s panicked", key))
+		}
+	}()
+	v, err := open()
+	returned = true
+	s.opened(key, e, v, err)
+	if err != nil {
+		return value, nil, false, err
+	}
+	return v, s.releaser(key, e), true, nil
+}
+
+// opened records the outcome of e's open and wakes its waiters; a failed
+// open leaves the map.
+func (s *Shared[T]) opened(key string, e *sharedEntry[T], v T, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.value, e.err = v, err
+	if err != nil && s.m[key] == e {
+		delete(s.m, key)
+	}
+	close(e.ready)
+}
+
+func (s *Shared[T]) releaser(key string, e *sharedEntry[T]) func() (closed bool) {
 	var once sync.Once
-	return e.value, func() (closed bool) {
+	return func() (closed bool) {
 		once.Do(func() { closed = s.release(key, e) })
 		return closed
-	}, opened, nil
+	}
 }
 
 func (s *Shared[T]) release(key string, e *sharedEntry[T]) (closed bool) {
@@ -166,14 +204,18 @@ func (s *Shared[T]) release(key string, e *sharedEntry[T]) (closed bool) {
 	return last
 }
 
-// CloseAll closes every value regardless of references (process exit).
+// CloseAll closes every value regardless of references (process exit),
+// those being opened once their open returns.
 func (s *Shared[T]) CloseAll() {
 	s.mu.Lock()
 	m := s.m
 	s.m = nil
 	s.mu.Unlock()
 	for _, e := range m {
-		_ = e.value.Close()
+		<-e.ready
+		if e.err == nil {
+			_ = e.value.Close()
+		}
 	}
 }
 
@@ -213,9 +255,17 @@ type Sharer interface {
 	ClosedShared() bool
 }
 
-// Len reports how many values are open.
+// Len reports how many values are open (opens in flight not counted).
 func (s *Shared[T]) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.m)
+	n := 0
+	for _, e := range s.m {
+		select {
+		case <-e.ready:
+			n++ // a failed open is out of the map
+		default:
+		}
+	}
+	return n
 }
