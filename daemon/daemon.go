@@ -55,15 +55,17 @@ const drainInline = 100 * time.Millisecond
 
 // Daemon is a running dnsd.
 type Daemon struct {
-	opts     Options
-	logger   *slog.Logger
-	level    *slog.LevelVar
-	format   string
-	queryLog atomic.Bool
-	metrics  *metrics.Metrics
-	reg      *sources.Registry
-	journal  *authority.Journal // zone versions sent to secondaries, across reloads
-	sw       *switcher
+	opts   Options
+	logger *slog.Logger
+	// bootLevel is log.level until the first generation is committed;
+	// from then on the generation's own is (see logLevel).
+	bootLevel slog.LevelVar
+	format    string
+	metrics   *metrics.Metrics
+	reg       *sources.Registry
+	journal   *authority.Journal // zone versions sent to secondaries, across reloads
+	// srv holds the one commit point: its generation's resolver and
+	// authority are the daemon's generation (current).
 	srv      *server.Server
 	notify   notifier
 	watchdog *time.Ticker        // WATCHDOG=1 pings; nil without a systemd watchdog
@@ -104,22 +106,24 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts:     opts,
-		level:    new(slog.LevelVar),
 		format:   cfg.Log.Format,
 		metrics:  metrics.New(opts.Version, opts.Commit),
-		sw:       &switcher{},
 		journal:  authority.NewJournal(),
 		notify:   notifier{},
 		cfg:      cfg,
 		waitDone: make(chan struct{}),
 	}
 	d.drainCtx, d.drainCancel = context.WithCancel(context.Background())
-	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, d.level)
+	d.logger = newLogger(opts.LogOutput, cfg.Log.Format, logLevel{d})
+	// Query lines are written whatever log.level says: asking for them
+	// (log.queries) is asking to see them.
+	queryLevel := new(slog.LevelVar)
+	queryLines := newLogger(opts.LogOutput, cfg.Log.Format, queryLevel)
+	d.srv = server.New(server.Options{Observer: &observer{m: d.metrics, log: queryLines, queries: d.queryLog}, Logger: d.logger})
 	// The first line says which process this is and which file it
 	// serves, whatever the level: it is logged before the level is set.
 	d.logger.Info("dnsd starting", "pid", os.Getpid(), "config", cfg.File, "version", opts.Version, "commit", opts.Commit)
-	d.level.Set(cfg.Log.Level)
-	d.queryLog.Store(cfg.Log.Queries)
+	d.bootLevel.Set(cfg.Log.Level)
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry, Bulk: opts.Bulk})
 	d.metrics.WatchSynced(d.reg.Synced)
 
@@ -134,21 +138,18 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		d.reg.Close()
 		return nil, err
 	}
-	d.sw.swap(&generation{p: p, auth: auth, set: set})
 	d.reg.Swapped(cfg, p, set)
-	// Query lines are written whatever log.level says: asking for them
-	// (log.queries) is asking to see them.
-	queryLevel := new(slog.LevelVar)
-	queryLines := newLogger(opts.LogOutput, cfg.Log.Format, queryLevel)
-	d.srv = server.New(server.Options{Resolver: d.sw, Authority: d.sw, Observer: &observer{m: d.metrics, log: queryLines, queries: &d.queryLog}, Logger: d.logger})
 	set2, err := serverSettings(cfg)
+	var change *server.Change
 	if err == nil {
-		err = d.srv.Apply(ctx, cfg.Listen, set2)
+		change, err = d.srv.Prepare(ctx, cfg.Listen, set2)
 	}
 	if err != nil {
 		d.reg.Close()
 		return nil, err
 	}
+	g := newGeneration(cfg, p, auth, set)
+	d.srv.Commit(change, g, g)
 	if cfg.HTTP != "" {
 		if d.http, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.reg.FlushCache, d.logger); err != nil {
 			err = fmt.Errorf("%s: %w", cfg.HTTPPos, err)
@@ -157,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.notifies = authority.NewNotifier(func() *authority.Zones { return d.sw.current().auth }, d.metrics, d.logger)
+	d.notifies = authority.NewNotifier(func() *authority.Zones { return d.current().auth }, d.metrics, d.logger)
 	d.notifies.Start()
 	waitCtx, cancel := context.WithCancel(context.Background())
 	d.stopWait = cancel
@@ -232,7 +233,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cur := d.sw.current()
+	cur := d.current()
 	opts := pipelineOptions(cfg, d.logger)
 	opts.Prev = cur.p // serials never go back
 	p, set, err := d.reg.Build(ctx, cfg, opts)
@@ -267,19 +268,22 @@ func (d *Daemon) reload(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := d.srv.Apply(ctx, cfg.Listen, settings); err != nil {
+	change, err := d.srv.Prepare(ctx, cfg.Listen, settings)
+	if err != nil {
 		newHTTP.stop(ctx)
 		set.Release()
 		return err
 	}
+	// The one commit point: pipeline, views, TSIG keys and transfers,
+	// listeners, ACL, limits, TLS, log level and query log, in one store.
+	old, g := cur, newGeneration(cfg, p, auth, set)
+	d.srv.Commit(change, g, g)
+	old.replacedBy(g)
 	if newHTTP != nil || cfg.HTTP == "" {
 		d.http.stop(ctx)
 		d.http = newHTTP
 	}
-	old := d.sw.swap(&generation{p: p, auth: auth, set: set})
 	d.reg.Swapped(cfg, p, set)
-	d.level.Set(cfg.Log.Level)
-	d.queryLog.Store(cfg.Log.Queries)
 	if cfg.Log.Format != d.format {
 		d.logger.Warn("log.format changes take effect at the next restart", "running", d.format, "configured", cfg.Log.Format)
 	}
@@ -490,7 +494,36 @@ func (d *Daemon) stopNow(cancelReloads context.CancelFunc, reloadDone chan struc
 
 // ready reports whether every source of the current pipeline has synced,
 // and why not (see readiness).
-func (d *Daemon) ready() (bool, string) { return readiness(d.sw.current().p.Sources()) }
+func (d *Daemon) ready() (bool, string) { return readiness(d.current().p.Sources()) }
+
+// newGeneration is the daemon's part of cfg's generation.
+func newGeneration(cfg *config.Config, p *pipeline.Pipeline, auth *authority.Zones, set *sources.Set) *generation {
+	return &generation{p: p, auth: auth, set: set, level: cfg.Log.Level, queryLog: cfg.Log.Queries}
+}
+
+// current is the generation the server answers with; nil until the
+// first one is committed.
+func (d *Daemon) current() *generation {
+	g, _ := d.srv.Current().Resolver().(*generation)
+	return g
+}
+
+// logLevel is the daemon's log level (a slog.Leveler): the current
+// generation's log.level, so that a reload changes it with the rest.
+type logLevel struct{ d *Daemon }
+
+func (l logLevel) Level() slog.Level {
+	if g := l.d.current(); g != nil {
+		return g.level
+	}
+	return l.d.bootLevel.Level()
+}
+
+// queryLog reports whether the current generation logs queries.
+func (d *Daemon) queryLog() bool {
+	g := d.current()
+	return g != nil && g.queryLog
+}
 
 func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 	return pipeline.Options{NSAddrs: listenAddrs(cfg), Logger: logger}
@@ -549,7 +582,7 @@ func serverSettings(cfg *config.Config) (server.Settings, error) {
 	return s, nil
 }
 
-func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	o := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, o))
@@ -578,7 +611,7 @@ func zoneNames(cfg *config.Config) []string {
 type observer struct {
 	m       *metrics.Metrics
 	log     *slog.Logger
-	queries *atomic.Bool
+	queries func() bool
 }
 
 func (o *observer) Observe(ob server.Observation) {
@@ -591,7 +624,7 @@ func (o *observer) Observe(ob server.Observation) {
 	case ob.DropReason != "":
 		o.m.Dropped(ob.DropReason)
 	}
-	if o.queries.Load() {
+	if o.queries() {
 		o.log.Info("query", "client", ob.Client, "proto", ob.Proto, "name", ob.Name,
 			"type", metrics.TypeString(ob.Qtype), "rcode", metrics.RcodeString(ob.Rcode),
 			"view", metrics.ViewLabel(ob.View), "zone", metrics.ZoneLabel(ob.Zone), "source", ob.Source, "dropped", ob.Dropped, "drop_reason", ob.DropReason, "panicked", ob.Panicked, "tc", ob.Truncated,

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -10,69 +11,79 @@ import (
 	"github.com/dnsd/dnsd/sources"
 )
 
-// generation is one compiled pipeline, its transferred zones, the
-// backends it holds and a count of the queries it is answering.
+// generation is the daemon's part of one server generation (the
+// resolver and authority it commits, see server.Generation): one
+// compiled pipeline, its transferred zones, the backends it holds, the
+// log settings, and a count of the queries it is answering. Nothing in
+// it changes once committed but the count and next.
 type generation struct {
 	p        *pipeline.Pipeline
 	auth     *authority.Zones
 	set      *sources.Set
+	level    slog.Level // log.level
+	queryLog bool       // log.queries
 	inflight atomic.Int64
+	// next is the generation that replaced this one, set once it has
+	// been committed and before this one drains.
+	next atomic.Pointer[generation]
 }
 
-// switcher is the pipeline.Resolver the server calls: it answers from the
-// current generation, and lets a reload swap generations with one atomic
-// store and then wait until the old one has no query in flight.
-type switcher struct {
-	cur atomic.Pointer[generation]
-}
-
-// Resolve implements pipeline.Resolver.
-func (s *switcher) Resolve(ctx context.Context, req *pipeline.Request) pipeline.Response {
+// Resolve implements pipeline.Resolver: g answers, counted in flight so
+// that a reload can wait for it (drain).
+func (g *generation) Resolve(ctx context.Context, req *pipeline.Request) pipeline.Response {
 	for {
-		g := s.cur.Load()
 		g.inflight.Add(1)
-		// A swap between Load and Add would let drain miss this query;
-		// re-checking after Add closes that window: either the swap came
-		// after the Add (drain sees it) or we retry on the new generation.
-		if s.cur.Load() == g {
+		// A query that read g before the commit that replaced it and
+		// counts itself only now could be missed by a drain that has
+		// begun: next says so (it is set before the drain), and the
+		// generation after answers.
+		n := g.next.Load()
+		if n == nil {
 			r := g.p.Resolve(ctx, req)
 			g.inflight.Add(-1)
 			return r
 		}
 		g.inflight.Add(-1)
+		g = n
 	}
 }
 
 // Fresh implements pipeline.Freshness: a stamp is fresh only for the
-// current generation (a reload makes every kept answer stale).
-func (s *switcher) Fresh(st pipeline.Stamp) (uint32, bool) { return s.cur.Load().p.Fresh(st) }
+// generation that made it, while it is current (a reload makes every
+// kept answer stale).
+func (g *generation) Fresh(st pipeline.Stamp) (uint32, bool) {
+	if g.next.Load() != nil {
+		return 0, false
+	}
+	return g.p.Fresh(st)
+}
 
-// Transfer implements authority.Transferer: the current generation decides
-// and lists the zone; the server sends the listing after the generation
-// is let go, so a long transfer never holds back a reload's drain.
-func (s *switcher) Transfer(ctx context.Context, req *authority.Request) authority.Result {
+// Transfer implements authority.Transferer: the generation decides and
+// lists the zone; the server sends the listing after the generation is
+// let go, so a long transfer never holds back a reload's drain.
+func (g *generation) Transfer(ctx context.Context, req *authority.Request) authority.Result {
 	for {
-		g := s.cur.Load()
 		g.inflight.Add(1)
-		if s.cur.Load() == g { // see Resolve
+		n := g.next.Load()
+		if n == nil { // see Resolve
 			r := g.auth.Transfer(ctx, req)
 			g.inflight.Add(-1)
 			return r
 		}
 		g.inflight.Add(-1)
+		g = n
 	}
 }
 
 // TransferZone implements authority.Transferer.
-func (s *switcher) TransferZone(name string) string { return s.cur.Load().auth.TransferZone(name) }
+func (g *generation) TransferZone(name string) string { return g.auth.TransferZone(name) }
 
 // TSIGKey implements authority.Transferer.
-func (s *switcher) TSIGKey(name string) *authority.TSIGKey { return s.cur.Load().auth.TSIGKey(name) }
+func (g *generation) TSIGKey(name string) *authority.TSIGKey { return g.auth.TSIGKey(name) }
 
-func (s *switcher) current() *generation { return s.cur.Load() }
-
-// swap installs g and returns the previous generation (nil at start).
-func (s *switcher) swap(g *generation) *generation { return s.cur.Swap(g) }
+// replacedBy records that next has been committed in g's place: queries
+// that still come to g are answered by next.
+func (g *generation) replacedBy(next *generation) { g.next.Store(next) }
 
 // drain waits until g answers no query, or ctx ends.
 func (g *generation) drain(ctx context.Context) error {

@@ -52,10 +52,10 @@ func generationOf(t *testing.T, src pipeline.Source) *generation {
 	return &generation{p: p}
 }
 
-func ask(sw *switcher) string {
+func ask(g *generation) string {
 	m := new(dns.Msg)
 	m.SetQuestion("a.test.", dns.TypeA)
-	r := sw.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: "a.test.", Type: dns.TypeA})
+	r := g.Resolve(context.Background(), &pipeline.Request{Msg: m, Name: "a.test.", Type: dns.TypeA})
 	if len(r.Msg.Answer) != 1 {
 		return dns.RcodeToString[r.Msg.Rcode]
 	}
@@ -63,20 +63,23 @@ func ask(sw *switcher) string {
 }
 
 // A query in flight on the old generation finishes on it; drain waits for
-// it; new queries go to the new generation at once.
-func TestSwitchDrainsInFlight(t *testing.T) {
+// it; a query that reaches the old generation after it was replaced is
+// answered by the new one.
+func TestGenerationDrainsInFlight(t *testing.T) {
 	oldSrc := newGateSource(t, "10.0.0.1", true)
-	sw := &switcher{}
 	old := generationOf(t, oldSrc)
-	sw.swap(old)
 
 	got := make(chan string, 1)
-	go func() { got <- ask(sw) }()
+	go func() { got <- ask(old) }()
 	<-oldSrc.entered
 
-	sw.swap(generationOf(t, newGateSource(t, "10.0.0.2", false)))
-	if a := ask(sw); a != "10.0.0.2" {
-		t.Fatalf("after the swap a new query got %s, want the new generation's 10.0.0.2", a)
+	next := generationOf(t, newGateSource(t, "10.0.0.2", false))
+	old.replacedBy(next)
+	if a := ask(old); a != "10.0.0.2" {
+		t.Fatalf("a query reaching the replaced generation got %s, want the new generation's 10.0.0.2", a)
+	}
+	if _, ok := old.Fresh(pipeline.Stamp{}); ok {
+		t.Fatal("a replaced generation calls a stamp fresh")
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -93,19 +96,22 @@ func TestSwitchDrainsInFlight(t *testing.T) {
 	if err := old.drain(ctx2); err != nil {
 		t.Fatalf("drain after the query finished: %v", err)
 	}
+	if n := next.inflight.Load(); n != 0 {
+		t.Fatalf("the new generation counts %d queries in flight, want 0", n)
+	}
 }
 
-// BenchmarkSwitcherResolve: the switcher's cost around a pipeline answer,
-// from every core at once (its in-flight count is touched twice per query).
-func BenchmarkSwitcherResolve(b *testing.B) {
+// BenchmarkGenerationResolve: a generation's cost around a pipeline
+// answer, from every core at once (its in-flight count is touched twice
+// per query).
+func BenchmarkGenerationResolve(b *testing.B) {
 	rr, _ := dns.NewRR("a.test. 60 IN A 10.0.0.1")
 	src := &gateSource{rrs: []dns.RR{rr}}
 	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"test."}, Sources: []pipeline.SourceEntry{{Source: src}}}}, pipeline.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sw := &switcher{}
-	sw.swap(&generation{p: p})
+	g := &generation{p: p}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		m := new(dns.Msg)
@@ -113,7 +119,7 @@ func BenchmarkSwitcherResolve(b *testing.B) {
 		// The answer is built in a lent buffer, as the server lends one.
 		req := &pipeline.Request{Msg: m, Name: "a.test.", Type: dns.TypeA, Buf: new(pipeline.AnswerBuf)}
 		for pb.Next() {
-			if r := sw.Resolve(context.Background(), req); len(r.Msg.Answer) != 1 {
+			if r := g.Resolve(context.Background(), req); len(r.Msg.Answer) != 1 {
 				b.Error("no answer")
 				return
 			}

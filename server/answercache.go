@@ -100,8 +100,7 @@ type keptAnswer struct {
 }
 
 type answerCache struct {
-	fresh pipeline.Freshness
-	seed  maphash.Seed
+	seed maphash.Seed
 	// maxAge is answerMaxAge (a test's working set may outlast it on a
 	// slow machine: it raises it).
 	maxAge time.Duration
@@ -117,14 +116,10 @@ type answerCache struct {
 	nextMiss [answerSets]atomic.Uint32
 }
 
-// newAnswerCache returns nil when the resolver cannot tell whether a
-// stamp is fresh: then nothing is kept.
-func newAnswerCache(r pipeline.Resolver) *answerCache {
-	f, ok := r.(pipeline.Freshness)
-	if !ok {
-		return nil
-	}
-	return &answerCache{fresh: f, seed: maphash.MakeSeed(), maxAge: answerMaxAge}
+// newAnswerCache returns an empty cache. Answers are kept only for a
+// generation whose resolver can tell whether a stamp is fresh.
+func newAnswerCache() *answerCache {
+	return &answerCache{seed: maphash.MakeSeed(), maxAge: answerMaxAge}
 }
 
 func (c *answerCache) hash(k *answerKey) uint64 {
@@ -132,8 +127,9 @@ func (c *answerCache) hash(k *answerKey) uint64 {
 }
 
 // key reports the key of q and whether its answer may be kept.
-func (s *Server) answerKey(sc *scratch, q *dns.Msg, qopt *dns.OPT, st *settings) (answerKey, bool) {
-	if s.answers == nil || !sc.q.plain || sc.q.name != sc.q.lower || st.rotate || sc.sign != nil {
+func (s *Server) answerKey(sc *scratch, q *dns.Msg, qopt *dns.OPT, g *Generation) (answerKey, bool) {
+	st := g.set
+	if s.answers == nil || g.fresh == nil || !sc.q.plain || sc.q.name != sc.q.lower || st.rotate || sc.sign != nil {
 		return answerKey{}, false
 	}
 	k := answerKey{name: sc.q.lower, qtype: q.Question[0].Qtype, st: st}
@@ -151,8 +147,8 @@ func (s *Server) answerKey(sc *scratch, q *dns.Msg, qopt *dns.OPT, st *settings)
 
 // reuse writes the kept answer to k into sc's pack buffer with q's ID and
 // RD bit and fills obs as the resolution would have; nil when none is
-// kept or it is no longer fresh.
-func (s *Server) reuse(sc *scratch, k *answerKey, q *dns.Msg, obs *Observation, now time.Time) []byte {
+// kept or it is no longer fresh (by fresh, the query's generation).
+func (s *Server) reuse(sc *scratch, k *answerKey, q *dns.Msg, obs *Observation, fresh pipeline.Freshness, now time.Time) []byte {
 	c := s.answers
 	var e *keptAnswer
 	if n := sc.q.entry; n != nil {
@@ -173,7 +169,7 @@ func (s *Server) reuse(sc *scratch, k *answerKey, q *dns.Msg, obs *Observation, 
 	if e == nil || now.UnixNano() > e.until.Load() {
 		return nil
 	}
-	aged, ok := c.fresh.Fresh(e.stamp)
+	aged, ok := fresh.Fresh(e.stamp)
 	if !ok {
 		return nil
 	}

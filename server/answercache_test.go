@@ -72,7 +72,7 @@ func answerTestServers(t testing.TB, src *changingSource) (kept, plain *Server, 
 	res = &countingResolver{Pipeline: p}
 	kept = New(Options{Resolver: res, Observer: nopObserver{}})
 	kept.set.Store(set)
-	if kept.answers == nil {
+	if kept.set.gen().fresh == nil {
 		t.Fatal("no answer cache for a resolver with Fresh")
 	}
 	plain = New(Options{Resolver: p, Observer: nopObserver{}})
@@ -213,7 +213,6 @@ func TestKeptAnswerFollowsChanges(t *testing.T) {
 		addr("new.example.test.") // kept by now
 	}
 	res.Pipeline = p2
-	kept.answers.fresh = p2
 	if got := addr("new.example.test."); got != "192.0.2.70" {
 		t.Fatalf("after a new generation: got %s, want 192.0.2.70", got)
 	}

@@ -127,7 +127,9 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		obs.Name = lower
 		obs.Qtype = q.Question[0].Qtype
 	}
-	st = s.set.Load()
+	// The generation answers the whole query: settings and resolver.
+	g := s.set.gen()
+	st = g.set
 
 	// EDNS0: the client's OPT and the UDP size we may use for the answer.
 	nopt := 0
@@ -199,14 +201,14 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		// Not over TCP (those never come here): refused, and counted as
 		// the refused transfer it is, under its zone when it is listed.
 		rcode = dns.RcodeRefused
-		if s.auth != nil {
-			obs.Zone = s.auth.TransferZone(obs.Name)
+		if g.auth != nil {
+			obs.Zone = g.auth.TransferZone(obs.Name)
 		}
 		if s.observer != nil {
 			s.observer.Transfer(obs.Zone, TransferRefused)
 		}
 	default:
-		return s.resolve(ctx, sc, &obs, q, qopt, st, maxSize, start)
+		return s.resolve(ctx, sc, &obs, q, qopt, g, maxSize, start)
 	}
 	return s.finish(sc, &obs, s.reply(sc, q, rcode), qopt, st, maxSize)
 }
@@ -244,11 +246,12 @@ func (s *Server) reply(sc *scratch, q *dns.Msg, rcode int) *dns.Msg {
 	return out
 }
 
-func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, st *settings, maxSize int, now time.Time) []byte {
+func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *dns.Msg, qopt *dns.OPT, g *Generation, maxSize int, now time.Time) []byte {
 	s.faults.beforeResolve(obs.Name)
-	key, keep := s.answerKey(sc, q, qopt, st)
+	st := g.set
+	key, keep := s.answerKey(sc, q, qopt, g)
 	if keep {
-		if b := s.reuse(sc, &key, q, obs, now); b != nil {
+		if b := s.reuse(sc, &key, q, obs, g.fresh, now); b != nil {
 			return b
 		}
 	}
@@ -263,7 +266,7 @@ func (s *Server) resolve(ctx context.Context, sc *scratch, obs *Observation, q *
 		Buf:    &sc.ans,
 		Stamp:  keep,
 	}
-	r := s.resolver.Resolve(ctx, &sc.req)
+	r := g.res.Resolve(ctx, &sc.req)
 	obs.Zone, obs.Source, obs.View = r.Zone, r.Source, r.View
 	if r.Msg == nil {
 		return s.finish(sc, obs, s.reply(sc, q, dns.RcodeServerFailure), qopt, st, maxSize)

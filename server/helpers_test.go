@@ -18,6 +18,10 @@ import (
 	"github.com/dnsd/dnsd/pipeline"
 )
 
+// Store makes st the settings of a new generation with the resolver in
+// place (tests that give settings without listening).
+func (c *current) Store(st *settings) { g := c.gen(); c.p.Store(newGeneration(g.res, g.auth, st)) }
+
 // fakeResolver answers every name with one A record (192.0.2.1), or runs fn.
 type fakeResolver struct {
 	fn    func(ctx context.Context, req *pipeline.Request) pipeline.Response

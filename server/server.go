@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/pipeline"
@@ -65,8 +67,8 @@ type Observation struct {
 	Truncated bool
 }
 
-// Settings are the parts of the configuration that a reload swaps
-// atomically without touching sockets.
+// Settings are the server's part of a generation (see Generation): what
+// it applies to every query besides the resolver's answer.
 type Settings struct {
 	// ACL says who may query; the zero ACL admits nobody (config's
 	// default has Default true).
@@ -84,12 +86,74 @@ type Settings struct {
 
 // Options are a Server's fixed dependencies.
 type Options struct {
-	Resolver pipeline.Resolver // required, no default
+	// Resolver answers until the first Commit (Apply keeps the one in
+	// place); nil when the caller commits its own (Prepare, Commit)
+	// before it listens.
+	Resolver pipeline.Resolver
 	// Authority answers zone transfers and holds the TSIG keys of signed
-	// queries; nil: transfers are REFUSED, signed queries BADKEY.
+	// queries, as Resolver until the first Commit; nil: transfers are
+	// REFUSED, signed queries BADKEY.
 	Authority authority.Transferer
 	Observer  Observer     // nil: queries are not observed
 	Logger    *slog.Logger // nil: discard
+}
+
+// Generation is one configuration as the server serves it: the resolver
+// (the pipeline: zones and views, and whatever its caller keeps with
+// it), the authority (transfers, TSIG keys) and the compiled settings
+// (ACL, limits, TLS, rotation). The server holds exactly one; Commit
+// replaces it with one atomic store. A query reads it once, as it
+// arrives, and is answered by that generation's resolver under that
+// generation's settings.
+type Generation struct {
+	res   pipeline.Resolver
+	auth  authority.Transferer // nil: no transfers, no TSIG keys
+	fresh pipeline.Freshness   // res, when it stamps answers: then they are kept
+	set   *settings
+}
+
+func newGeneration(res pipeline.Resolver, auth authority.Transferer, st *settings) *Generation {
+	g := &Generation{res: res, auth: auth, set: st}
+	g.fresh, _ = res.(pipeline.Freshness)
+	return g
+}
+
+// Resolver is the resolver the generation was committed with.
+func (g *Generation) Resolver() pipeline.Resolver { return g.res }
+
+// current holds the Server's generation: Commit's store, every query's
+// load.
+type current struct{ p atomic.Pointer[Generation] }
+
+func (c *current) gen() *Generation { return c.p.Load() }
+
+// Load returns the settings of the generation in place.
+func (c *current) Load() *settings { return c.p.Load().set }
+
+// authorities is what zone transfers and signed queries ask (xfr.go):
+// the authority of the generation in place; one without any refuses
+// every transfer and knows no key.
+type authorities struct{ c *current }
+
+func (a authorities) Transfer(ctx context.Context, req *authority.Request) authority.Result {
+	if x := a.c.gen().auth; x != nil {
+		return x.Transfer(ctx, req)
+	}
+	return authority.Result{Rcode: dns.RcodeRefused}
+}
+
+func (a authorities) TransferZone(name string) string {
+	if x := a.c.gen().auth; x != nil {
+		return x.TransferZone(name)
+	}
+	return ""
+}
+
+func (a authorities) TSIGKey(name string) *authority.TSIGKey {
+	if x := a.c.gen().auth; x != nil {
+		return x.TSIGKey(name)
+	}
+	return nil
 }
 
 // Defaults applied when a Settings field is zero (config normally sets them).
@@ -161,16 +225,17 @@ func compile(set Settings) *settings {
 }
 
 // Server serves DNS on a changing set of listen addresses. Create it with
-// New, bind with Apply, stop with Shutdown.
+// New, bind with Apply (or Prepare and Commit), stop with Shutdown.
 type Server struct {
-	resolver pipeline.Resolver
-	auth     authority.Transferer // nil: no transfers, no TSIG keys
-	answers  *answerCache         // nil: answers are never kept
+	// auth: see authorities. Queries are resolved by their generation's
+	// resolver (set).
+	auth     authority.Transferer
+	answers  *answerCache // nil: answers are never kept
 	names    *nameTable
 	observer Observer
 	log      *slog.Logger
 
-	set     atomic.Pointer[settings]
+	set     current // the generation in place
 	limiter *limiter
 	panics  panicLog
 	rotors  *rotors // answer rotation: a step per name and type answered
@@ -184,7 +249,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex // serializes Apply and Shutdown; guards units, order, closed
+	// mu serializes changes (from Prepare to its Commit or Abort) and
+	// Shutdown; it guards units, order, closed.
+	mu     sync.Mutex
 	units  map[unitKey]*unit
 	order  []unitKey
 	closed bool
@@ -205,21 +272,17 @@ type Server struct {
 	wbufs     sync.Pool // *[]byte, answers a TCP or TLS reader holds until it writes them
 }
 
-// New returns a Server that is not listening yet. Until the first Apply
-// it uses the default settings (safe ACL default, default limits).
+// New returns a Server that is not listening yet. Until the first Commit
+// (or Apply) it uses the default settings (safe ACL default, default
+// limits) and opts.Resolver.
 func New(opts Options) *Server {
-	if opts.Resolver == nil {
-		panic("server.New: Options.Resolver is nil")
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		resolver: opts.Resolver,
-		auth:     opts.Authority,
-		answers:  newAnswerCache(opts.Resolver),
+		answers:  newAnswerCache(),
 		names:    newNameTable(),
 		observer: opts.Observer,
 		log:      log,
@@ -232,6 +295,7 @@ func New(opts Options) *Server {
 		done:     make(chan struct{}),
 		udpq:     make(chan *udpJob),
 	}
+	s.auth = authorities{&s.set}
 	s.xfrs.init()
 	s.jobs.New = func() any { return new(udpJob) }
 	s.batches.New = newBatchAny
@@ -244,7 +308,7 @@ func New(opts Options) *Server {
 		b := make([]byte, packBufSize)
 		return &b
 	}
-	s.set.Store(compile(Settings{ACL: config.ACL{Default: true}}))
+	s.set.p.Store(newGeneration(opts.Resolver, opts.Authority, compile(Settings{ACL: config.ACL{Default: true}})))
 	return s
 }
 
@@ -257,50 +321,77 @@ func where(l config.Listen) string {
 	return l.Pos.String() + ": "
 }
 
+// Change is a prepared change of listeners and settings (Prepare), to be
+// committed or aborted.
+type Change struct {
+	set   *settings
+	want  map[unitKey]bool
+	order []unitKey
+	bound []*unit // bound by Prepare, not serving until Commit
+	// freed: units being removed that Prepare closed early, because a
+	// new address needs their port (127.0.0.1:53 → 0.0.0.0:53); Abort
+	// binds them again.
+	freed []*unit
+	done  bool
+}
+
 // Apply makes the server listen on exactly the given entries with the
-// given settings. Sockets of entries that are already bound (same proto and
-// address as written) are kept; new entries are bound first, then removed
-// ones are closed. If any bind fails, everything bound by this call is
-// closed and an error is returned; the server is then unchanged (sockets
-// and settings). Apply is used at start and on every reload.
+// given settings, answering with the resolver in place: Prepare, then
+// Commit. On error the server is unchanged (sockets and settings). Apply
+// is used at start and on every reload of callers that keep one
+// resolver.
 func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings) error {
+	c, err := s.Prepare(ctx, listen, set)
+	if err != nil {
+		return err
+	}
+	g := s.set.gen()
+	s.Commit(c, g.res, g.auth)
+	return nil
+}
+
+// Prepare checks listen and set and binds the entries that are not bound
+// yet (same proto and address as written are kept). Nothing is answered
+// on the new sockets, and nothing the server answers changes, until
+// Commit; the one exception is a socket of a removed entry that holds a
+// port a new entry needs, which is closed now. If any bind fails,
+// everything bound by this call is closed, the sockets closed for their
+// port are bound again, and an error is returned: the server is then
+// unchanged. After a Prepare that succeeded, exactly one Commit or Abort
+// must follow: the server takes no other change (nor Shutdown) until
+// then.
+func (s *Server) Prepare(ctx context.Context, listen []config.Listen, set Settings) (*Change, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	c, err := s.prepare(ctx, listen, set)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (s *Server) prepare(ctx context.Context, listen []config.Listen, set Settings) (*Change, error) {
 	if s.closed {
-		return errors.New("server: apply after shutdown")
+		return nil, errors.New("server: apply after shutdown")
 	}
 	for _, l := range listen {
 		if (l.Proto == "tls" || l.Proto == "https") && set.TLS == nil {
-			return fmt.Errorf("%slisten %s: tls listener needs a TLS certificate (tls:)", where(l), l)
+			return nil, fmt.Errorf("%slisten %s: tls listener needs a TLS certificate (tls:)", where(l), l)
 		}
 		switch l.Proto {
 		case "", "udp", "tcp", "tls", "https":
 		default:
-			return fmt.Errorf("%slisten %s: unknown protocol %q", where(l), l, l.Proto)
+			return nil, fmt.Errorf("%slisten %s: unknown protocol %q", where(l), l, l.Proto)
 		}
 	}
 
-	want := make(map[unitKey]bool)
+	c := &Change{want: make(map[unitKey]bool)}
 	for _, l := range listen {
 		for _, k := range unitKeys(l) {
-			want[k] = true
+			c.want[k] = true
 		}
 	}
-	var (
-		order []unitKey
-		seen  = make(map[unitKey]bool)
-		bound []*unit
-		// freed: units being removed that were closed early, because a new
-		// address needs their port (127.0.0.1:53 → 0.0.0.0:53); a failed
-		// Apply binds them again.
-		freed []*unit
-		undo  = func() {
-			for _, u := range bound {
-				u.closeSockets()
-			}
-			s.rebind(ctx, freed)
-		}
-	)
+	seen := make(map[unitKey]bool)
 	for _, l := range listen {
 		keys := unitKeys(l)
 		var missing []unitKey
@@ -309,7 +400,7 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 				continue
 			}
 			seen[k] = true
-			order = append(order, k)
+			c.order = append(c.order, k)
 			if s.units[k] == nil {
 				missing = append(missing, k)
 			}
@@ -317,23 +408,55 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		if len(missing) == 0 {
 			continue
 		}
-		us, err := bindUnits(ctx, l.Addr, missing, !s.holdsUDPPort(missing, bound))
+		us, err := bindUnits(ctx, l.Addr, missing, !s.holdsUDPPort(missing, c.bound))
 		if errors.Is(err, syscall.EADDRINUSE) {
-			if f := s.freePorts(missing, want); len(f) > 0 {
-				freed = append(freed, f...)
-				us, err = bindUnits(ctx, l.Addr, missing, !s.holdsUDPPort(missing, bound))
+			if f := s.freePorts(missing, c.want); len(f) > 0 {
+				c.freed = append(c.freed, f...)
+				us, err = bindUnits(ctx, l.Addr, missing, !s.holdsUDPPort(missing, c.bound))
 			}
 		}
 		if err != nil {
-			undo()
-			return fmt.Errorf("%slisten %s: %w", where(l), l, err)
+			s.undo(ctx, c)
+			return nil, fmt.Errorf("%slisten %s: %w", where(l), l, err)
 		}
-		bound = append(bound, us...)
+		c.bound = append(c.bound, us...)
 	}
+	c.set = compile(set)
+	return c, nil
+}
 
-	st := compile(set)
-	s.set.Store(st)
-	for _, u := range bound {
+// undo closes what c bound and binds again what it freed. s.mu is held.
+func (s *Server) undo(ctx context.Context, c *Change) {
+	for _, u := range c.bound {
+		u.closeSockets()
+	}
+	s.rebind(ctx, c.freed)
+}
+
+// Abort undoes a prepared change: the server is as it was before Prepare
+// (the sockets it closed for their port are bound again).
+func (s *Server) Abort(ctx context.Context, c *Change) {
+	if c.done {
+		return
+	}
+	c.done = true
+	defer s.mu.Unlock()
+	s.undo(ctx, c)
+}
+
+// Commit makes the change, res and auth the server's generation, with
+// one atomic store: every query read after it is answered by res (and
+// transfers by auth) under the change's settings, none before. Then the
+// listeners the change bound start serving and those it removed close.
+func (s *Server) Commit(c *Change, res pipeline.Resolver, auth authority.Transferer) {
+	if c.done {
+		return
+	}
+	c.done = true
+	defer s.mu.Unlock()
+	st := c.set
+	s.set.p.Store(newGeneration(res, auth, st))
+	for _, u := range c.bound {
 		s.units[u.key] = u
 		s.start(u)
 	}
@@ -346,18 +469,20 @@ func (s *Server) Apply(ctx context.Context, listen []config.Listen, set Settings
 		s.setRcvBufs(st.rcvbuf)
 	}
 	for k, u := range s.units {
-		if !want[k] {
+		if !c.want[k] {
 			s.remove(u, "stopped listening")
 		}
 	}
-	for _, u := range bound {
+	for _, u := range c.bound {
 		s.log.Info("listening", "proto", u.key.proto, "addr", u.addr().String())
 	}
-	s.order = order
-	return nil
+	s.order = c.order
 }
 
-// freePorts stops and closes the units that Apply is removing (not in
+// Current returns the generation in place.
+func (s *Server) Current() *Generation { return s.set.gen() }
+
+// freePorts stops and closes the units that a change is removing (not in
 // want) and that hold the port of one of keys for the same transport, so
 // that keys can be bound; it returns them. s.mu is held.
 func (s *Server) freePorts(keys []unitKey, want map[unitKey]bool) []*unit {
@@ -373,7 +498,7 @@ func (s *Server) freePorts(keys []unitKey, want map[unitKey]bool) []*unit {
 }
 
 // holdsUDPPort reports whether dnsd holds a UDP socket (in s.units or
-// among bound, the units an Apply has bound so far) on the port of one of
+// among bound, the units a Prepare has bound so far) on the port of one of
 // keys. s.mu is held.
 func (s *Server) holdsUDPPort(keys []unitKey, bound []*unit) bool {
 	holds := func(u *unit) bool {
@@ -411,8 +536,8 @@ func (u *unit) holdsPortOf(k unitKey) bool {
 	return err == nil && held == port
 }
 
-// rebind binds and starts again the units freePorts closed, after an
-// Apply that failed. s.mu is held.
+// rebind binds and starts again the units freePorts closed, after a
+// Prepare that failed or an Abort. s.mu is held.
 func (s *Server) rebind(ctx context.Context, units []*unit) {
 	for _, old := range units {
 		// The address as written, with the port it had (port 0 resolved).
