@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/miekg/dns"
+)
+
+// Writer is implemented by sources that dynamic updates (RFC 2136) write
+// to: a zone's one writable source. The authority checks an update's
+// prerequisites and policy, reads what the source holds at the names it
+// touches, works out their new records and commits them through an
+// UpdateTxn.
+type Writer interface {
+	Source
+	// BeginUpdate starts an update of zone (a lower-case FQDN the source
+	// serves). A local store holds the zone for the update until Commit or
+	// Abort (one update per zone at a time); a shared store (etcd) lets
+	// updates run side by side and finds a conflicting one at Commit.
+	BeginUpdate(ctx context.Context, zone string) (UpdateTxn, error)
+}
+
+// UpdateTxn is one update in progress. It is used by one goroutine.
+type UpdateTxn interface {
+	// Records returns the records the source holds at name (a lower-case
+	// FQDN in the zone), of every type; nil when it holds none. The slice
+	// is read-only.
+	Records(name string) []dns.RR
+	// Commit replaces the source's records at each name of sets with
+	// sets[name] (an empty slice removes the name), all or nothing. It
+	// returns once the change is durable (fsync'd or committed) and seen
+	// by this process's queries (the source's Serial has risen). An error
+	// leaves the data unchanged: ErrUpdateConflict when another writer
+	// changed it since BeginUpdate (begin again and check again),
+	// ErrTooManyRecords when the store would exceed its bound.
+	Commit(ctx context.Context, sets map[string][]dns.RR) error
+	// Abort ends the update without a change; after Commit it does
+	// nothing.
+	Abort()
+}
+
+var (
+	// ErrUpdateConflict: the data changed under an update since it began.
+	ErrUpdateConflict = errors.New("the zone changed while the update was checked")
+	// ErrTooManyRecords: the update would take the store over its bound.
+	ErrTooManyRecords = errors.New("the update would exceed the store's record limit")
+)
