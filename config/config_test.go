@@ -142,6 +142,7 @@ func TestDefaults(t *testing.T) {
 		Limits: Limits{UDPBuffer: 1232, MaxTCPConnections: 1000, MaxTCPPerClient: 64, MaxTCPPipeline: 16, UDPRcvBuf: 4 << 20, TCPIdleTimeout: 10 * time.Second, MaxTransfers: 10},
 		Blocks: map[string]any{forward.CacheKey: &forward.CacheConfig{Size: 100000, MaxTTL: time.Hour, NegativeTTL: 5 * time.Minute,
 			ServeStale: time.Hour, Prefetch: true}},
+		StateDir: DefaultStateDir,
 		Zones: []Zone{{
 			Key:   "home.arpa",
 			Names: []string{"home.arpa."},
@@ -563,5 +564,25 @@ func TestMergeKeys(t *testing.T) {
 		if h := cfg.Zones[i].Sources[0].Settings.(*hosts.Config); h.TTL != want || len(h.Entries) != 1 {
 			t.Errorf("%s: ttl %v, %d entries; want %v, 1", cfg.Zones[i].Key, h.TTL, len(h.Entries), want)
 		}
+	}
+}
+
+// TestStateDir: state_dir is relative to dnsd.yaml's directory; an empty
+// one is an error.
+func TestStateDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dnsd.yaml")
+	zones := "zones:\n  home.arpa:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n"
+	if err := os.WriteFile(file, []byte("state_dir: state\n"+zones), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, file).StateDir; got != filepath.Join(dir, "state") {
+		t.Errorf("state_dir = %q, want %q", got, filepath.Join(dir, "state"))
+	}
+	if err := os.WriteFile(file, []byte("state_dir: \"\"\n"+zones), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(file, sources.ConfigKinds()); err == nil || !strings.Contains(err.Error(), "state_dir: empty directory name") {
+		t.Errorf("empty state_dir: %v", err)
 	}
 }

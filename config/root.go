@@ -14,7 +14,7 @@ import (
 	"github.com/dnsd/dnsd/internal/quote"
 )
 
-var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "rotate", "zones", "views", "transfer"}
+var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "rotate", "zones", "views", "transfer", "state_dir"}
 
 // rootKeys are the top-level keys: this package's and the blocks the
 // kinds own.
@@ -67,10 +67,34 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	p.limits(m, &cfg.Limits)
 	p.blocks(m, cfg.Blocks)
 	m.Bool("rotate", &cfg.Rotate)
+	cfg.StateDir = p.stateDir(m)
 	cfg.Zones = p.zones(m)
 	cfg.Views = p.views(m, cfg.Listen)
 	cfg.Transfers = p.transfers(m, cfg.Zones)
 	return cfg
+}
+
+// DefaultStateDir is where dnsd keeps what it must find again after a
+// restart (the copies of secondary zones) when state_dir is not set.
+const DefaultStateDir = "/var/lib/dnsd"
+
+// stateDir parses state_dir: a directory, relative to dnsd.yaml's. It
+// need not exist yet (the sources that write there make it).
+func (p *Parser) stateDir(m *Mapping) string {
+	var dir string
+	n := m.Str("state_dir", &dir)
+	if n == nil {
+		return DefaultStateDir
+	}
+	if dir == "" {
+		p.Errorf(n, "state_dir", "empty directory name")
+		return DefaultStateDir
+	}
+	full, ok := p.filePath(n, "state_dir", dir)
+	if !ok {
+		return DefaultStateDir
+	}
+	return full
 }
 
 // hostPort validates "host:port" where host is an IP literal ([v6] for

@@ -229,8 +229,9 @@ func rootSchema(kinds KindParsers) *Schema {
 				"rate_drop":           BoolSchema("Over the rate: drop instead of answering TC=1.", false),
 				"max_transfers":       IntSchema("Zone transfers (AXFR, IXFR) sent at once; more get SERVFAIL.", DefaultMaxTransfers, 1, Ptr(10000)),
 			}),
-			"rotate": BoolSchema("Rotate the order of the A and AAAA records of each answer (round robin).", false),
-			"zones":  zones,
+			"rotate":    BoolSchema("Rotate the order of the A and AAAA records of each answer (round robin).", false),
+			"zones":     zones,
+			"state_dir": StringSchema("Directory for what dnsd keeps across restarts (the copies of secondary zones), relative to this file.", DefaultStateDir),
 			"transfer": {
 				Description: "Zone transfers (AXFR, IXFR) to secondaries and NOTIFY when a zone's serial rises. A zone appears in one item at most.",
 				Type:        TArray,

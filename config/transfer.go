@@ -127,6 +127,10 @@ func (p *Parser) transfers(m *Mapping, zones []Zone) []Transfer {
 	return out
 }
 
+// TSIG parses the tsig block of m (at YAML path path), as a transfer
+// item's: nil when absent; problems are reported.
+func (p *Parser) TSIG(m *Mapping, path string) *TSIG { return p.tsig(m, path) }
+
 // tsig parses a transfer item's tsig block (nil when absent).
 func (p *Parser) tsig(m *Mapping, ipath string) *TSIG {
 	n, path := m.Get("tsig")

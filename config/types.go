@@ -35,8 +35,11 @@ type Config struct {
 	// Rotate: answers rotate the order of their A and AAAA records, one
 	// step per response (key rotate, default false).
 	Rotate bool
-	Zones  []Zone // in file order; required, at least one
-	Views  []View // in file order; the first that matches a query wins; default none
+	// StateDir is the directory dnsd keeps state in across restarts
+	// (key state_dir, default DefaultStateDir; resolved).
+	StateDir string
+	Zones    []Zone // in file order; required, at least one
+	Views    []View // in file order; the first that matches a query wins; default none
 	// Transfers are the zone transfer items (key transfer), in file
 	// order; default none.
 	Transfers []Transfer
