@@ -81,7 +81,8 @@ func TestSendSplitsAndSigns(t *testing.T) {
 // Take gives out limit slots at once; Give returns one.
 func TestSenderLimit(t *testing.T) {
 	s := NewSender()
-	if !s.Take(2) || !s.Take(2) {
+	first := s.Take(2)
+	if second := s.Take(2); !first || !second {
 		t.Fatal("two slots of two refused")
 	}
 	if s.Take(2) {

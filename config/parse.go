@@ -396,10 +396,8 @@ type DurLimit struct {
 	Seconds  bool          // false: any precision
 }
 
-var (
-	nonNegative = DurLimit{}
-	Positive    = DurLimit{Min: time.Nanosecond}
-)
+// Positive admits durations above zero.
+var Positive = DurLimit{Min: time.Nanosecond}
 
 // Duration sets *dst to the Go Duration at key, when present and valid.
 func (m *Mapping) Duration(key string, dst *time.Duration, lim DurLimit) *yaml.Node {

@@ -857,12 +857,6 @@ func (b *Backend) monitor(conn *grpc.ClientConn) {
 	}
 }
 
-// lookup looks name up in the index of the backend's own default TTL
-// (tests; Sources look up in their view's index).
-func (b *Backend) lookup(name, zone string) (rrs []dns.RR, ok bool) {
-	return lookupIn(b.defaultView().ix.Load(), name, zone)
-}
-
 // defaultView is the view of the TTL the backend was opened with, or any
 // when that one has been let go of.
 func (b *Backend) defaultView() *view {

@@ -91,10 +91,6 @@ func (v *View) Synced() bool { return v.b.Synced() }
 // WaitSynced blocks until the backend has synced or ctx ends.
 func (v *View) WaitSynced(ctx context.Context) error { return v.b.WaitSynced(ctx) }
 
-func (v *View) lookup(name, zone string) ([]dns.RR, bool) {
-	return lookupIn(v.vw.ix.Load(), name, zone)
-}
-
 // clone returns a copy of ix (writer only) whose records from values
 // without a "ttl" have ttl instead.
 func (ix *index) clone(ttl uint32) *index {

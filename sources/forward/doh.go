@@ -11,11 +11,10 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/net/http2"
 )
 
 // DNS over HTTPS upstreams (RFC 8484): https://IP[:port]/path@servername.
-// Queries are POSTed over HTTP/2 (golang.org/x/net/http2), on one
+// Queries are POSTed over HTTP/2 (net/http, HTTP/2 only), on one
 // connection per upstream that carries every concurrent query and is
 // reused until the server closes it; the certificate is verified against
 // tls_ca (or the system roots) and servername (or the IP). Timeouts,
@@ -24,20 +23,26 @@ import (
 // dohClient is an https upstream's HTTP/2 client.
 type dohClient struct {
 	url       string
-	transport *http2.Transport
+	transport *http.Transport
 	client    *http.Client
 }
 
 func newDoHClient(u *upstream) *dohClient {
-	t := &http2.Transport{
-		TLSClientConfig: u.tls,
+	cfg := u.tls.Clone()
+	cfg.NextProtos = []string{"h2"}
+	var protos http.Protocols
+	protos.SetHTTP2(true)
+	t := &http.Transport{
 		// The upstream is an IP: dial it, whatever the URL's host says.
-		DialTLSContext: func(ctx context.Context, network, _ string, cfg *tls.Config) (net.Conn, error) {
+		DialTLSContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: cfg}
 			return d.DialContext(ctx, network, u.Addr)
 		},
-		ReadIdleTimeout: 30 * time.Second, // ping an idle connection, drop it if dead
-		PingTimeout:     5 * time.Second,
+		Protocols: &protos,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second, // ping an idle connection, drop it if dead
+			PingTimeout:     5 * time.Second,
+		},
 	}
 	return &dohClient{
 		url:       "https://" + u.Addr + u.Path,

@@ -513,5 +513,3 @@ func (h *View) Close() error {
 
 // Backend is the View's backend.
 func (h *View) Backend() *Backend { return h.b }
-
-func (h *View) snapshot() *snapshot { return h.v.cur.Load() }

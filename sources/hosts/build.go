@@ -55,17 +55,6 @@ func buildIndex(segs []*fileData, pace *pacing.Pacing) *index {
 	return ix
 }
 
-// each calls f for every pair, in order, with its id.
-func (ix *index) each(f func(id uint32, d *fileData, e fileEntry)) {
-	id := uint32(0)
-	for _, d := range ix.segs {
-		for _, e := range d.entries {
-			f(id, d, e)
-			id++
-		}
-	}
-}
-
 // ahead is the number of pairs eachAhead looks up ahead of time.
 const ahead = 16
 

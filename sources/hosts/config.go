@@ -1,7 +1,6 @@
 package hosts
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -143,12 +142,4 @@ func hostZone(zones []string) string {
 		}
 	}
 	return zones[0]
-}
-
-// zoneList names zones for a message, eliding long lists.
-func zoneList(zones []string) string {
-	if len(zones) > 4 {
-		return strings.Join(zones[:3], " ") + fmt.Sprintf(" ... (%d zones)", len(zones))
-	}
-	return strings.Join(zones, " ")
 }

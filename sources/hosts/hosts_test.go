@@ -366,8 +366,8 @@ func TestInlineEntries(t *testing.T) {
 	expect(t, only, "y.example.internal.")
 	expect(t, only, "10.0.0.10.in-addr.arpa.", "PTR db.example.internal.", "PTR x.y.example.internal.")
 	expect(t, only, "web.example.internal.", "NOTMINE")
-	if only.TTL() != 600 || only.Serial() == 0 || only.Serial() != only.Serial() {
-		t.Errorf("TTL, Serial = %d, %d", only.TTL(), only.Serial())
+	if serial := only.Serial(); only.TTL() != 600 || serial == 0 || only.Serial() != serial {
+		t.Errorf("TTL, Serial = %d, %d (then %d)", only.TTL(), serial, only.Serial())
 	}
 	res := only.Lookup(context.Background(), &pipeline.Question{Name: "db.example.internal."})
 	if res.RRs[0].Header().Ttl != 600 {

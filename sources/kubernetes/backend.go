@@ -123,13 +123,25 @@ type patientLW struct {
 	relist *relisting
 }
 
+// List is ListWithContext without a context (the ListerWatcher interface
+// the informer takes requires it; the reflector calls the context form).
 func (l patientLW) List(options metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), options)
+}
+
+// Watch is WatchWithContext without a context, as List.
+func (l patientLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	return l.WatchWithContext(context.Background(), options)
+}
+
+// ListWithContext waits, then lists through the wrapped ListerWatcher.
+func (l patientLW) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	l.wait()
 	if l.relist.pending() && options.Continue == "" {
 		// The versions held are ahead of the server: the current state.
 		options.ResourceVersion, options.ResourceVersionMatch = "", ""
 	}
-	obj, err := l.ListerWatcher.List(options)
+	obj, err := cache.ToListerWatcherWithContext(l.ListerWatcher).ListWithContext(ctx, options)
 	if err == nil {
 		if m, merr := apimeta.ListAccessor(obj); merr == nil && m.GetContinue() == "" { // the last page
 			l.relist.listed()
@@ -140,9 +152,9 @@ func (l patientLW) List(options metav1.ListOptions) (runtime.Object, error) {
 	return obj, err
 }
 
-// Watch waits as List does: after a broken watch the reflector watches
-// again from where it was, with the same backoff.
-func (l patientLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
+// WatchWithContext waits as ListWithContext does: after a broken watch
+// the reflector watches again from where it was, with the same backoff.
+func (l patientLW) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 	l.wait()
 	initial := options.SendInitialEvents != nil && *options.SendInitialEvents
 	if l.relist.pending() {
@@ -155,7 +167,7 @@ func (l patientLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
 		// from its current state instead.
 		options.ResourceVersion = ""
 	}
-	w, err := l.ListerWatcher.Watch(options)
+	w, err := cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, options)
 	if err != nil {
 		l.relist.refused(err, options.ResourceVersion)
 		return w, err

@@ -196,7 +196,7 @@ func (b *Backend) checkVersions(api API) {
 
 // compareVersions is one check of checkVersions.
 func (b *Backend) compareVersions(api API) {
-	obj, err := api.ListWatch(resNamespace).List(metav1.ListOptions{Limit: 1})
+	obj, err := cache.ToListerWatcherWithContext(api.ListWatch(resNamespace)).ListWithContext(b.ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return // the informers' own errors say why
 	}

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -39,13 +40,13 @@ func TestRelistAfterResourceVersionRefused(t *testing.T) {
 	fw := watch.NewFake()
 	lw := patientLW{
 		ListerWatcher: &cache.ListWatch{
-			ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+			ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 				if listErr != nil {
 					return nil, listErr
 				}
 				return &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "305", Continue: continued}}, nil
 			},
-			WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
 		},
 		wait:   func() {},
 		relist: &relisting{b: b, resource: resServices},
