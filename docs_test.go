@@ -228,3 +228,26 @@ func TestExportedFieldsDocumentDefaults(t *testing.T) {
 		t.Fatalf("found only %d exported fields", fields)
 	}
 }
+
+// TestReadmeLinksEveryDoc: the README's list of the operator's docs links
+// every page under docs/ (a new source's page included).
+func TestReadmeLinksEveryDoc(t *testing.T) {
+	readme := readFile(t, "README.md")
+	pages := 0
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return err
+		}
+		pages++
+		if !strings.Contains(readme, "]("+filepath.ToSlash(path)+")") {
+			t.Errorf("README.md does not link %s", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages < 5 {
+		t.Fatalf("found only %d pages under docs/", pages)
+	}
+}

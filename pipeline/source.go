@@ -226,13 +226,13 @@ type Keeper interface {
 }
 
 // Freshness is implemented by resolvers that stamp answers (Pipeline and
-// the reload switch that holds the current one).
+// the daemon's generation that holds the current one).
 type Freshness interface {
 	Fresh(Stamp) (aged uint32, ok bool)
 }
 
 // Resolver is what the server calls for every query; *Pipeline implements
-// it, and so does the reload switch that holds the current pipeline.
+// it, and so does the daemon's generation that holds the current pipeline.
 type Resolver interface {
 	Resolve(ctx context.Context, req *Request) Response
 }
