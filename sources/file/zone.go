@@ -251,11 +251,18 @@ func load(c *Config, pace *pacing.Pacing) (*zone, error) {
 		}
 	}
 	z.sum = h.Sum64()
-	z.delegations(c.Zones)
-	z.indexDenials(c.Zones)
+	z.index(c.Zones, &pc)
+	return z, nil
+}
+
+// index makes what lookups need beside the records: referrals, denial
+// chains and empty non-terminals.
+func (z *zone) index(zones []string, pc *pacing.Pacer) {
+	z.delegations(zones)
+	z.indexDenials(zones)
 	for name := range z.names {
 		pc.Step()
-		top := zoneOf(name, c.Zones)
+		top := zoneOf(name, zones)
 		for p := pipeline.Parent(name); p != "" && pipeline.InZone(p, top); p = pipeline.Parent(p) {
 			if _, ok := z.names[p]; ok {
 				continue
@@ -263,7 +270,6 @@ func load(c *Config, pace *pacing.Pacing) (*zone, error) {
 			z.ents[p] = true
 		}
 	}
-	return z, nil
 }
 
 // add files rr under its owner unless it is outside every zone, and
@@ -297,7 +303,9 @@ func (z *zone) add(rr dns.RR, zones []string) {
 		}
 		return
 	}
-	hdr.Name = name
+	if hdr.Name != name { // a record indexed before may be shared with readers
+		hdr.Name = name
+	}
 	if soa, ok := rr.(*dns.SOA); ok && slices.Contains(zones, name) {
 		if z.soa == nil {
 			z.soa = soa
