@@ -1,0 +1,87 @@
+package secondary
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
+)
+
+// Kind is the secondary source kind. It holds the kind's metrics,
+// registered once.
+type Kind struct {
+	settings *config.Settings
+	mu       sync.Mutex
+	metrics  *Metrics
+}
+
+var _ kind.Kind = (*Kind)(nil)
+
+// NewKind returns the secondary kind.
+func NewKind() *Kind { return &Kind{settings: describe()} }
+
+// Name implements config.KindParser.
+func (*Kind) Name() string { return "secondary" }
+
+// DefaultFallthrough implements config.KindParser: the copy is the
+// zone's authoritative data.
+func (*Kind) DefaultFallthrough() bool { return false }
+
+// Settings implements config.KindParser.
+func (k *Kind) Settings() *config.Settings { return k.settings }
+
+// Build implements kind.Kind: one backend per zone, primaries, key and
+// state_dir, kept across reloads that change none of them.
+func (k *Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any) (pipeline.Source, error) {
+	c := *settings.(*Config)
+	c.StateDir = env.Config.StateDir
+	if env.DryRun {
+		return NewSource(&Backend{cfg: &c}), nil
+	}
+	m, err := k.registerMetrics(env)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]string, len(c.Primaries))
+	for i, p := range c.Primaries {
+		ps[i] = p.String()
+	}
+	key := fmt.Sprintf("zone=%s primaries=%s state_dir=%q", c.Zone, strings.Join(ps, ","), c.StateDir)
+	if c.Key != nil {
+		sum := sha256.Sum256([]byte(c.Key.Name + " " + c.Key.Algorithm + " " + c.Key.Secret))
+		key += fmt.Sprintf(" tsig=%s secrets=%x", c.Key.Name, sum[:8])
+	}
+	v, _, err := env.Acquire(key, func() (any, io.Closer, error) {
+		b, err := Open(&c, env.Logger, env.Serials, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return NewSource(v.(*Backend)), nil
+}
+
+// registerMetrics creates and registers the kind's metrics on first use.
+func (k *Kind) registerMetrics(env *kind.Env) (*Metrics, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.metrics == nil {
+		m := NewMetrics()
+		for _, c := range m.Collectors() {
+			if err := env.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("secondary metrics: %w", err)
+			}
+		}
+		k.metrics = m
+	}
+	return k.metrics, nil
+}

@@ -1,0 +1,43 @@
+package secondary
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Transfer results (the result label of dnsd_secondary_transfers_total).
+const (
+	resultOK       = "ok"
+	resultRefused  = "refused"
+	resultNotAuth  = "notauth"
+	resultError    = "error"
+	resultTimeout  = "timeout"
+	typeAXFR       = "axfr"
+	typeIXFR       = "ixfr"
+	metricTransfer = "dnsd_secondary_transfers_total"
+)
+
+// Metrics are the secondary kind's collectors, shared by its backends and
+// labelled by zone (a configured zone).
+type Metrics struct {
+	transfers *prometheus.CounterVec
+	serial    *prometheus.GaugeVec
+}
+
+// NewMetrics creates the collectors (unregistered).
+func NewMetrics() *Metrics {
+	return &Metrics{
+		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricTransfer,
+			Help: "Zone transfers from a primary, by zone, type (axfr, ixfr) and result (ok, refused, notauth, error, timeout).",
+		}, []string{"zone", "type", "result"}),
+		serial: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dnsd_secondary_serial",
+			Help: "SOA serial of the copy a secondary zone serves.",
+		}, []string{"zone"}),
+	}
+}
+
+// Collectors returns every collector, for registration.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.transfers, m.serial}
+}
