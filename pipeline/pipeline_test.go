@@ -824,3 +824,43 @@ func TestEmptyNonTerminalYieldsToRecords(t *testing.T) {
 		t.Errorf("apex SOA %v: want the zone's (ns.dns.example., the largest serial 20), not one source's record", r.Msg.Answer)
 	}
 }
+
+// unsyncedFake is a fakeSource that reports not being synced.
+type unsyncedFake struct{ *fakeSource }
+
+func (unsyncedFake) Synced() bool                     { return false }
+func (unsyncedFake) WaitSynced(context.Context) error { return nil }
+
+// TestFailureEDE: a source that is not synced fails with EDE 14 (Not
+// Ready), unless it failed because no server it depends on answered
+// (a secondary zone past its expire): EDE 22 (No Reachable Authority).
+func TestFailureEDE(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want uint16
+	}{
+		{errors.New("not loaded"), dns.ExtendedErrorCodeNotReady},
+		{fmt.Errorf("%w: the zone expired", ErrUnreachable), dns.ExtendedErrorCodeNoReachableAuthority},
+	} {
+		f := newFake(t, "secondary", 60, 1)
+		f.fail = c.err
+		p, err := New([]ZoneSpec{{Names: []string{"example."}, Sources: []SourceEntry{{Source: unsyncedFake{f}}}}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := query(p, "www.example.", dns.TypeA).Msg
+		var got []uint16
+		for _, rr := range m.Extra {
+			if opt, ok := rr.(*dns.OPT); ok {
+				for _, o := range opt.Option {
+					if e, ok := o.(*dns.EDNS0_EDE); ok {
+						got = append(got, e.InfoCode)
+					}
+				}
+			}
+		}
+		if m.Rcode != dns.RcodeServerFailure || len(got) != 1 || got[0] != c.want {
+			t.Errorf("%v: rcode %s, EDE %v; want SERVFAIL, EDE %d", c.err, dns.RcodeToString[m.Rcode], got, c.want)
+		}
+	}
+}

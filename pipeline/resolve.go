@@ -552,14 +552,12 @@ func minimalANY(m *dns.Msg) *dns.Msg {
 }
 
 // failureEDE says why a source failed, as an Extended DNS Error (RFC 8914)
-// in an OPT for the server to pass on: 14 Not Ready for a source that has
-// not finished its first sync, whatever the cause; 22 No Reachable
-// Authority when no upstream answered. The text names the source kind,
+// in an OPT for the server to pass on: 22 No Reachable Authority when no
+// upstream answered (or a secondary zone expired: no primary did); else
+// 14 Not Ready for a source that has not (or no longer) synced, whatever
+// the cause. The text names the source kind,
 // never an address or a secret. Other failures carry none.
 func failureEDE(e *entry, err error) []dns.RR {
-	if sy, ok := e.src.(Syncer); ok && !sy.Synced() {
-		return []dns.RR{EDE(dns.ExtendedErrorCodeNotReady, e.kind+": not synced yet")}
-	}
 	if errors.Is(err, ErrUnreachable) {
 		opt := EDE(dns.ExtendedErrorCodeNoReachableAuthority, e.kind+": no upstream answered")
 		var theirs UpstreamEDEs
@@ -569,6 +567,9 @@ func failureEDE(e *entry, err error) []dns.RR {
 			}
 		}
 		return []dns.RR{opt}
+	}
+	if sy, ok := e.src.(Syncer); ok && !sy.Synced() {
+		return []dns.RR{EDE(dns.ExtendedErrorCodeNotReady, e.kind+": not synced yet")}
 	}
 	return nil
 }

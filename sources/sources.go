@@ -22,6 +22,7 @@ import (
 	"github.com/dnsd/dnsd/sources/hosts"
 	"github.com/dnsd/dnsd/sources/kind"
 	"github.com/dnsd/dnsd/sources/kubernetes"
+	"github.com/dnsd/dnsd/sources/secondary"
 )
 
 // Registry owns every running backend and counts who uses it. The zero
@@ -79,6 +80,7 @@ func Kinds() []kind.Kind {
 		hosts.NewKind(),
 		forward.NewKind(),
 		file.NewKind(),
+		secondary.NewKind(),
 	}
 }
 
