@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/pipeline"
@@ -84,6 +87,15 @@ func (g *generation) TSIGKey(name string) *authority.TSIGKey { return g.auth.TSI
 // replacedBy records that next has been committed in g's place: queries
 // that still come to g are answered by next.
 func (g *generation) replacedBy(next *generation) { g.next.Store(next) }
+
+// NotifyIn implements authority.NotifyReceiver: the newest generation's
+// zones decide (a NOTIFY holds nothing a drain waits for).
+func (g *generation) NotifyIn(q *dns.Msg, wire []byte, from netip.Addr) authority.NotifyAnswer {
+	for n := g.next.Load(); n != nil; n = g.next.Load() {
+		g = n
+	}
+	return g.auth.NotifyIn(q, wire, from)
+}
 
 // drain waits until g answers no query, or ctx ends.
 func (g *generation) drain(ctx context.Context) error {

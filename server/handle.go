@@ -170,6 +170,9 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 		out.Extra = prohibited
 		return s.finish(sc, &obs, out, qopt, st, maxSize)
 	}
+	if q.Opcode == dns.OpcodeNotify {
+		return s.finish(sc, &obs, s.notifyIn(sc, &obs, q, in), qopt, st, maxSize)
+	}
 
 	if ts := q.IsTsig(); ts != nil {
 		// A signed query (a secondary's SOA check): verify it with the

@@ -110,6 +110,8 @@ func TestProtocolErrors(t *testing.T) {
 	}
 	notify := query("example.test.", dns.TypeSOA)
 	notify.Opcode = dns.OpcodeNotify
+	update := query("example.test.", dns.TypeSOA)
+	update.Opcode = dns.OpcodeUpdate
 	chaos := query("version.bind.", dns.TypeTXT)
 	chaos.Question[0].Qclass = dns.ClassCHAOS
 
@@ -120,7 +122,8 @@ func TestProtocolErrors(t *testing.T) {
 	}{
 		{"no question", rawMsg(0x1234, 0x0100, 0, 0, 0, 0), dns.RcodeFormatError},
 		{"two questions", rawMsg(0x1234, 0x0100, 2, 0, 0, 0, rawQuestion("a.test.", dns.TypeA, dns.ClassINET), rawQuestion("b.test.", dns.TypeA, dns.ClassINET)), dns.RcodeFormatError},
-		{"opcode notify", pack(t, notify), dns.RcodeNotImplemented},
+		{"opcode notify, no secondary zone", pack(t, notify), dns.RcodeNotAuth},
+		{"opcode update", pack(t, update), dns.RcodeNotImplemented},
 		{"class chaos", pack(t, chaos), dns.RcodeRefused},
 		{"axfr", pack(t, query("example.test.", dns.TypeAXFR)), dns.RcodeRefused},
 		{"ixfr", pack(t, query("example.test.", dns.TypeIXFR)), dns.RcodeRefused},

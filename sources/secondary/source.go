@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -129,3 +131,32 @@ func (s *Source) Endpoint() string { return s.b.Endpoint() }
 
 // Problem implements pipeline.Troubled.
 func (s *Source) Problem() string { return s.b.Problem() }
+
+var _ authority.NotifyTaker = (*Source)(nil)
+
+// NotifyFrom implements authority.NotifyTaker: a NOTIFY for the zone is
+// taken from a listed primary's address (any port), signed with the
+// source's key when it has one.
+func (s *Source) NotifyFrom(zone string, addr netip.Addr) (*authority.TSIGKey, bool) {
+	c := s.b.cfg
+	if zone != c.Zone {
+		return nil, false
+	}
+	addr = addr.Unmap()
+	for _, p := range c.Primaries {
+		if p.Addr() == addr {
+			if c.Key == nil {
+				return nil, true
+			}
+			return &authority.TSIGKey{Name: c.Key.Name, Algorithm: c.Key.Algorithm, Secret: c.Key.Secret}, true
+		}
+	}
+	return nil, false
+}
+
+// Notify implements authority.NotifyTaker: the copy is refreshed now.
+func (s *Source) Notify(zone string) {
+	if zone == s.b.cfg.Zone {
+		s.b.Notify()
+	}
+}

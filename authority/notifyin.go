@@ -1,0 +1,80 @@
+package authority
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
+)
+
+// NOTIFY in (RFC 1996): a primary tells dnsd that a zone dnsd keeps a
+// copy of has changed. The zone's source says who may say so
+// (NotifyTaker) and refreshes its copy; NotifyIn decides the answer.
+
+// NotifyTaker is implemented by sources that copy their zone from
+// primaries (secondary).
+type NotifyTaker interface {
+	// NotifyFrom reports whether addr (any port) is one of zone's
+	// primaries, and the key their NOTIFYs must be signed with (nil:
+	// unsigned ones are taken).
+	NotifyFrom(zone string, addr netip.Addr) (key *TSIGKey, primary bool)
+	// Notify asks for a refresh of zone now; it never blocks.
+	Notify(zone string)
+}
+
+// NotifyReceiver answers NOTIFYs: *Zones implements it, and so does the
+// daemon's reload switch (the current generation's).
+type NotifyReceiver interface {
+	NotifyIn(q *dns.Msg, wire []byte, from netip.Addr) NotifyAnswer
+}
+
+var _ NotifyReceiver = (*Zones)(nil)
+
+// NotifyAnswer is the answer to a NOTIFY.
+type NotifyAnswer struct {
+	Rcode int // the answer's rcode; 0: NOERROR, the NOTIFY was taken
+	// Zone is the zone when dnsd keeps a copy of it, else "".
+	Zone string
+	// Check is the TSIG verdict of a signed NOTIFY that was checked: the
+	// answer is signed with Check.Key (BADTIME included), or carries
+	// Check.Error unsigned (see WithError). Zero: the NOTIFY was not
+	// signed, or was refused before its signature was checked.
+	Check Check
+}
+
+// NotifyIn decides the answer to q, a NOTIFY (one SOA question) received
+// as wire from address from. A zone dnsd keeps no copy of: NOTAUTH. A
+// sender that is not one of the zone's primaries, or an unsigned NOTIFY
+// where the zone has a key: REFUSED. A wrong key or signature: NOTAUTH
+// with BADKEY or BADSIG (BADTIME, signed, for a good signature at a bad
+// time). Otherwise the zone's source is told (it refreshes at once) and
+// the answer is NOERROR, signed when the NOTIFY was.
+func (a *Zones) NotifyIn(q *dns.Msg, wire []byte, from netip.Addr) NotifyAnswer {
+	zone := strings.ToLower(dns.Fqdn(q.Question[0].Name))
+	src := a.p.ZoneSource(zone, func(s pipeline.Source) bool { _, ok := s.(NotifyTaker); return ok })
+	if src == nil {
+		return NotifyAnswer{Rcode: dns.RcodeNotAuth}
+	}
+	taker := src.(NotifyTaker)
+	ans := NotifyAnswer{Zone: zone}
+	key, primary := taker.NotifyFrom(zone, from)
+	if !primary {
+		ans.Rcode = dns.RcodeRefused
+		return ans
+	}
+	switch ts := q.IsTsig(); {
+	case ts == nil && key != nil:
+		ans.Rcode = dns.RcodeRefused
+		return ans
+	case ts != nil:
+		if ans.Check = Verify(key, ts, wire); ans.Check.Rcode != dns.RcodeSuccess {
+			ans.Rcode = ans.Check.Rcode
+			return ans
+		}
+	}
+	taker.Notify(zone)
+	ans.Rcode = dns.RcodeSuccess
+	return ans
+}
