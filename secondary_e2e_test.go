@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -208,4 +210,287 @@ zones:
 		t.Fatalf("after a restart with the primary down: %q within 2 s, want the saved copy", got)
 	}
 	t.Logf("restart with the primary down: the copy served %v after the start", time.Since(start).Round(time.Millisecond))
+}
+
+// startBindPrimary starts BIND's named as the primary of zones (name →
+// zone file content) on port: NOTIFY to dnsd at once (notify-delay 0)
+// for the zones in notify, signed with xfr-key like every request to
+// 127.0.0.1; IXFR from the differences of a reloaded zone file;
+// transfers to xfr-key for keyed zones, to anyone for the others. It
+// returns the process and the zone files' directory.
+func startBindPrimary(t *testing.T, port, dnsdPort int, zones map[string]string, notify, keyed []string) (*proc, string) {
+	t.Helper()
+	needTool(t, "named")
+	named, _ := exec.LookPath("named")
+	dir := filepath.Join(t.TempDir(), "bind")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var zs strings.Builder
+	for name, content := range zones {
+		writeFile(t, filepath.Join(dir, name+".zone"), content)
+		n := "notify no;"
+		if slices.Contains(notify, name) {
+			n = fmt.Sprintf("notify explicit; also-notify { 127.0.0.1 port %d; };", dnsdPort)
+		}
+		allow := "any;"
+		if slices.Contains(keyed, name) {
+			allow = "key xfr-key;"
+		}
+		fmt.Fprintf(&zs, "zone %q { type primary; file \"%s/%s.zone\"; %s allow-transfer { %s }; ixfr-from-differences yes; };\n", name, dir, name, n, allow)
+	}
+	writeFile(t, filepath.Join(dir, "named.conf"), fmt.Sprintf(`options {
+    directory "%[1]s";
+    pid-file "%[1]s/named.pid";
+    session-keyfile "%[1]s/session.key";
+    managed-keys-directory "%[1]s";
+    listen-on port %[2]d { 127.0.0.1; };
+    listen-on-v6 { none; };
+    recursion no;
+    dnssec-validation no;
+    notify-delay 0;
+};
+key "xfr-key" {
+    algorithm hmac-sha256;
+    secret "%[3]s";
+};
+server 127.0.0.1 { keys { xfr-key; }; };
+%[4]s`, dir, port, xfrSecret, zs.String()))
+	p := startBinary(t, named, nil, dir, "-g", "-4", "-n", "1", "-c", filepath.Join(dir, "named.conf"))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("named output:\n%s", p.stderr.String())
+		}
+	})
+	return p, dir
+}
+
+// servedWithin polls dnsd at addr for name until its A answer is want,
+// and returns how long that took (or fails after limit).
+func servedWithin(t *testing.T, addr, name, want string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	got := ""
+	for time.Since(start) < limit {
+		if r, err := query(t, "udp", addr, name, dns.TypeA); err == nil {
+			if got = dnstest.RData(r); got == want {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s: %q after %v, want %q", name, got, limit, want)
+	return 0
+}
+
+// TestSecondaryOfBind: dnsd keeps copies of zones whose primary is a real
+// BIND 9: the first AXFR; IXFR on BIND's signed NOTIFY (a change on the
+// primary is served within 1 s); a zone without NOTIFY refreshed every
+// SOA refresh, from the second primary when the first is down; past
+// its SOA expire with BIND stopped, SERVFAIL with EDE 22 and /ready says
+// so; a restart with BIND down serves the saved copies.
+func TestSecondaryOfBind(t *testing.T) {
+	needTool(t, "named")
+	dir := t.TempDir()
+	bport, dport, hport, dead := freePort(t), freePort(t), freePort(t), freePort(t)
+	writeFile(t, filepath.Join(dir, "xfr.key"), xfrSecret+"\n")
+	quiet := func(serial uint32, www string) string {
+		return strings.ReplaceAll(secondaryZone(serial, www, 1, 1, 86400), "partner.example.", "quiet.example.")
+	}
+	brief := strings.ReplaceAll(secondaryZone(1, "192.0.2.30", 1, 1, 4), "partner.example.", "brief.example.")
+	named, zdir := startBindPrimary(t, bport, dport, map[string]string{
+		"partner.example": secondaryZone(2026120401, "192.0.2.10", 3600, 600, 86400),
+		"quiet.example":   quiet(1, "192.0.2.40"),
+		"brief.example":   brief,
+	}, []string{"partner.example"}, []string{"partner.example"})
+	waitBindUp(t, fmt.Sprintf("127.0.0.1:%d", bport), "www.partner.example.")
+
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+http: "127.0.0.1:%d"
+state_dir: state
+zones:
+  partner.example:
+    - secondary:
+        primaries: ["127.0.0.1:%d"]
+        tsig: {name: xfr-key, algorithm: hmac-sha256, secret_file: xfr.key}
+  quiet.example:
+    - secondary: {primaries: ["127.0.0.1:%d", "127.0.0.1:%d"]}
+  brief.example:
+    - secondary: {primaries: ["127.0.0.1:%d"]}
+`, dport, hport, bport, dead, bport, bport))
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+	addr := fmt.Sprintf("127.0.0.1:%d", dport)
+	base := fmt.Sprintf("http://127.0.0.1:%d", hport)
+	servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.10", 10*time.Second)
+	servedWithin(t, addr, "www.quiet.example.", "NOERROR:192.0.2.40", 10*time.Second) // from the second primary
+	servedWithin(t, addr, "www.brief.example.", "NOERROR:192.0.2.30", 10*time.Second)
+	d.waitLog(`msg="zone transferred" source=secondary zone=partner.example. type=axfr`, 1)
+
+	// A change on BIND: its NOTIFY, dnsd's IXFR. Timed from the reload.
+	writeFile(t, filepath.Join(zdir, "partner.example.zone"), secondaryZone(2026120402, "192.0.2.20", 3600, 600, 86400))
+	named.signal(syscall.SIGHUP)
+	took := servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", 5*time.Second)
+	t.Logf("BIND: change (SIGHUP reload) to served by dnsd after its NOTIFY: %v", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("a change on BIND was served %v after its reload, want within 1 s", took)
+	}
+	d.waitLog(`msg="zone transferred" source=secondary zone=partner.example. type=ixfr`, 1)
+
+	// Without NOTIFY: dnsd's refresh (SOA refresh 1 s) finds the change.
+	writeFile(t, filepath.Join(zdir, "quiet.example.zone"), quiet(2, "192.0.2.41"))
+	named.signal(syscall.SIGHUP)
+	servedWithin(t, addr, "www.quiet.example.", "NOERROR:192.0.2.41", 10*time.Second)
+	metrics := scrape(t, base)
+	if v := metricValue(metrics, "dnsd_secondary_transfers_total", `result="ok",type="ixfr",zone="partner.example."`); v < 1 {
+		t.Errorf("partner.example IXFRs ok = %v, want at least 1", v)
+	}
+	if v := metricValue(metrics, "dnsd_secondary_serial", `zone="partner.example."`); v != 2026120402 {
+		t.Errorf("dnsd_secondary_serial = %v", v)
+	}
+
+	// BIND stops: brief.example expires 4 s after its last refresh.
+	named.stop(syscall.SIGTERM)
+	dnstest.Eventually(t, "the expire of brief.example", 10*time.Second, func() bool {
+		r := askEDNS(t, addr, "www.brief.example.")
+		return r.Rcode == dns.RcodeServerFailure && fmt.Sprint(secondaryEDE(r)) == "[22]"
+	})
+	if code, body := httpGet(t, base+"/ready"); code != 503 || !strings.Contains(body, "brief.example.") || !strings.Contains(body, "zone expired") {
+		t.Errorf("/ready after the expire: %d %q", code, body)
+	}
+	// The others still serve their copies.
+	servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", time.Second)
+
+	// A restart with BIND down serves the saved copies at once.
+	d.stop(syscall.SIGTERM)
+	d = startDnsd(t, dir, "-config", "dnsd.yaml")
+	took = servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", 2*time.Second)
+	t.Logf("restart with BIND down: the copy served %v after the start", took.Round(time.Millisecond))
+	if r := askEDNS(t, addr, "www.brief.example."); r.Rcode != dns.RcodeServerFailure || fmt.Sprint(secondaryEDE(r)) != "[22]" {
+		t.Errorf("an expired copy after a restart: %s EDE %v, want SERVFAIL EDE 22", dns.RcodeToString[r.Rcode], secondaryEDE(r))
+	}
+}
+
+// waitBindUp waits until the primary at addr answers name.
+func waitBindUp(t *testing.T, addr, name string) {
+	t.Helper()
+	dnstest.Eventually(t, "the primary to answer", 20*time.Second, func() bool {
+		r, err := query(t, "udp", addr, name, dns.TypeA)
+		return err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0
+	})
+}
+
+// startKnotPrimary starts knotd as the primary of partner.example. (zone
+// file content) on port: NOTIFY to dnsd and transfers to xfr-key, IXFR
+// from the differences of a reloaded zone file. It returns the process,
+// the zone file and the knotc command that reloads the zone.
+func startKnotPrimary(t *testing.T, port, dnsdPort int, content string) (*proc, string, func()) {
+	t.Helper()
+	needTool(t, "knotd", "knotc")
+	knotd, _ := exec.LookPath("knotd")
+	kdir := filepath.Join(t.TempDir(), "knot")
+	for _, sub := range []string{"run", "db", "zones"} {
+		if err := os.MkdirAll(filepath.Join(kdir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zf := filepath.Join(kdir, "zones", "partner.example.zone")
+	writeFile(t, zf, content)
+	conf := filepath.Join(kdir, "knot.conf")
+	writeFile(t, conf, fmt.Sprintf(`server:
+    rundir: "%[1]s/run"
+    listen: 127.0.0.1@%[2]d
+database:
+    storage: "%[1]s/db"
+log:
+  - target: stderr
+    any: info
+key:
+  - id: xfr-key
+    algorithm: hmac-sha256
+    secret: %[3]s
+remote:
+  - id: dnsd
+    address: 127.0.0.1@%[4]d
+    key: xfr-key
+acl:
+  - id: xfr
+    address: 127.0.0.1
+    key: xfr-key
+    action: transfer
+template:
+  - id: default
+    storage: "%[1]s/zones"
+    zonefile-sync: -1
+    zonefile-load: difference
+    journal-content: changes
+zone:
+  - domain: partner.example
+    file: partner.example.zone
+    notify: dnsd
+    acl: xfr
+`, kdir, port, xfrSecret, dnsdPort))
+	k := startBinary(t, knotd, nil, kdir, "-c", conf)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("knotd output:\n%s", k.stderr.String())
+		}
+	})
+	reload := func() {
+		t.Helper()
+		if out, err := exec.Command("knotc", "-c", conf, "zone-reload", "partner.example").CombinedOutput(); err != nil {
+			t.Fatalf("knotc zone-reload: %v\n%s", err, out)
+		}
+	}
+	return k, zf, reload
+}
+
+// TestSecondaryOfKnot: dnsd keeps a copy of a zone whose primary is a
+// real Knot DNS, signed with TSIG: the first AXFR, then IXFR on Knot's
+// NOTIFY (a change is served within 1 s of the reload); with Knot
+// stopped, a restart serves the saved copy.
+func TestSecondaryOfKnot(t *testing.T) {
+	needTool(t, "knotd", "knotc")
+	dir := t.TempDir()
+	kport, dport, hport := freePort(t), freePort(t), freePort(t)
+	writeFile(t, filepath.Join(dir, "xfr.key"), xfrSecret+"\n")
+	knot, zf, reload := startKnotPrimary(t, kport, dport, secondaryZone(2026120401, "192.0.2.10", 3600, 600, 86400))
+	waitBindUp(t, fmt.Sprintf("127.0.0.1:%d", kport), "www.partner.example.")
+	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["127.0.0.1:%d"]
+http: "127.0.0.1:%d"
+state_dir: state
+zones:
+  partner.example:
+    - secondary:
+        primaries: ["127.0.0.1:%d"]
+        tsig: {name: xfr-key, algorithm: hmac-sha256, secret_file: xfr.key}
+`, dport, hport, kport))
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+	addr := fmt.Sprintf("127.0.0.1:%d", dport)
+	servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.10", 10*time.Second)
+	servedWithin(t, addr, "x.apps.partner.example.", "NOERROR:192.0.2.80", time.Second)
+
+	writeFile(t, zf, secondaryZone(2026120402, "192.0.2.20", 3600, 600, 86400))
+	start := time.Now()
+	reload()
+	servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", 5*time.Second)
+	took := time.Since(start)
+	t.Logf("Knot: change (knotc zone-reload) to served by dnsd after its NOTIFY: %v", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("a change on Knot was served %v after its reload, want within 1 s", took)
+	}
+	d.waitLog(`msg="zone transferred" source=secondary zone=partner.example. type=ixfr`, 1)
+	if out := knot.stderr.String(); !strings.Contains(out, "IXFR") {
+		t.Errorf("knotd logged no IXFR out:\n%s", grep(out, "XFR"))
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", hport)
+	if v := metricValue(scrape(t, base), "dnsd_secondary_serial", `zone="partner.example."`); v != 2026120402 {
+		t.Errorf("dnsd_secondary_serial = %v", v)
+	}
+
+	knot.stop(syscall.SIGTERM)
+	d.stop(syscall.SIGTERM)
+	d = startDnsd(t, dir, "-config", "dnsd.yaml")
+	servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", 2*time.Second)
 }
