@@ -51,8 +51,9 @@ type Backend struct {
 	loadOnce  sync.Once
 	notify    chan struct{} // a NOTIFY asks for a refresh now
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
 
 	// The run goroutine's own.
 	copy    *copyOf
@@ -80,6 +81,7 @@ func open(c *Config, logger *slog.Logger, serials *pipeline.SerialClock, m *Metr
 		cl:     client{zone: c.Zone, key: c.Key, wait: wait},
 		loaded: make(chan struct{}), notify: make(chan struct{}, 1), done: make(chan struct{}),
 	}
+	m.hold(c.Zone)
 	b.loadSaved()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
@@ -89,8 +91,11 @@ func open(c *Config, logger *slog.Logger, serials *pipeline.SerialClock, m *Metr
 
 // Close stops the refreshes and waits for the one running. Idempotent.
 func (b *Backend) Close() error {
-	b.cancel()
-	<-b.done
+	b.closeOnce.Do(func() {
+		b.cancel()
+		<-b.done
+		b.metrics.release(b.cfg.Zone)
+	})
 	return nil
 }
 

@@ -435,3 +435,23 @@ func TestParsePrimary(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesGoWithTheBackend: the zone's series stay while a backend of
+// it runs and go with the last.
+func TestSeriesGoWithTheBackend(t *testing.T) {
+	p := newPrimary(t, false)
+	p.set(10, "@ NS ns1", "www A 192.0.2.10")
+	f := newFixture(t)
+	a := f.open(false, readTimeout, p.addr)
+	waitFor(t, "the first AXFR", a.Synced)
+	b := f.open(false, readTimeout, p.addr)
+	waitFor(t, "the second backend", b.Synced)
+	_ = a.Close()
+	if n := testutil.CollectAndCount(f.metrics.serial); n != 1 {
+		t.Errorf("%d serial series while a backend runs, want 1", n)
+	}
+	_ = b.Close()
+	if n := testutil.CollectAndCount(f.metrics.serial) + testutil.CollectAndCount(f.metrics.transfers); n != 0 {
+		t.Errorf("%d series after the last backend closed, want 0", n)
+	}
+}

@@ -109,6 +109,9 @@ func writeAtomic(path string, data []byte) (err error) {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
+	if err := os.Chmod(dir, dirMode); err != nil { // the umask may have narrowed it
+		return fmt.Errorf("state directory: %w", err)
+	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
