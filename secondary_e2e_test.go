@@ -102,12 +102,15 @@ http: "127.0.0.1:%d"
 zones:
   partner.example:
     - file: {path: partner.zone}
+  merged.example:
+    - file: {path: merged.zone}
 transfer:
-  - zones: [partner.example]
+  - zones: [partner.example, merged.example]
     allow: [127.0.0.0/8]
     tsig: {name: xfr-key, algorithm: hmac-sha256, secret_file: xfr.key}
     notify: ["127.0.0.1:%d"]
 `, pport, phttp, sport))
+	writeFile(t, filepath.Join(pdir, "merged.zone"), strings.ReplaceAll(secondaryZone(7, "192.0.2.70", 3600, 600, 86400), "partner.example.", "merged.example."))
 	primary := startDnsd(t, pdir, "-config", "dnsd.yaml")
 	primary.waitLog("dnsd started", 1)
 
@@ -123,7 +126,16 @@ zones:
     - secondary: {primaries: ["127.0.0.2:%d"]}
   other.example:
     - hosts: {entries: ["192.0.2.99 x"]}
-`, sport, shttp, pport, freePort(t))
+  merged.example:
+    - secondary:
+        primaries: ["127.0.0.1:%d"]
+        tsig: {name: xfr-key, algorithm: hmac-sha256, secret_file: xfr.key}
+        fallthrough: true
+    - hosts: {entries: ["192.0.2.71 extra"]}
+transfer:
+  - zones: [partner.example]
+    allow: [127.0.0.1]
+`, sport, shttp, pport, freePort(t), pport)
 	writeFile(t, filepath.Join(sdir, "dnsd.yaml"), secondaryConf)
 	sec := startDnsd(t, sdir, "-config", "dnsd.yaml")
 	sec.waitLog("dnsd started", 1)
@@ -136,6 +148,35 @@ zones:
 	}
 	if r, _ := query(t, "udp", saddr, "nope.partner.example.", dns.TypeA); r == nil || r.Rcode != dns.RcodeNameError {
 		t.Errorf("a name the copy lacks: %v, want NXDOMAIN", r)
+	}
+	// Merged with a hosts source: the copy's names and the hosts names,
+	// dnsd's serial with the primary's other SOA fields.
+	waitAnswer(t, saddr, "www.merged.example.", dns.TypeA, "NOERROR:192.0.2.70")
+	waitAnswer(t, saddr, "extra.merged.example.", dns.TypeA, "NOERROR:192.0.2.71")
+	if r, err := query(t, "udp", saddr, "merged.example.", dns.TypeSOA); err != nil || len(r.Answer) != 1 {
+		t.Errorf("merged SOA: %v %v", r, err)
+	} else if soa := r.Answer[0].(*dns.SOA); soa.Serial == 7 || soa.Ns != "ns1.merged.example." || soa.Mbox != "hostmaster.merged.example." || soa.Expire != 86400 {
+		t.Errorf("merged SOA %v: want dnsd's serial, the primary's other fields", soa)
+	}
+	// dnsd re-serves the copy to its own secondaries.
+	tr := &dns.Transfer{}
+	axfr := new(dns.Msg)
+	axfr.SetAxfr("partner.example.")
+	env, err := tr.In(axfr, saddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for e := range env {
+		if e.Error != nil {
+			t.Fatalf("AXFR from the secondary: %v", e.Error)
+		}
+		for _, rr := range e.RR {
+			names = append(names, rr.Header().Name+" "+dns.TypeToString[rr.Header().Rrtype])
+		}
+	}
+	if got := strings.Join(names, ","); !strings.Contains(got, "www.partner.example. A") || !strings.Contains(got, "*.apps.partner.example. A") || !strings.HasPrefix(got, "partner.example. SOA") {
+		t.Errorf("AXFR of the copy: %s", got)
 	}
 	// A zone never loaded (its primary does not answer): SERVFAIL, EDE 14.
 	if r := askEDNS(t, saddr, "www.lab.example."); r.Rcode != dns.RcodeServerFailure || fmt.Sprint(secondaryEDE(r)) != "[14]" {
