@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/health"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kind"
 )
@@ -41,8 +42,8 @@ func (k *Kind) Settings() *config.Settings { return k.settings }
 func (k *Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any) (pipeline.Source, error) {
 	c := *settings.(*Config)
 	c.StateDir = env.Config.StateDir
-	if env.DryRun {
-		return NewSource(&Backend{cfg: &c}), nil
+	if env.DryRun { // a source that is never asked
+		return NewSource(&Backend{cfg: &c, health: health.New(nil)}), nil
 	}
 	m, err := k.registerMetrics(env)
 	if err != nil {

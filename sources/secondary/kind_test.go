@@ -1,6 +1,7 @@
 package secondary_test
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources"
 	"github.com/dnsd/dnsd/sources/secondary"
 )
@@ -73,5 +75,29 @@ func TestCheckErrors(t *testing.T) {
 	_, err := loadConfig(t, "zones:\n  a.example b.example:\n    - secondary: {primaries: [\"10.0.0.5\"]}\n")
 	if err == nil || !strings.Contains(err.Error(), "secondary copies one zone") {
 		t.Errorf("two zones: %v", err)
+	}
+}
+
+// TestDryRun: `dnsd check` builds a secondary source without touching
+// the network or state_dir.
+func TestDryRun(t *testing.T) {
+	cfg, err := loadConfig(t, "state_dir: state\nzones:\n  partner.example:\n    - secondary: {primaries: [\"192.0.2.1\"]}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := sources.NewRegistry(sources.Options{DryRun: true})
+	defer reg.Close()
+	p, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Release()
+	for _, s := range p.Sources() {
+		if tr, ok := s.(pipeline.Troubled); ok {
+			_ = tr.Problem()
+		}
+	}
+	if _, err := os.Stat(cfg.StateDir); !os.IsNotExist(err) {
+		t.Errorf("a dry run touched state_dir: %v", err)
 	}
 }
