@@ -11,21 +11,10 @@ import (
 
 // NOTIFY in (RFC 1996): a primary tells dnsd that a zone dnsd keeps a
 // copy of has changed. The zone's source says who may say so
-// (NotifyTaker) and refreshes its copy; NotifyIn decides the answer.
-
-// NotifyTaker is implemented by sources that copy their zone from
-// primaries (secondary).
-type NotifyTaker interface {
-	// NotifyFrom reports whether addr (any port) is one of zone's
-	// primaries, and the key their NOTIFYs must be signed with (nil:
-	// unsigned ones are taken).
-	NotifyFrom(zone string, addr netip.Addr) (key *TSIGKey, primary bool)
-	// Notify asks for a refresh of zone now; it never blocks.
-	Notify(zone string)
-}
+// (pipeline.NotifyTaker) and refreshes its copy; NotifyIn decides the answer.
 
 // NotifyReceiver answers NOTIFYs: *Zones implements it, and so does the
-// daemon's reload switch (the current generation's).
+// daemon's current generation.
 type NotifyReceiver interface {
 	NotifyIn(q *dns.Msg, wire []byte, from netip.Addr) NotifyAnswer
 }
@@ -53,11 +42,11 @@ type NotifyAnswer struct {
 // the answer is NOERROR, signed when the NOTIFY was.
 func (a *Zones) NotifyIn(q *dns.Msg, wire []byte, from netip.Addr) NotifyAnswer {
 	zone := strings.ToLower(dns.Fqdn(q.Question[0].Name))
-	src := a.p.ZoneSource(zone, func(s pipeline.Source) bool { _, ok := s.(NotifyTaker); return ok })
+	src := a.p.ZoneSource(zone, func(s pipeline.Source) bool { _, ok := s.(pipeline.NotifyTaker); return ok })
 	if src == nil {
 		return NotifyAnswer{Rcode: dns.RcodeNotAuth}
 	}
-	taker := src.(NotifyTaker)
+	taker := src.(pipeline.NotifyTaker)
 	ans := NotifyAnswer{Zone: zone}
 	key, primary := taker.NotifyFrom(zone, from)
 	if !primary {

@@ -7,21 +7,17 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/pipeline"
 )
 
 // TSIG (RFC 8945): the one check of a signed request, for transfers and
 // for signed queries (a secondary's SOA check) alike, and the signing of
 // their responses.
 
-// TSIGKey is a transfer item's TSIG key (RFC 8945), in miekg/dns's terms.
-type TSIGKey struct {
-	Name      string // lower-case FQDN; required
-	Algorithm string // "hmac-sha256." ...; required
-	Secret    string // base64; never logged
-}
-
-// String names the key without its secret.
-func (k *TSIGKey) String() string { return k.Name + " (" + k.Algorithm + ")" }
+// TSIGKey is a TSIG key (RFC 8945) in miekg/dns's terms; the sources
+// that sign their own requests (secondary) hold the same type.
+type TSIGKey = pipeline.TSIGKey
 
 // Fudge is the fudge of dnsd's TSIG signatures, seconds (RFC 8945 §10:
 // 300).

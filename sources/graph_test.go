@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestKindsImportNoLayerAbove: a kind's package sits below the server
-// and the daemon; it imports neither them nor the process's metrics (a
+// TestKindsImportNoLayerAbove: a kind's package sits below the server,
+// the authority and the daemon; it imports none of them nor the process's metrics (a
 // kind registers its own collectors through kind.Env).
 func TestKindsImportNoLayerAbove(t *testing.T) {
 	goTool, err := exec.LookPath("go")
@@ -22,7 +22,7 @@ func TestKindsImportNoLayerAbove(t *testing.T) {
 		}
 		for dep := range strings.Lines(string(out)) {
 			switch strings.TrimSpace(dep) {
-			case "github.com/dnsd/dnsd", "github.com/dnsd/dnsd/metrics", "github.com/dnsd/dnsd/server", "github.com/dnsd/dnsd/daemon":
+			case "github.com/dnsd/dnsd", "github.com/dnsd/dnsd/metrics", "github.com/dnsd/dnsd/server", "github.com/dnsd/dnsd/authority", "github.com/dnsd/dnsd/daemon":
 				t.Errorf("%s imports %s", pkg, strings.TrimSpace(dep))
 			}
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -132,12 +131,12 @@ func (s *Source) Endpoint() string { return s.b.Endpoint() }
 // Problem implements pipeline.Troubled.
 func (s *Source) Problem() string { return s.b.Problem() }
 
-var _ authority.NotifyTaker = (*Source)(nil)
+var _ pipeline.NotifyTaker = (*Source)(nil)
 
-// NotifyFrom implements authority.NotifyTaker: a NOTIFY for the zone is
+// NotifyFrom implements pipeline.NotifyTaker: a NOTIFY for the zone is
 // taken from a listed primary's address (any port), signed with the
 // source's key when it has one.
-func (s *Source) NotifyFrom(zone string, addr netip.Addr) (*authority.TSIGKey, bool) {
+func (s *Source) NotifyFrom(zone string, addr netip.Addr) (*pipeline.TSIGKey, bool) {
 	c := s.b.cfg
 	if zone != c.Zone {
 		return nil, false
@@ -148,13 +147,13 @@ func (s *Source) NotifyFrom(zone string, addr netip.Addr) (*authority.TSIGKey, b
 			if c.Key == nil {
 				return nil, true
 			}
-			return &authority.TSIGKey{Name: c.Key.Name, Algorithm: c.Key.Algorithm, Secret: c.Key.Secret}, true
+			return &pipeline.TSIGKey{Name: c.Key.Name, Algorithm: c.Key.Algorithm, Secret: c.Key.Secret}, true
 		}
 	}
 	return nil, false
 }
 
-// Notify implements authority.NotifyTaker: the copy is refreshed now.
+// Notify implements pipeline.NotifyTaker: the copy is refreshed now.
 func (s *Source) Notify(zone string) {
 	if zone == s.b.cfg.Zone {
 		s.b.Notify()
