@@ -16,6 +16,7 @@ import (
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/internal/pacing"
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/dynamic"
 	"github.com/dnsd/dnsd/sources/etcd"
 	"github.com/dnsd/dnsd/sources/file"
 	"github.com/dnsd/dnsd/sources/forward"
@@ -81,6 +82,7 @@ func Kinds() []kind.Kind {
 		forward.NewKind(),
 		file.NewKind(),
 		secondary.NewKind(),
+		dynamic.NewKind(),
 	}
 }
 
