@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -39,8 +40,8 @@ func TestIXFRDifference(t *testing.T) {
 	old := first.RRs[0].(*dns.SOA).Serial
 
 	// The data changes: a.example. moves, c.example. is new, b's TXT stays.
-	src.rrs["a.example."] = []dns.RR{mustRR(t, "a.example. 60 IN A 10.0.0.9")}
-	src.rrs["c.example."] = []dns.RR{mustRR(t, "c.example. 60 IN AAAA fd00::3")}
+	src.rrs["a.example."] = []dns.RR{dnstest.MustRR(t, "a.example. 60 IN A 10.0.0.9")}
+	src.rrs["c.example."] = []dns.RR{dnstest.MustRR(t, "c.example. 60 IN AAAA fd00::3")}
 	src.rrs["b.example."] = src.rrs["b.example."][1:]
 	src.serial.Store(200)
 	p = build(journal) // a reload in between: the journal is the process's
@@ -83,7 +84,7 @@ func TestJournalBounds(t *testing.T) {
 	j := NewJournal()
 	for s := uint32(1); s <= JournalVersions+2; s++ {
 		soa := &dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET}, Serial: s}
-		j.record("example.", []dns.RR{soa, mustRR(t, "a.example. 60 IN A 10.0.0.1"), soa})
+		j.record("example.", []dns.RR{soa, dnstest.MustRR(t, "a.example. 60 IN A 10.0.0.1"), soa})
 	}
 	if j.find("example.", 1) != nil || j.find("example.", 2) != nil || j.find("example.", JournalVersions+2) == nil {
 		t.Errorf("the journal kept the wrong versions")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/logtest"
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -392,7 +393,7 @@ func TestTransferListingShared(t *testing.T) {
 		t.Errorf("8 transfers of one version listed the source %d times, want 1", n)
 	}
 	src.serial.Store(11)
-	src.rrs["new.example."] = []dns.RR{mustRR(t, "new.example. 60 IN A 10.0.0.3")}
+	src.rrs["new.example."] = []dns.RR{dnstest.MustRR(t, "new.example. 60 IN A 10.0.0.3")}
 	res := p.Transfer(context.Background(), xfrRequest("example.", dns.TypeAXFR, 0))
 	if n := src.lists.Load(); n != 2 || len(res.RRs) != 6 || res.RRs[0].(*dns.SOA).Serial != 11 {
 		t.Errorf("after a change: %d lists, %d records, SOA %v", n, len(res.RRs), res.RRs[0])

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // benchPipeline is shaped like a typical deployment: a cluster zone with
@@ -126,11 +128,11 @@ func benchPipelineSource(tb testing.TB) *benchSource {
 	tb.Helper()
 	src := &benchSource{rrs: make(map[string][]dns.RR)}
 	for i := range 1000 {
-		rr := mustRR(tb, fmt.Sprintf("host%d.example.internal. 60 IN A 10.0.%d.%d", i, i/256, i%256))
+		rr := dnstest.MustRR(tb, fmt.Sprintf("host%d.example.internal. 60 IN A 10.0.%d.%d", i, i/256, i%256))
 		src.rrs[rr.Header().Name] = append(src.rrs[rr.Header().Name], rr)
 	}
 	for i := range 10 { // a headless service's answer, beyond the inline room
-		rr := mustRR(tb, fmt.Sprintf("many.example.internal. 60 IN A 10.9.0.%d", i))
+		rr := dnstest.MustRR(tb, fmt.Sprintf("many.example.internal. 60 IN A 10.9.0.%d", i))
 		src.rrs[rr.Header().Name] = append(src.rrs[rr.Header().Name], rr)
 	}
 	return src

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // fakeSource is an in-memory local source: records by lower-case owner,
@@ -33,7 +35,7 @@ func newFake(t testing.TB, kind string, ttl, serial uint32, records ...string) *
 	f := &fakeSource{kind: kind, ttl: ttl, rrs: make(map[string][]dns.RR), ents: make(map[string]bool)}
 	f.serial.Store(serial)
 	for _, s := range records {
-		rr := mustRR(t, s)
+		rr := dnstest.MustRR(t, s)
 		name := rr.Header().Name
 		f.rrs[name] = append(f.rrs[name], rr)
 	}
@@ -144,7 +146,7 @@ func newForward(t testing.TB, records ...string) *fakeForward {
 	t.Helper()
 	f := &fakeForward{rrs: make(map[string][]dns.RR)}
 	for _, s := range records {
-		rr := mustRR(t, s)
+		rr := dnstest.MustRR(t, s)
 		f.rrs[rr.Header().Name] = append(f.rrs[rr.Header().Name], rr)
 	}
 	return f
@@ -189,15 +191,6 @@ func (f *fakeForward) questions() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.asked...)
-}
-
-func mustRR(t testing.TB, s string) dns.RR {
-	t.Helper()
-	rr, err := dns.NewRR(s)
-	if err != nil || rr == nil {
-		t.Fatalf("bad test record %q: %v", s, err)
-	}
-	return rr
 }
 
 // kindForward is the Kind of the fake forward source.

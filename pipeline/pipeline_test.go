@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // fixture is a pipeline over fake sources shaped like a real dnsd.yaml:
@@ -145,7 +147,7 @@ func canon(t *testing.T, recs []string) []string {
 	t.Helper()
 	out := make([]string, 0, len(recs))
 	for _, s := range recs {
-		out = append(out, mustRR(t, s).String())
+		out = append(out, dnstest.MustRR(t, s).String())
 	}
 	return out
 }

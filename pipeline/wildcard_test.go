@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // wildFixture is the example zone of RFC 4592 §2.2.1, split over two
@@ -291,7 +293,7 @@ func TestParent(t *testing.T) {
 func BenchmarkResolveWildcard(b *testing.B) {
 	src := benchPipelineSource(b)
 	wild := &benchSource{wild: true, rrs: map[string][]dns.RR{
-		"*.apps.example.internal.": {mustRR(b, "*.apps.example.internal. 60 IN A 10.0.0.80")},
+		"*.apps.example.internal.": {dnstest.MustRR(b, "*.apps.example.internal. 60 IN A 10.0.0.80")},
 		"apps.example.internal.":   nil,
 	}}
 	p, err := New([]ZoneSpec{{Names: []string{"example.internal."}, Sources: []SourceEntry{{src, true}, {wild, true}}}}, Options{})

@@ -8,6 +8,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 func TestACL(t *testing.T) {
@@ -72,7 +73,7 @@ func TestACL(t *testing.T) {
 func TestACLOverSockets(t *testing.T) {
 	deny := config.ACL{Default: true, Deny: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	ts := startServer(t, nil, loopbackUDPTCP(), Settings{ACL: deny})
-	if r := exchange(t, "udp", ts.addr(t, "udp"), query("a.test.", dns.TypeA), nil); r.Rcode != dns.RcodeRefused {
+	if r := dnstest.Exchange(t, "udp", ts.addr(t, "udp"), query("a.test.", dns.TypeA)); r.Rcode != dns.RcodeRefused {
 		t.Fatalf("denied UDP client got %s", dns.RcodeToString[r.Rcode])
 	}
 	if len(ts.res.calls()) != 0 {
@@ -92,7 +93,7 @@ func TestACLOverSockets(t *testing.T) {
 	if o := ts.rec.last(t); !o.Dropped || o.Name != "a.test." {
 		t.Fatalf("observation %+v, want Dropped", o)
 	}
-	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("a.test.", dns.TypeA), nil); r.Rcode != dns.RcodeRefused {
+	if r := dnstest.Exchange(t, "tcp", ts.addr(t, "tcp"), query("a.test.", dns.TypeA)); r.Rcode != dns.RcodeRefused {
 		t.Fatalf("denied TCP client got %s, want REFUSED", dns.RcodeToString[r.Rcode])
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -291,7 +292,7 @@ func TestKeptAnswerOverTCP(t *testing.T) {
 		}
 	}
 	for range 3 {
-		if r := exchange(t, "udp", udp, query("www.example.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+		if r := dnstest.Exchange(t, "udp", udp, query("www.example.test.", dns.TypeA)); len(r.Answer) != 1 {
 			t.Fatalf("udp: %v", r)
 		}
 	}
@@ -299,7 +300,7 @@ func TestKeptAnswerOverTCP(t *testing.T) {
 	for i := range 3 {
 		q := query("www.example.test.", dns.TypeA)
 		q.Id = uint16(4000 + i)
-		r := exchange(t, "tcp", tcp, q, nil)
+		r := dnstest.Exchange(t, "tcp", tcp, q)
 		if len(r.Answer) != 1 || r.Id != q.Id || r.Answer[0].(*dns.A).A.String() != "192.0.2.1" {
 			t.Fatalf("tcp: %v", r)
 		}

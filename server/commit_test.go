@@ -10,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -90,7 +91,7 @@ func TestCommitNewListenerAnswersOnlyWithNewGeneration(t *testing.T) {
 	}
 	answered := make(chan string, 1)
 	go func() {
-		r, err := tryExchange("udp", oldAddr, query("a.test.", dns.TypeA), nil)
+		r, err := dnstest.Client{Net: "udp"}.Exchange(query("a.test.", dns.TypeA), oldAddr)
 		if err != nil || len(r.Answer) != 1 {
 			answered <- "no answer"
 			return
@@ -150,7 +151,7 @@ func TestCommitNewListenerAnswersOnlyWithNewGeneration(t *testing.T) {
 	if n := newRes.asked(listen); n < got {
 		t.Fatalf("the new resolver was asked %d queries from the new listener, %d answered", n, got)
 	}
-	if a := exchange(t, "udp", oldAddr, query("a.test.", dns.TypeA), nil); len(a.Answer) != 2 {
+	if a := dnstest.Exchange(t, "udp", oldAddr, query("a.test.", dns.TypeA)); len(a.Answer) != 2 {
 		t.Fatalf("the kept listener answers %d records after the commit, want the new resolver's 2", len(a.Answer))
 	}
 	if s.Current().Resolver() != newRes {
@@ -183,7 +184,7 @@ func TestAbortChangesNothing(t *testing.T) {
 		t.Fatalf("the aborted change still holds %s: %v", added.Addr, err)
 	}
 	_ = l.Close()
-	if a := exchange(t, "udp", s.Addrs()[0].String(), query("a.test.", dns.TypeA), nil); a.Rcode != dns.RcodeSuccess || len(a.Answer) != 1 {
+	if a := dnstest.Exchange(t, "udp", s.Addrs()[0].String(), query("a.test.", dns.TypeA)); a.Rcode != dns.RcodeSuccess || len(a.Answer) != 1 {
 		t.Fatalf("after Abort the listener answers %s with %d records, want the old settings' answer", dns.RcodeToString[a.Rcode], len(a.Answer))
 	}
 	// The server takes the next change.

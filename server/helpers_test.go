@@ -176,22 +176,6 @@ func query(name string, qtype uint16) *dns.Msg {
 	return m
 }
 
-// exchange sends m over net ("udp", "tcp", "tcp-tls") and returns the reply.
-func exchange(t *testing.T, network, addr string, m *dns.Msg, tlsConf *tls.Config) *dns.Msg {
-	t.Helper()
-	r, err := tryExchange(network, addr, m, tlsConf)
-	if err != nil {
-		t.Fatalf("%s exchange with %s: %v", network, addr, err)
-	}
-	return r
-}
-
-func tryExchange(network, addr string, m *dns.Msg, tlsConf *tls.Config) (*dns.Msg, error) {
-	c := &dns.Client{Net: network, Timeout: 5 * time.Second, TLSConfig: tlsConf}
-	r, _, err := c.Exchange(m, addr)
-	return r, err
-}
-
 // rawUDP sends b and returns the reply bytes.
 func rawUDP(t *testing.T, addr string, b []byte) []byte {
 	t.Helper()

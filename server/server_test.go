@@ -43,7 +43,7 @@ func TestAnswersOverUDPTCPAndTLS(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.network, func(t *testing.T) {
 			q := query("WWW.Example.TEST.", dns.TypeA)
-			r := exchange(t, c.network, c.addr, q, cliTLS)
+			r := dnstest.Client{Net: c.network, TLS: cliTLS}.MustExchange(t, q, c.addr)
 			if r.Id != q.Id || !r.Response || r.Rcode != dns.RcodeSuccess {
 				t.Fatalf("reply header = %+v, want id %d, QR, NOERROR", r.MsgHdr, q.Id)
 			}
@@ -192,7 +192,7 @@ func TestGarbageDoesNotKillTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := exchange(t, "udp", udp, query("after.test.", dns.TypeA), nil)
+	r := dnstest.Exchange(t, "udp", udp, query("after.test.", dns.TypeA))
 	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
 		t.Fatalf("valid query after garbage: %v", r)
 	}
@@ -225,7 +225,7 @@ func TestGarbageDoesNotKillTheServer(t *testing.T) {
 	if _, err := tc.Read(make([]byte, 10)); !errors.Is(err, io.EOF) {
 		t.Fatalf("read after garbage over TCP: %v, want EOF", err)
 	}
-	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("after.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess {
+	if r := dnstest.Exchange(t, "tcp", ts.addr(t, "tcp"), query("after.test.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("tcp after garbage: %v", r)
 	}
 }
@@ -243,7 +243,7 @@ func TestUndecodableEDNSOptionAnswered(t *testing.T) {
 			q.SetEdns0(1232, true)
 			opt := q.IsEdns0()
 			opt.Option = append(opt.Option, o)
-			r := exchange(t, netw, ts.addr(t, netw), q, nil)
+			r := dnstest.Exchange(t, netw, ts.addr(t, netw), q)
 			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || r.IsEdns0() == nil || !r.IsEdns0().Do() {
 				t.Errorf("option %d over %s: %v, want the answer with OPT and DO", o.Code, netw, r)
 			}
@@ -264,12 +264,12 @@ func TestStreamAnswerTooLarge(t *testing.T) {
 	n.Store(5000)
 	res := &fakeResolver{fn: func(_ context.Context, req *pipeline.Request) pipeline.Response { return answerA(req, int(n.Load())) }}
 	ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}})
-	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeServerFailure || len(r.Answer) != 0 || r.Truncated {
+	if r := dnstest.Exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure || len(r.Answer) != 0 || r.Truncated {
 		t.Errorf("over TCP: %s, %d records, TC %v; want SERVFAIL", dns.RcodeToString[r.Rcode], len(r.Answer), r.Truncated)
 	}
 	q := query("big.test.", dns.TypeA)
 	q.SetEdns0(4096, false)
-	if r := exchange(t, "udp", ts.addr(t, "udp"), q, nil); r.Rcode != dns.RcodeSuccess || !r.Truncated {
+	if r := dnstest.Exchange(t, "udp", ts.addr(t, "udp"), q); r.Rcode != dns.RcodeSuccess || !r.Truncated {
 		t.Errorf("over UDP: %s, TC %v; want NOERROR with TC", dns.RcodeToString[r.Rcode], r.Truncated)
 	}
 	// An answer over 64 KiB as written but under it with its names
@@ -277,12 +277,12 @@ func TestStreamAnswerTooLarge(t *testing.T) {
 	// whole, compressed, over TCP: the retry of a client that got TC=1
 	// over UDP.
 	n.Store(3000)
-	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 3000 || r.Truncated {
+	if r := dnstest.Exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA)); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 3000 || r.Truncated {
 		t.Errorf("3,000 records over TCP: %s, %d records, TC %v; want all of them", dns.RcodeToString[r.Rcode], len(r.Answer), r.Truncated)
 	}
 	// A large answer that fits is sent whole over TCP.
 	n.Store(1000)
-	if r := exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1000 || r.Truncated {
+	if r := dnstest.Exchange(t, "tcp", ts.addr(t, "tcp"), query("big.test.", dns.TypeA)); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1000 || r.Truncated {
 		t.Errorf("1,000 records over TCP: %s, %d records, TC %v", dns.RcodeToString[r.Rcode], len(r.Answer), r.Truncated)
 	}
 }
@@ -300,7 +300,7 @@ func TestEDNS(t *testing.T) {
 
 	q := query("e.test.", dns.TypeA)
 	q.SetEdns0(4096, true)
-	r := exchange(t, "udp", udp, q, nil)
+	r := dnstest.Exchange(t, "udp", udp, q)
 	opts := 0
 	for _, rr := range r.Extra {
 		if rr.Header().Rrtype == dns.TypeOPT {
@@ -318,13 +318,13 @@ func TestEDNS(t *testing.T) {
 		t.Fatal("DO bit not passed to the resolver")
 	}
 
-	r = exchange(t, "udp", udp, query("e.test.", dns.TypeA), nil)
+	r = dnstest.Exchange(t, "udp", udp, query("e.test.", dns.TypeA))
 	if r.IsEdns0() != nil {
 		t.Fatalf("reply to a query without EDNS carries OPT: %v", r.IsEdns0())
 	}
 	q = query("e.test.", dns.TypeA)
 	q.SetEdns0(1232, false)
-	if opt := exchange(t, "udp", udp, q, nil).IsEdns0(); opt == nil || opt.Do() {
+	if opt := dnstest.Exchange(t, "udp", udp, q).IsEdns0(); opt == nil || opt.Do() {
 		t.Fatalf("DO echoed although not set: %v", opt)
 	}
 }
@@ -362,7 +362,7 @@ func TestTruncation(t *testing.T) {
 	q = query(name, dns.TypeA)
 	q.SetEdns0(65000, false)
 	for _, network := range []string{"tcp"} {
-		r := exchange(t, network, tcp, q, nil)
+		r := dnstest.Exchange(t, network, tcp, q)
 		if r.Truncated || len(r.Answer) != 100 {
 			t.Fatalf("TCP: TC=%v, %d answers; want all 100", r.Truncated, len(r.Answer))
 		}
@@ -446,7 +446,7 @@ func TestMaxTCPConnections(t *testing.T) {
 	conns[1].Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r, err := tryExchange("tcp", tcp, query("again.test.", dns.TypeA), nil)
+		r, err := dnstest.Client{Net: "tcp"}.Exchange(query("again.test.", dns.TypeA), tcp)
 		if err == nil && r.Rcode == dns.RcodeSuccess {
 			break
 		}
@@ -511,7 +511,7 @@ func TestRateLimit(t *testing.T) {
 	udp, tcp := ts.addr(t, "udp"), ts.addr(t, "tcp")
 	full, tc := 0, 0
 	for i := range 30 {
-		r := exchange(t, "udp", udp, query("r"+strconv.Itoa(i)+".test.", dns.TypeA), nil)
+		r := dnstest.Exchange(t, "udp", udp, query("r"+strconv.Itoa(i)+".test.", dns.TypeA))
 		switch {
 		case r.Truncated && len(r.Answer) == 0 && r.Rcode == dns.RcodeSuccess:
 			tc++
@@ -526,7 +526,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("%d full answers and %d TC=1; want the first 5 full and the rest mostly TC", full, tc)
 	}
 	for i := range 20 {
-		if r := exchange(t, "tcp", tcp, query("t"+strconv.Itoa(i)+".test.", dns.TypeA), nil); r.Truncated || len(r.Answer) != 1 {
+		if r := dnstest.Exchange(t, "tcp", tcp, query("t"+strconv.Itoa(i)+".test.", dns.TypeA)); r.Truncated || len(r.Answer) != 1 {
 			t.Fatalf("TCP query %d limited: %v", i, r)
 		}
 	}
@@ -612,7 +612,7 @@ func TestShutdownWaitsForInFlightQuery(t *testing.T) {
 
 	replied := make(chan *dns.Msg, 1)
 	go func() {
-		r, _ := tryExchange("udp", udp, query("slow.test.", dns.TypeA), nil)
+		r, _ := dnstest.Client{Net: "udp"}.Exchange(query("slow.test.", dns.TypeA), udp)
 		replied <- r
 	}()
 	<-entered
@@ -656,7 +656,7 @@ func TestShutdownCancelsSlowAnswers(t *testing.T) {
 	}
 	replied := make(chan *dns.Msg, 1)
 	go func() {
-		r, _ := tryExchange("udp", s.Addrs()[1].String(), query("stuck.test.", dns.TypeA), nil)
+		r, _ := dnstest.Client{Net: "udp"}.Exchange(query("stuck.test.", dns.TypeA), s.Addrs()[1].String())
 		replied <- r
 	}()
 	<-entered
@@ -688,7 +688,9 @@ func TestShutdownGivesUpAtDeadline(t *testing.T) {
 	if err := s.Apply(context.Background(), loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}}); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, _ = tryExchange("tcp", s.Addrs()[0].String(), query("stuck.test.", dns.TypeA), nil) }()
+	go func() {
+		_, _ = dnstest.Client{Net: "tcp"}.Exchange(query("stuck.test.", dns.TypeA), s.Addrs()[0].String())
+	}()
 	<-entered
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -714,11 +716,11 @@ func TestApplyKeepsBindsAndCloses(t *testing.T) {
 	}
 	newUDP := addrs[2].String()
 	for _, addr := range []string{oldUDP, newUDP} {
-		if r := exchange(t, "udp", addr, query("k.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+		if r := dnstest.Exchange(t, "udp", addr, query("k.test.", dns.TypeA)); len(r.Answer) != 1 {
 			t.Fatalf("%s: %v", addr, r)
 		}
 	}
-	exchange(t, "tcp", oldTCP, query("k.test.", dns.TypeA), nil)
+	dnstest.Exchange(t, "tcp", oldTCP, query("k.test.", dns.TypeA))
 
 	// Remove a: its sockets close, b keeps serving.
 	if err := ts.Apply(context.Background(), []config.Listen{b}, Settings{ACL: config.ACL{Default: true}}); err != nil {
@@ -730,10 +732,10 @@ func TestApplyKeepsBindsAndCloses(t *testing.T) {
 	if _, err := net.Dial("tcp", oldTCP); err == nil {
 		t.Fatalf("removed TCP %s still accepts", oldTCP)
 	}
-	if _, err := tryExchange("udp", oldUDP, query("k.test.", dns.TypeA), nil); err == nil {
+	if _, err := (dnstest.Client{Net: "udp"}).Exchange(query("k.test.", dns.TypeA), oldUDP); err == nil {
 		t.Fatalf("removed UDP %s still answers", oldUDP)
 	}
-	exchange(t, "udp", newUDP, query("k.test.", dns.TypeA), nil)
+	dnstest.Exchange(t, "udp", newUDP, query("k.test.", dns.TypeA))
 }
 
 func TestApplyFailsAsAWholeOnBindConflict(t *testing.T) {
@@ -768,14 +770,14 @@ func TestApplyFailsAsAWholeOnBindConflict(t *testing.T) {
 		t.Fatalf("Addrs after failed Apply = %v, want %v", got, before)
 	}
 	// Settings unchanged (deny-all not applied), existing socket still serves.
-	if r := exchange(t, "udp", udp, query("k.test.", dns.TypeA), nil); r.Rcode != dns.RcodeSuccess {
+	if r := dnstest.Exchange(t, "udp", udp, query("k.test.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("after failed Apply: %v", r)
 	}
 	// What the failed call bound was released: binding it now works.
 	if err := ts.Apply(context.Background(), append(loopbackUDPTCP(), fresh), Settings{ACL: config.ACL{Default: true}}); err != nil {
 		t.Fatalf("binding %s after the failed Apply: %v", freeTCP, err)
 	}
-	exchange(t, "tcp", freeTCP, query("k.test.", dns.TypeA), nil)
+	dnstest.Exchange(t, "tcp", freeTCP, query("k.test.", dns.TypeA))
 }
 
 // A listen change onto a port the server holds itself (127.0.0.1:P to
@@ -789,7 +791,7 @@ func TestApplyMovesOntoItsOwnPort(t *testing.T) {
 	ask := func(what string) {
 		t.Helper()
 		for _, proto := range []string{"udp", "tcp"} {
-			if r := exchange(t, proto, loop, query("k.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+			if r := dnstest.Exchange(t, proto, loop, query("k.test.", dns.TypeA)); len(r.Answer) != 1 {
 				t.Fatalf("%s, %s: %v", what, proto, r)
 			}
 		}
@@ -846,7 +848,7 @@ func TestUDPAddressNotShared(t *testing.T) {
 	if err := first.Apply(context.Background(), []config.Listen{{Proto: "udp", Addr: held}, wild}, allow); err != nil {
 		t.Fatalf("adding %s beside its own %s: %v", wild.Addr, held, err)
 	}
-	if r := exchange(t, "udp", held, query("k.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+	if r := dnstest.Exchange(t, "udp", held, query("k.test.", dns.TypeA)); len(r.Answer) != 1 {
 		t.Fatalf("after the reload: %v", r)
 	}
 	free, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -870,7 +872,7 @@ func TestWildcardUDPRepliesFromQueriedAddress(t *testing.T) {
 			port := ts.Addrs()[0].(*net.UDPAddr).Port
 			for _, ip := range []string{"127.0.0.1", "127.0.0.2"} {
 				addr := net.JoinHostPort(ip, strconv.Itoa(port))
-				if r := exchange(t, "udp", addr, query("w.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+				if r := dnstest.Exchange(t, "udp", addr, query("w.test.", dns.TypeA)); len(r.Answer) != 1 {
 					t.Fatalf("%s: %v", addr, r)
 				}
 			}
@@ -1192,14 +1194,14 @@ func TestPanicAnswersServfail(t *testing.T) {
 	for _, network := range []string{"udp", "tcp"} {
 		q := query("boom.test.", dns.TypeA)
 		q.SetEdns0(1232, false)
-		r := exchange(t, network, ts.addr(t, network), q, nil)
+		r := dnstest.Exchange(t, network, ts.addr(t, network), q)
 		if r.Rcode != dns.RcodeServerFailure || r.Id != q.Id || len(r.Answer) != 0 || r.IsEdns0() == nil {
 			t.Fatalf("%s: reply to a panicking query: %v", network, r)
 		}
 		if o := ts.rec.last(t); !o.Panicked || o.Rcode != dns.RcodeServerFailure || o.Dropped {
 			t.Fatalf("%s: observation %+v", network, o)
 		}
-		if r := exchange(t, network, ts.addr(t, network), query("fine.test.", dns.TypeA), nil); len(r.Answer) != 1 {
+		if r := dnstest.Exchange(t, network, ts.addr(t, network), query("fine.test.", dns.TypeA)); len(r.Answer) != 1 {
 			t.Fatalf("%s: no answer after a panic: %v", network, r)
 		}
 	}
@@ -1298,7 +1300,7 @@ func TestRotate(t *testing.T) {
 		ts := startServer(t, res, loopbackUDPTCP(), Settings{ACL: config.ACL{Default: true}, Rotate: rotate})
 		firsts := map[string]int{}
 		for i := 0; i < 6; i++ {
-			r := exchange(t, "udp", ts.addr(t, "udp"), query("web.test.", dns.TypeA), nil)
+			r := dnstest.Exchange(t, "udp", ts.addr(t, "udp"), query("web.test.", dns.TypeA))
 			if len(r.Answer) != 4 || r.Answer[0].Header().Rrtype != dns.TypeCNAME {
 				t.Fatalf("rotate %v: answer %v", rotate, r.Answer)
 			}
@@ -1354,7 +1356,7 @@ func TestRotatePerName(t *testing.T) {
 		firsts := map[string]int{}
 		for range 4 {
 			for _, q := range pair {
-				r := exchange(t, "udp", ts.addr(t, "udp"), query(q.name, q.qt), nil)
+				r := dnstest.Exchange(t, "udp", ts.addr(t, "udp"), query(q.name, q.qt))
 				if len(r.Answer) != 2 {
 					t.Fatalf("%s: %v", q.name, r.Answer)
 				}

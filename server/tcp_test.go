@@ -208,7 +208,7 @@ func TestPipelineClientGoneLeaksNothing(t *testing.T) {
 	res := &fakeResolver{fn: sleepOn(300*time.Millisecond, "slow.test.")}
 	ts := startServer(t, res, []config.Listen{{Proto: "tcp", Addr: "127.0.0.1:0"}}, Settings{ACL: config.ACL{Default: true}})
 	addr := ts.addr(t, "tcp")
-	exchange(t, "tcp", addr, query("warm.test.", dns.TypeA), nil)
+	dnstest.Exchange(t, "tcp", addr, query("warm.test.", dns.TypeA))
 	dnstest.Eventually(t, "the warm-up connection to close", 5*time.Second, func() bool { return ts.tcpConns.Load() == 0 })
 	before := runtime.NumGoroutine()
 

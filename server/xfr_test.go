@@ -12,6 +12,7 @@ import (
 
 	"github.com/dnsd/dnsd/authority"
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -118,7 +119,7 @@ func TestTransferTLS(t *testing.T) {
 		t.Errorf("%d records in %d messages, want 4003 in several", n, msgs)
 	}
 
-	r := exchange(t, "udp", ts.addr(t, "udp"), query("example.test.", dns.TypeAXFR), nil)
+	r := dnstest.Exchange(t, "udp", ts.addr(t, "udp"), query("example.test.", dns.TypeAXFR))
 	if r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
 		t.Errorf("AXFR over UDP: %v", r)
 	}

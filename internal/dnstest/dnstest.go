@@ -1,7 +1,12 @@
 package dnstest
 
 import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,16 +117,109 @@ func Query(name string, qtype uint16) *dns.Msg {
 	return m
 }
 
-// Exchange sends m to addr over netw ("udp", "tcp") and returns the
+// Timeout is how long a Client waits for an answer unless told otherwise.
+const Timeout = 5 * time.Second
+
+// Client asks over one transport.
+type Client struct {
+	// Net is "udp" (also when empty), "tcp", "tcp-tls" (DNS over TLS) or
+	// "https" (DNS over HTTPS: a POST to the URL given as the address).
+	Net string
+	// TLS is the TLS configuration of "tcp-tls" and "https"; nil accepts
+	// any certificate.
+	TLS *tls.Config
+	// Timeout bounds the whole exchange; zero is Timeout.
+	Timeout time.Duration
+}
+
+// Exchange sends m to addr and returns the answer.
+func (c Client) Exchange(m *dns.Msg, addr string) (*dns.Msg, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = Timeout
+	}
+	conf := c.TLS
+	if conf == nil && (c.Net == "tcp-tls" || c.Net == "https") {
+		conf = &tls.Config{InsecureSkipVerify: true}
+	}
+	if c.Net == "https" {
+		return exchangeDoH(m, addr, conf, timeout)
+	}
+	dc := &dns.Client{Net: c.Net, Timeout: timeout, UDPSize: 65535, TLSConfig: conf}
+	r, _, err := dc.Exchange(m, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s %v: %w", c.netName(), addr, m.Question, err)
+	}
+	return r, nil
+}
+
+// MustExchange is Exchange that ends the test on an error.
+func (c Client) MustExchange(t testing.TB, m *dns.Msg, addr string) *dns.Msg {
+	t.Helper()
+	r, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (c Client) netName() string {
+	if c.Net == "" {
+		return "udp"
+	}
+	return c.Net
+}
+
+// exchangeDoH POSTs m to url as application/dns-message (RFC 8484), over
+// HTTP/2 when the server offers it.
+func exchangeDoH(m *dns.Msg, url string, conf *tls.Config, timeout time.Duration) (*dns.Msg, error) {
+	wire, err := m.Pack()
+	if err != nil {
+		return nil, fmt.Errorf("packing %v: %w", m.Question, err)
+	}
+	tr := &http.Transport{TLSClientConfig: conf, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Timeout: timeout, Transport: tr}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(wire))
+	if err != nil {
+		return nil, fmt.Errorf("https %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/dns-message")
+	req.Header.Set("Accept", "application/dns-message")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("https %s %v: %w", url, m.Question, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("https %s %v: reading the answer: %w", url, m.Question, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("https %s %v: HTTP %d %q", url, m.Question, resp.StatusCode, body)
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(body); err != nil {
+		return nil, fmt.Errorf("https %s %v: unpacking the answer: %w", url, m.Question, err)
+	}
+	return r, nil
+}
+
+// Exchange sends m to addr over netw (see Client.Net) and returns the
 // answer; a failure ends the test.
 func Exchange(t testing.TB, netw, addr string, m *dns.Msg) *dns.Msg {
 	t.Helper()
-	c := &dns.Client{Net: netw, Timeout: 2 * time.Second, UDPSize: 65535}
-	r, _, err := c.Exchange(m, addr)
-	if err != nil {
-		t.Fatalf("%s %v: %v", netw, m.Question, err)
+	return Client{Net: netw}.MustExchange(t, m, addr)
+}
+
+// MustRR parses one record in zone-file form; a bad one ends the test.
+func MustRR(t testing.TB, s string) dns.RR {
+	t.Helper()
+	rr, err := dns.NewRR(s)
+	if err != nil || rr == nil {
+		t.Fatalf("bad test record %q: %v", s, err)
 	}
-	return r
+	return rr
 }
 
 // Ask sends a UDP query for name and qtype to addr.
@@ -159,6 +257,24 @@ func Eventually(t testing.TB, what string, limit time.Duration, cond func() bool
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// EventuallyNil polls check every 5 ms until it returns nil, and ends the
+// test with its last error when limit passes first: the error says what
+// was seen instead of what was wanted.
+func EventuallyNil(t testing.TB, limit time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", limit, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

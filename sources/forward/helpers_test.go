@@ -338,15 +338,3 @@ func answerA(r pipeline.Result) string {
 	}
 	return dns.RcodeToString[r.Msg.Rcode] + ":" + strings.Join(parts, ",")
 }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}

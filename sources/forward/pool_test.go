@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 func keyA(name string) Key { return Key{Name: name, Type: dns.TypeA} }
@@ -152,7 +153,7 @@ func TestDownAndUp(t *testing.T) {
 	o.HealthCheck = 30 * time.Millisecond
 	o.MaxFails = 3
 	p := newPool(t, o)
-	waitFor(t, "the flaky upstream marked down", func() bool {
+	dnstest.Eventually(t, "the flaky upstream marked down", 5*time.Second, func() bool {
 		_, _ = exchangeA(t, p, "x.test.")
 		return !p.Up()[0]
 	})
@@ -172,10 +173,10 @@ func TestDownAndUp(t *testing.T) {
 		t.Error("a query was sent to an upstream marked down")
 	}
 	if flaky.probes.Load() == 0 {
-		waitFor(t, "health probes", func() bool { return flaky.probes.Load() > 0 })
+		dnstest.Eventually(t, "health probes", 5*time.Second, func() bool { return flaky.probes.Load() > 0 })
 	}
 	flaky.set(func(u *upstreamServer) { u.silent = false })
-	waitFor(t, "the upstream marked up again", func() bool { return p.Up()[0] })
+	dnstest.Eventually(t, "the upstream marked up again", 5*time.Second, func() bool { return p.Up()[0] })
 	probes := flaky.probes.Load()
 	if _, err := exchangeA(t, p, "z.test."); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -176,8 +177,8 @@ func TestPinSame(t *testing.T) {
 	two := new(dns.Msg)
 	two.SetQuestion(k.Name, k.Type)
 	two.Response = true
-	two.Answer = []dns.RR{mustRR(t, "two.example. 300 IN A 192.0.2.7")}
-	two.Ns = []dns.RR{mustRR(t, "example. 60 IN NS ns.example.")}
+	two.Answer = []dns.RR{dnstest.MustRR(t, "two.example. 300 IN A 192.0.2.7")}
+	two.Ns = []dns.RR{dnstest.MustRR(t, "example. 60 IN NS ns.example.")}
 	m = s.cache.Insert(k, two)
 	if tok, _ = s.Pin(k.Name, k.Type, false, false, m); tok != nil {
 		t.Fatal("pinned in its first second an answer whose records outlive the entry")
@@ -380,7 +381,7 @@ func TestServeStaleSlowUpstream(t *testing.T) {
 	if took := time.Since(start); took < StaleAnswerAfter-50*time.Millisecond || took > StaleAnswerAfter+400*time.Millisecond {
 		t.Errorf("stale answer after %v; want about %v", took, StaleAnswerAfter)
 	}
-	waitFor(t, "the background refresh", func() bool {
+	dnstest.Eventually(t, "the background refresh", 5*time.Second, func() bool {
 		k := keyA("www.example.")
 		k.Upstreams = s.pool.answers
 		m, ok := s.cache.Get(k)
@@ -560,8 +561,8 @@ func TestPrefetch(t *testing.T) {
 		t.Fatalf("answer while prefetching: %s", got)
 	}
 	s.lookup(t, "cold.example.", dns.TypeA)
-	waitFor(t, "the prefetch", func() bool { return u.count("hot.example.") == 2 })
-	waitFor(t, "the refreshed entry", func() bool {
+	dnstest.Eventually(t, "the prefetch", 5*time.Second, func() bool { return u.count("hot.example.") == 2 })
+	dnstest.Eventually(t, "the refreshed entry", 5*time.Second, func() bool {
 		return answerA(s.lookup(t, "hot.example.", dns.TypeA)) == "NOERROR:192.0.2.7/100"
 	})
 	if u.count("cold.example.") != 1 {
@@ -735,7 +736,7 @@ func TestLoopProbeComesBack(t *testing.T) {
 	}
 	// The loop is fixed: the next check (at a reload) uses the upstream
 	// again.
-	waitFor(t, "the upstream used again", func() bool {
+	dnstest.Eventually(t, "the upstream used again", 5*time.Second, func() bool {
 		p.CheckLoop("example.")
 		return p.Up()[0]
 	})
@@ -801,7 +802,7 @@ func TestLoopProbeSharedAcrossPools(t *testing.T) {
 func TestPipelineCNAMEToForward(t *testing.T) {
 	u := startUpstream(t)
 	s := newTestSource(t, poolOpts(u.Addr), defaultCacheConfig())
-	local := staticSource{"alias.example.internal.": {mustRR(t, "alias.example.internal. 60 IN CNAME www.example.com.")}}
+	local := staticSource{"alias.example.internal.": {dnstest.MustRR(t, "alias.example.internal. 60 IN CNAME www.example.com.")}}
 	p, err := pipeline.New([]pipeline.ZoneSpec{
 		{Names: []string{"example.internal."}, Sources: []pipeline.SourceEntry{{Source: local}}},
 		{Names: []string{"."}, Sources: []pipeline.SourceEntry{{Source: s.Source}}},
@@ -844,15 +845,6 @@ func (s staticSource) Lookup(_ context.Context, q *pipeline.Question) pipeline.R
 func (staticSource) Kind() string   { return "static" }
 func (staticSource) TTL() uint32    { return 60 }
 func (staticSource) Serial() uint32 { return 1 }
-
-func mustRR(t *testing.T, s string) dns.RR {
-	t.Helper()
-	rr, err := dns.NewRR(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rr
-}
 
 func counterValue(c prometheus.Counter) float64 {
 	var m dto.Metric
@@ -916,9 +908,9 @@ func TestStaleRefreshedWhenUpstreamRecovers(t *testing.T) {
 	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.1/30" {
 		t.Fatalf("stale answer: %s", got)
 	}
-	waitFor(t, "the upstream marked down", func() bool { return !s.pool.Up()[0] })
+	dnstest.Eventually(t, "the upstream marked down", 5*time.Second, func() bool { return !s.pool.Up()[0] })
 	u.set(func(u *upstreamServer) { u.silent = false; u.ip = "192.0.2.9" })
-	waitFor(t, "the upstream back up (health probe)", func() bool { return s.pool.Up()[0] })
+	dnstest.Eventually(t, "the upstream back up (health probe)", 5*time.Second, func() bool { return s.pool.Up()[0] })
 	// Well inside the failure recheck window.
 	if got := answerA(s.lookup(t, "www.example.", dns.TypeA)); got != "NOERROR:192.0.2.9/60" {
 		t.Fatalf("after the upstream came back: %s, want a fresh answer at once", got)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/logtest"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/miekg/dns"
@@ -106,17 +107,12 @@ func eventuallyWithin(t *testing.T, bound time.Duration, s *Source, name string,
 	if want == nil {
 		want = []string{}
 	}
-	deadline := time.Now().Add(bound)
-	for {
-		got := records(s, name)
-		if slices.Equal(got, want) {
-			return
+	dnstest.EventuallyNil(t, bound, func() error {
+		if got := records(s, name); !slices.Equal(got, want) {
+			return fmt.Errorf("%s: got %q, want %q", name, got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: after %s got %q, want %q", name, bound, got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // never checks that name keeps its records for a while (changes are

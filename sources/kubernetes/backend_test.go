@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/logtest"
 )
 
@@ -42,11 +44,11 @@ func TestUnreachableAPIServer(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("opening took %s", d)
 	}
-	waitFor(t, 10*time.Second, func() string {
+	dnstest.EventuallyNil(t, 10*time.Second, func() error {
 		if !strings.Contains(logs.String(), "kubernetes API server unreachable") {
-			return "the outage is not logged:\n" + logs.String()
+			return errors.New("the outage is not logged:\n" + logs.String())
 		}
-		return ""
+		return nil
 	})
 	time.Sleep(2 * time.Second) // retries: still one line
 	if src.Synced() {

@@ -250,27 +250,11 @@ func rrString(rr dns.RR) string {
 	return strings.Join(append([]string{f[0], f[3]}, f[4:]...), " ")
 }
 
-// waitFor polls until check returns "", or fails with its last message.
-func waitFor(t testing.TB, d time.Duration, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for {
-		if last = check(); last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(last)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func expect(p *pipeline.Pipeline, name string, qtype uint16, want string) func() string {
-	return func() string {
+func expect(p *pipeline.Pipeline, name string, qtype uint16, want string) func() error {
+	return func() error {
 		if got := render(resolve(p, name, qtype)); got != want {
-			return fmt.Sprintf("%s %s:\n got %s\nwant %s", name, dns.TypeToString[qtype], got, want)
+			return fmt.Errorf("%s %s:\n got %s\nwant %s", name, dns.TypeToString[qtype], got, want)
 		}
-		return ""
+		return nil
 	}
 }

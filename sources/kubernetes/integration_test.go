@@ -6,6 +6,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
@@ -58,7 +60,7 @@ func must[T any](t *testing.T) func(T, error) T {
 func propagated(t *testing.T, p *pipeline.Pipeline, name string, qtype uint16, want string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, 5*time.Second, expect(p, name, qtype, want))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, name, qtype, want))
 	return time.Since(start)
 }
 
@@ -190,11 +192,11 @@ func TestIntegrationRecords(t *testing.T) {
 	}
 	note("slice deleted", propagated(t, p, "db-2.db"+z, dns.TypeA, "NXDOMAIN "))
 	must[*corev1.Service](t)(svcs.Create(ctx, clusterIPService(ns, "late", nil, port{name: "http", port: 80}), metav1.CreateOptions{}))
-	waitFor(t, 5*time.Second, func() string {
+	dnstest.EventuallyNil(t, 5*time.Second, func() error {
 		if m := resolve(p, "late"+z, dns.TypeA); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 {
-			return "late service not served: " + render(m)
+			return errors.New("late service not served: " + render(m))
 		}
-		return ""
+		return nil
 	})
 	ext := must[*corev1.Service](t)(svcs.Get(ctx, "ext", metav1.GetOptions{}))
 	ext.Spec.ExternalName = "other.example.org"
@@ -204,7 +206,7 @@ func TestIntegrationRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	note("service deleted", propagated(t, p, "_http._tcp.web"+z, dns.TypeSRV, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, ptr(webIP), dns.TypePTR, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, ptr(webIP), dns.TypePTR, "NXDOMAIN "))
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "p1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,7 @@ func TestIntegrationOutage(t *testing.T) {
 	b := realBackend(t, c, false)
 	_, p := realSource(t, b, Options{Zones: realZones})
 	want := "NOERROR before" + z + " A " + svc.Spec.ClusterIP
-	waitFor(t, 5*time.Second, expect(p, "before"+z, dns.TypeA, want))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "before"+z, dns.TypeA, want))
 
 	c.StopAPIServer()
 	restarted := false
@@ -269,17 +271,17 @@ func TestIntegrationOutage(t *testing.T) {
 	// Recovery without a restart: new objects reach both sources.
 	after := must[*corev1.Service](t)(svcs.Create(ctx, clusterIPService(ns, "after", nil, port{name: "http", port: 80}), metav1.CreateOptions{}))
 	wantAfter := "NOERROR after" + z + " A " + after.Spec.ClusterIP
-	waitFor(t, 60*time.Second, expect(p, "after"+z, dns.TypeA, wantAfter))
+	dnstest.EventuallyNil(t, 60*time.Second, expect(p, "after"+z, dns.TypeA, wantAfter))
 	ctx2, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := src2.WaitSynced(ctx2); err != nil {
 		t.Fatalf("source opened during the outage never synced: %v", err)
 	}
-	waitFor(t, 5*time.Second, expect(p2, "after"+z, dns.TypeA, wantAfter))
-	waitFor(t, 5*time.Second, expect(p2, "before"+z, dns.TypeA, want))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p2, "after"+z, dns.TypeA, wantAfter))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p2, "before"+z, dns.TypeA, want))
 	// And deletions after the reconnection.
 	if err := svcs.Delete(ctx, "before", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "before"+z, dns.TypeA, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "before"+z, dns.TypeA, "NXDOMAIN "))
 }

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -78,10 +80,10 @@ func TestSerialFromClock(t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Create(t.Context(), namespace("team"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() string {
+	dnstest.EventuallyNil(t, 5*time.Second, func() error {
 		if src.Serial() > other {
-			return ""
+			return nil
 		}
-		return "serial not above the clock's last serial"
+		return errors.New("serial not above the clock's last serial")
 	})
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/pacing/pacingtest"
 )
 
@@ -53,7 +54,7 @@ func TestBatchPacedOnOneProcessor(t *testing.T) {
 				clusterIPService("ns", "new", []string{"10.97.0.1"}), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 5*time.Second, expect(p, "new.ns.svc.cluster.local.", dns.TypeA, "NOERROR new.ns.svc.cluster.local. A 10.97.0.1"))
+			dnstest.EventuallyNil(t, 5*time.Second, expect(p, "new.ns.svc.cluster.local.", dns.TypeA, "NOERROR new.ns.svc.cluster.local. A 10.97.0.1"))
 			check("one change", false, 0)
 
 			// Every service marked changed in one batch, as a re-list's
@@ -70,7 +71,7 @@ func TestBatchPacedOnOneProcessor(t *testing.T) {
 			}
 			check("a batch of every service", true, 1)
 			last := fmt.Sprintf("s%d.ns.svc.cluster.local.", services-1)
-			waitFor(t, time.Second, expect(p, last, dns.TypeA,
+			dnstest.EventuallyNil(t, time.Second, expect(p, last, dns.TypeA,
 				fmt.Sprintf("NOERROR %s A 10.96.%d.%d", last, (services-1)>>8, (services-1)&255)))
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -335,7 +336,7 @@ func TestPodsVerified(t *testing.T) {
 	if err := client.CoreV1().Pods("default").Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "10-244-0-7.default.pod.cluster.local", dns.TypeA, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "10-244-0-7.default.pod.cluster.local", dns.TypeA, "NXDOMAIN "))
 }
 
 // Changes reach the answers: create, update (slices moving, readiness),
@@ -359,14 +360,14 @@ func TestPropagation(t *testing.T) {
 	if _, err := svcs.Create(ctx, headlessService("default", "db", tcp...), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db-0.db.default.svc.cluster.local", dns.TypeA, "NOERROR db-0.db.default.svc.cluster.local. A 10.1.0.1"))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db-0.db.default.svc.cluster.local", dns.TypeA, "NOERROR db-0.db.default.svc.cluster.local. A 10.1.0.1"))
 	serial := src.Serial()
 
 	// A second slice adds to the same names.
 	if _, err := eps.Create(ctx, endpointSlice("default", "db", "db-2", discoveryv1.AddressTypeIPv4, tcp, ep{ip: "10.1.0.2", ready: true, hostname: "db-1"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.1; db.default.svc.cluster.local. A 10.1.0.2"))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.1; db.default.svc.cluster.local. A 10.1.0.2"))
 	if src.Serial() <= serial {
 		t.Errorf("serial did not advance: %d then %d", serial, src.Serial())
 	}
@@ -375,41 +376,41 @@ func TestPropagation(t *testing.T) {
 	if _, err := eps.Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.2"))
-	waitFor(t, 5*time.Second, expect(p, "db-0.db.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, "1.0.1.10.in-addr.arpa", dns.TypePTR, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, "2.0.1.10.in-addr.arpa", dns.TypePTR, "NOERROR 2.0.1.10.in-addr.arpa. PTR db-1.db.default.svc.cluster.local."))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.2"))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db-0.db.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "1.0.1.10.in-addr.arpa", dns.TypePTR, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "2.0.1.10.in-addr.arpa", dns.TypePTR, "NOERROR 2.0.1.10.in-addr.arpa. PTR db-1.db.default.svc.cluster.local."))
 	// Headless → ClusterIP.
 	svc := clusterIPService("default", "db", []string{"10.96.5.5"}, tcp...)
 	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.96.5.5"))
-	waitFor(t, 5*time.Second, expect(p, "_http._tcp.db.default.svc.cluster.local", dns.TypeSRV, "NOERROR _http._tcp.db.default.svc.cluster.local. SRV 0 100 80 db.default.svc.cluster.local."))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.96.5.5"))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "_http._tcp.db.default.svc.cluster.local", dns.TypeSRV, "NOERROR _http._tcp.db.default.svc.cluster.local. SRV 0 100 80 db.default.svc.cluster.local."))
 	// Deleting the last ready slice of... then the service: everything goes,
 	// including the empty non-terminals.
 	if err := eps.Delete(ctx, "db-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db-1.db.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db-1.db.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
 	if err := svcs.Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, "_tcp.db.default.svc.cluster.local", dns.TypeSRV, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, "5.5.96.10.in-addr.arpa", dns.TypePTR, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, "0.1.10.in-addr.arpa", dns.TypePTR, "NXDOMAIN "))
-	waitFor(t, 5*time.Second, expect(p, "default.svc.cluster.local", dns.TypeA, "NOERROR "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "_tcp.db.default.svc.cluster.local", dns.TypeSRV, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "5.5.96.10.in-addr.arpa", dns.TypePTR, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "0.1.10.in-addr.arpa", dns.TypePTR, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "default.svc.cluster.local", dns.TypeA, "NOERROR "))
 
 	// Namespaces come and go.
 	if _, err := client.CoreV1().Namespaces().Create(ctx, namespace("team"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "team.svc.cluster.local", dns.TypeA, "NOERROR "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "team.svc.cluster.local", dns.TypeA, "NOERROR "))
 	if err := client.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "team.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "team.svc.cluster.local", dns.TypeA, "NXDOMAIN "))
 }
 
 // Until the first sync, every name of the zone is SERVFAIL.
@@ -544,7 +545,7 @@ func TestRebuiltSourceSerial(t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Create(context.Background(), namespace("later"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "later.svc.cluster.local", dns.TypeA, "NOERROR "))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "later.svc.cluster.local", dns.TypeA, "NOERROR "))
 }
 
 // The programming latency starts at the slice's last-change-trigger-time
@@ -558,7 +559,7 @@ func TestProgrammingLatencyFromTriggerTime(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(context.Background(), sl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.1"))
+	dnstest.EventuallyNil(t, 5*time.Second, expect(p, "db.default.svc.cluster.local", dns.TypeA, "NOERROR db.default.svc.cluster.local. A 10.1.0.1"))
 	var m dto.Metric
 	var sum float64
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
