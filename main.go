@@ -19,6 +19,7 @@ import (
 
 	"github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/daemon"
+	"github.com/dnsd/dnsd/internal/gctune"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources"
 	"github.com/dnsd/dnsd/sources/kind"
@@ -123,9 +124,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		bulk    kind.Bulk
 	)
 	if os.Getenv("GOGC") == "" {
-		gc := startGCPhases()
-		defer gc.stop()
-		started, bulk = gc.synced, gc.begin
+		gc := gctune.Start()
+		defer gc.Stop()
+		started, bulk = gc.Synced, gc.Begin
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
