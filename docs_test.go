@@ -251,3 +251,12 @@ func TestReadmeLinksEveryDoc(t *testing.T) {
 		t.Fatalf("found only %d pages under docs/", pages)
 	}
 }
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

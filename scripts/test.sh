@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, vet, and every test with the race
-# detector (unit, integration and end-to-end tests that build the binary).
+# detector (unit and integration tests, and the end-to-end tests in e2e/
+# that build the binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
