@@ -249,34 +249,40 @@ func SOA(r *dns.Msg) *dns.SOA {
 	return nil
 }
 
-// Eventually polls cond every 5 ms until it holds, and ends the test
-// naming what did not happen when limit passes first.
+// Eventually polls cond until it holds, and ends the test naming what
+// did not happen when limit passes first. It polls every 5 ms at first,
+// backing off to every 50 ms, so that a check that costs the process under
+// test (a /metrics scrape) does not load it.
 func Eventually(t testing.TB, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll(limit, cond) {
+		t.Fatalf("timed out after %s waiting for %s", limit, what)
 	}
 }
 
-// EventuallyNil polls check every 5 ms until it returns nil, and ends the
-// test with its last error when limit passes first: the error says what
-// was seen instead of what was wanted.
+// EventuallyNil polls check (as Eventually does) until it returns nil, and
+// ends the test with its last error when limit passes first: the error
+// says what was seen instead of what was wanted.
 func EventuallyNil(t testing.TB, limit time.Duration, check func() error) {
 	t.Helper()
+	var err error
+	if !poll(limit, func() bool { err = check(); return err == nil }) {
+		t.Fatalf("after %s: %v", limit, err)
+	}
+}
+
+// poll calls cond until it returns true (true) or limit has passed after
+// a last call (false).
+func poll(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
-	for {
-		err := check()
-		if err == nil {
-			return
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if cond() {
+			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", limit, err)
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
 

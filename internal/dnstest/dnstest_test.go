@@ -3,6 +3,7 @@ package dnstest_test
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -133,5 +134,36 @@ func TestEventuallyNil(t *testing.T) {
 	})
 	if n != 3 {
 		t.Errorf("check called %d times, want 3", n)
+	}
+}
+
+// fatalRecorder is a testing.TB whose Fatalf records instead of ending.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper()                           {}
+func (f *fatalRecorder) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
+
+// A check that never passes: the failure carries its last error, and the
+// polls back off (5 ms doubling to 50 ms: about ten in 300 ms, not 60).
+func TestEventuallyNilTimesOut(t *testing.T) {
+	rec := &fatalRecorder{TB: t}
+	calls := 0
+	dnstest.EventuallyNil(rec, 300*time.Millisecond, func() error {
+		calls++
+		return fmt.Errorf("seen %d", calls)
+	})
+	if want := fmt.Sprintf("after 300ms: seen %d", calls); rec.msg != want {
+		t.Errorf("failure %q, want %q", rec.msg, want)
+	}
+	if calls < 3 || calls > 20 {
+		t.Errorf("%d polls in 300 ms, want about ten", calls)
+	}
+	rec.msg = ""
+	dnstest.Eventually(rec, "the impossible", 50*time.Millisecond, func() bool { return false })
+	if rec.msg != "timed out after 50ms waiting for the impossible" {
+		t.Errorf("Eventually's failure %q", rec.msg)
 	}
 }
