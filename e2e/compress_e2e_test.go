@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,25 +17,17 @@ import (
 // UDP (53 bytes, the owner a pointer to the question; 72 as written) and
 // a zone file's 40 TXT records over TCP; both parse.
 func TestAnswersAreCompressed(t *testing.T) {
-	dir := t.TempDir()
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	writeFile(t, filepath.Join(dir, "example.hosts"), "10.0.0.10 db.example.internal\n")
 	var zone strings.Builder
 	zone.WriteString("$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 3600 1209600 60\n@ IN NS ns1\nns1 IN A 10.0.1.53\n")
 	for i := range 40 {
 		fmt.Fprintf(&zone, "big IN TXT \"record number %d of forty, with some text to it\"\n", i)
 	}
-	writeFile(t, filepath.Join(dir, "txt.internal.zone"), zone.String())
-	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
-zones:
-  example.internal:
+	p := start(t, config{Zones: `  example.internal:
     - hosts: {files: [example.hosts]}
   txt.internal:
     - file: {path: txt.internal.zone}
-`, addr))
-	p := startDnsd(t, dir, "-config", "dnsd.yaml")
-	p.waitLog("dnsd started", 1)
+`}, map[string]string{"example.hosts": "10.0.0.10 db.example.internal\n", "txt.internal.zone": zone.String()})
+	addr := p.addr
 
 	ask := func(netw, name string, qtype uint16) ([]byte, *dns.Msg) {
 		t.Helper()

@@ -258,7 +258,7 @@ zones:
 	server := startDnsd(t, dir, "-config", "server.yaml")
 	server.waitLog("dnsd started", 1)
 
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   .:

@@ -95,7 +95,7 @@ func TestExtendedDNSErrors(t *testing.T) {
 		_ = w.WriteMsg(m)
 	})
 	dead := freePort(t)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 acl: {allow: [127.0.0.1/32]}
 zones:
   etcd.internal:

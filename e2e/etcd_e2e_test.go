@@ -25,23 +25,15 @@ func TestEtcdEndToEnd(t *testing.T) {
 	srv.Put("/skydns/internal/example/web/x1", `{"host":"10.0.1.1"}`)
 	srv.Put("/skydns/internal/example/web/x2", `{"host":"10.0.1.2"}`)
 	srv.Put("/skydns/internal/example/_tcp/_pg", `{"host":"10.0.2.1","port":5432}`)
-	dir := t.TempDir()
-	port, hport := freePort(t), freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf(`listen: ["%s"]
-http: "127.0.0.1:%d"
-zones:
-  example.internal:
+	p := start(t, config{HTTP: true, Zones: fmt.Sprintf(`  example.internal:
     - etcd:
         endpoints: ["%s"]
         prefix: /skydns
         ttl: 30s
         sync_timeout: 10s
-`, addr, hport, srv.Endpoint()))
-	p := startDnsd(t, dir, "-config", "dnsd.yaml")
-	p.waitLog("dnsd started", 1)
+`, srv.Endpoint())}, nil)
 	p.waitLog("etcd prefix read", 1)
-	base := fmt.Sprintf("http://127.0.0.1:%d", hport)
+	addr, base := p.addr, p.base
 	waitReady(t, base, 200)
 
 	waitAnswer(t, addr, "web.example.internal", dns.TypeA, "NOERROR:10.0.1.1,10.0.1.2")

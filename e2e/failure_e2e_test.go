@@ -192,7 +192,7 @@ func TestFailureEtcdKilled(t *testing.T) {
 	srv.Put("/skydns/internal/example/a", `{"host":"10.0.0.1"}`)
 	srv.Put("/skydns/internal/example/b", `{"host":"10.0.0.2"}`)
 	srv.Put("/skydns/internal/example/c", `{"host":"10.0.0.3"}`)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -256,7 +256,7 @@ func TestFailureKubeAPIServerKilled(t *testing.T) {
 		}
 	}
 	createService("web", "10.3.0.50")
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   cluster.local:
@@ -311,7 +311,7 @@ func TestFailureUpstreamsBlackholed(t *testing.T) {
 		_ = w.WriteMsg(m)
 	}
 	u1, u2 := dnstest.StartUpstream(t, handler), dnstest.StartUpstream(t, handler)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 cache: {serve_stale: 1h}
 zones:
@@ -375,7 +375,7 @@ zones:
 // 1 s grace: its names go away.
 func TestFailureHostsFile(t *testing.T) {
 	good := "10.0.0.1 a.example.internal\n10.0.0.2 b.example.internal\n"
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -457,7 +457,7 @@ zones:
   example.internal:
     - hosts: {entries: ["10.0.0.1 a"%s]}
 `
-	s := specStart(t, fmt.Sprintf(cfg, ""), nil)
+	s := startYAML(t, fmt.Sprintf(cfg, ""), nil)
 	waitAnswer(t, s.addr, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	pr := startProber(t, s.addr, 2, map[string][]string{"a.example.internal": {"NOERROR:10.0.0.1"}})
 
@@ -488,7 +488,7 @@ zones:
   .:
     - forward: {upstreams: ["%s"]}
 `
-	s := specStart(t, fmt.Sprintf(cfg, "10.0.0.10", up.Addr), map[string]string{"hosts": "10.0.0.1 a.example.internal\n"})
+	s := startYAML(t, fmt.Sprintf(cfg, "10.0.0.10", up.Addr), map[string]string{"hosts": "10.0.0.1 a.example.internal\n"})
 	waitAnswer(t, s.addr, "flip.example.internal", dns.TypeA, "NOERROR:10.0.0.10")
 	pr := startProber(t, s.addr, 4, map[string][]string{
 		"a.example.internal":    {"NOERROR:10.0.0.1"},

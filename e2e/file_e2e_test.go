@@ -31,7 +31,7 @@ $INCLUDE extra/more.zone
 // answers the names the file does not have; an edit is served at once, a broken edit keeps the
 // last good zone, and the file's own errors name FILE:LINE in dnsd check.
 func TestFileSourceEndToEnd(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal:
     - file:
@@ -147,7 +147,7 @@ func replaceFile(t *testing.T, path, content string) {
 // zone's own data. DS at the cut is the parent's: answered. Names beside
 // the cut are answered as before.
 func TestFileDelegation(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal:
     - file: {path: example.internal.zone}

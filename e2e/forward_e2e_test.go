@@ -252,7 +252,7 @@ zones:
 // name and the names below it; GET is 405.
 func TestForwardCacheFlush(t *testing.T) {
 	up := dnstest.StartUpstream(t, nil)
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.Addr), nil)
+	s := startYAML(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.Addr), nil)
 	names := []string{"example.com", "a.example.com", "b.a.example.com", "notexample.com", "example.org"}
 	for _, n := range names {
 		waitAnswer(t, s.addr, n, dns.TypeA, "NOERROR:192.0.2.1")
@@ -313,7 +313,7 @@ func TestRootHostsParentsForwarded(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 zones:
   .:
     - hosts: {files: [hosts]}

@@ -16,7 +16,7 @@ func TestGCTargetOfBinary(t *testing.T) {
 		env  []string
 		want int
 	}{{nil, gctune.Steady}, {[]string{"GOGC=70"}, 70}} {
-		d := start(t, config{HTTP: true, Env: tc.env, Zones: gcZones})
+		d := start(t, config{HTTP: true, Env: tc.env, Zones: gcZones}, nil)
 		d.waitMetric(fmt.Sprintf("go_gc_gogc_percent %d", tc.want), 10*time.Second)
 		d.stop(os.Interrupt)
 	}
@@ -30,11 +30,13 @@ const gcZones = `  example.internal:
 // a new etcd source that cannot sync, up to its sync_timeout) the
 // collector's target is gctune.Bulk; afterwards gctune.Steady again.
 func TestGCTargetDuringReload(t *testing.T) {
-	d := start(t, config{HTTP: true, Zones: gcZones})
+	c := config{HTTP: true, Zones: gcZones}
+	d := start(t, c, nil)
 	d.waitMetric(fmt.Sprintf("go_gc_gogc_percent %d", gctune.Steady), 10*time.Second)
-	d.reload(gcZones+fmt.Sprintf(`  etcd.internal:
+	c.Zones += fmt.Sprintf(`  etcd.internal:
     - etcd: {endpoints: ["http://127.0.0.1:%d"], sync_timeout: 4s}
-`, freePort(t)), "", "", 0)
+`, freePort(t))
+	d.reload(t, c.yaml(), true, 0)
 	d.waitMetric(fmt.Sprintf("go_gc_gogc_percent %d", gctune.Bulk), 3*time.Second)
 	d.waitLog("reloaded", 1)
 	d.waitMetric(fmt.Sprintf("go_gc_gogc_percent %d", gctune.Steady), 2*time.Second)

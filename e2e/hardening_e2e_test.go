@@ -62,7 +62,7 @@ func scrape(t *testing.T, base string) string {
 // Label values never come from the wire: a sweep of unknown qtypes and of
 // names in no zone adds no series.
 func TestHardeningMetricLabelsBounded(t *testing.T) {
-	s := specStart(t, "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 db\"]}\n", nil)
+	s := startYAML(t, "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 db\"]}\n", nil)
 	c := &dns.Client{Timeout: 2 * time.Second}
 	for qt := 1000; qt < 1300; qt++ {
 		m := new(dns.Msg)
@@ -95,7 +95,7 @@ func TestHardeningMetricLabelsBounded(t *testing.T) {
 // Meta query types, garbage, and a refused client over the rate: each
 // gets what the rules say and is counted under its reason.
 func TestHardeningMetaTypesAndDrops(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 http: "HTTP"
 acl: {allow: [127.0.1.0/24]}
 limits: {rate_per_client: 5}
@@ -198,7 +198,7 @@ func TestHardeningForwardFloodOneName(t *testing.T) {
 		}
 	}()
 	const maxConcurrent = 50
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -318,7 +318,7 @@ func TestHardeningHostsRewrittenInPlace(t *testing.T) {
 		fmt.Fprintf(&content, "10.1.%d.%d host%d.example.internal\n", i/200, i%200+1, i)
 	}
 	content.WriteString("10.0.0.1 db.example.internal\n")
-	s := specStart(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [example.hosts], fallthrough: false}\n",
+	s := startYAML(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [example.hosts], fallthrough: false}\n",
 		map[string]string{"example.hosts": content.String()})
 	path := filepath.Join(s.dir, "example.hosts")
 	waitAnswer(t, s.addr, "db.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
@@ -409,7 +409,7 @@ func TestHardeningFIFOs(t *testing.T) {
 		}
 	}
 
-	s := specStart(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [example.hosts]}\n",
+	s := startYAML(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [example.hosts]}\n",
 		map[string]string{"example.hosts": "10.0.0.1 db.example.internal\n"})
 	hosts := filepath.Join(s.dir, "example.hosts")
 	if err := os.Remove(hosts); err != nil {
@@ -448,7 +448,7 @@ func TestHardeningReloadDuringEtcdOutage(t *testing.T) {
 	conf := func(endpoint, ttl string) string {
 		return fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  example.internal:\n    - etcd: {endpoints: [%q], ttl: %s, sync_timeout: 500ms}\n", endpoint, ttl)
 	}
-	s := specStart(t, conf(srv.Endpoint(), "30s"), nil)
+	s := startYAML(t, conf(srv.Endpoint(), "30s"), nil)
 	waitReady(t, s.base, 200)
 	waitAnswer(t, s.addr, "db.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	answers := func(what string, ttl uint32) {
@@ -485,7 +485,7 @@ func TestHardeningReloadDuringEtcdOutage(t *testing.T) {
 func TestHardeningSignals(t *testing.T) {
 	dead := freePort(t)
 	base := "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 db\"]}\n"
-	s := specStart(t, base, nil)
+	s := startYAML(t, base, nil)
 	writeFile(t, s.cfg, s.expand(base+fmt.Sprintf("  other.internal:\n    - etcd: {endpoints: [\"http://127.0.0.1:%d\"], sync_timeout: 1m}\n", dead)))
 	s.signal(syscall.SIGHUP)
 	s.waitLog("SIGHUP: reloading", 1)
@@ -506,7 +506,7 @@ func TestHardeningSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hole.Close()
-	s2 := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 8s}\n", hole.LocalAddr()), nil)
+	s2 := startYAML(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 8s}\n", hole.LocalAddr()), nil)
 	go func() { _, _ = query(t, "udp", s2.addr, "slow.example.com", dns.TypeA) }()
 	time.Sleep(300 * time.Millisecond)
 	s2.signal(syscall.SIGTERM)
@@ -529,7 +529,7 @@ func TestHardeningSignals(t *testing.T) {
 
 // One client network cannot hold every TCP slot.
 func TestHardeningTCPPerClient(t *testing.T) {
-	s := specStart(t, "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nlimits: {max_tcp_per_client: 2}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 db\"]}\n", nil)
+	s := startYAML(t, "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nlimits: {max_tcp_per_client: 2}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 db\"]}\n", nil)
 	dial := func(from string) *dns.Conn {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 2 * time.Second}
 		c, err := d.Dial("tcp", s.addr)

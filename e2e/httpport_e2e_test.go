@@ -24,7 +24,7 @@ func TestHTTPPortIdleTimeoutAndCap(t *testing.T) {
 		idle    = 10 * time.Second
 		maxOpen = 64
 	)
-	s := specStart(t, "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.7 web\"]}\n", nil)
+	s := startYAML(t, "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.7 web\"]}\n", nil)
 	hostport := fmt.Sprintf("127.0.0.1:%d", s.hport)
 	// get sends GET /health on c and reads the answer.
 	get := func(c net.Conn, br *bufio.Reader) error {
@@ -118,7 +118,7 @@ func TestHTTPPortIdleTimeoutAndCap(t *testing.T) {
 // body, or JSON, are served.
 func TestHTTPPortFlushRefusesCrossOrigin(t *testing.T) {
 	up := dnstest.StartUpstream(t, nil)
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.Addr), nil)
+	s := startYAML(t, fmt.Sprintf("listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  .:\n    - forward: {upstreams: [%q]}\n", up.Addr), nil)
 	waitAnswer(t, s.addr, "example.com", dns.TypeA, "NOERROR:192.0.2.1")
 	post := func(headers map[string]string, body string) (int, string) {
 		t.Helper()

@@ -48,7 +48,7 @@ func longestLine(s string) int {
 // served).
 func TestInputBoundsLongLines(t *testing.T) {
 	token := strings.Repeat("x", 1<<20)
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal:
     - hosts: {files: [a.hosts, big.hosts], fallthrough: true}
@@ -138,7 +138,7 @@ func TestInputBoundsKeysNotQuoted(t *testing.T) {
 		}
 	}
 
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal:
     - hosts: {files: [a.hosts, tls.key]}

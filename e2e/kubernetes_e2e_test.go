@@ -83,17 +83,12 @@ zones:
 	if err := cp.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		code, _ := httpGet(t, base+"/ready")
-		if code == 200 {
-			break
+	dnstest.EventuallyNil(t, 60*time.Second, func() error {
+		if code, _ := httpGet(t, base+"/ready"); code != 200 {
+			return fmt.Errorf("/ready still %d after the API server came up", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/ready still %d 60s after the API server came up", code)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	if n := strings.Count(p.stderr.String(), "kubernetes connection opened"); n != 1 {
 		t.Errorf("two zone keys with one kubeconfig opened %d connections, want 1", n)
@@ -157,17 +152,12 @@ zones:
 	// connections, not after client-go's backoff (up to a minute): a
 	// generous bound for what takes a second or two.
 	deleted := time.Now()
-	deadline = deleted.Add(20 * time.Second)
-	for {
-		r, err := query(t, "udp", addr, "api.e2e.svc.cluster.local", dns.TypeA)
-		if err == nil && r.Rcode == dns.RcodeNameError {
-			break
+	dnstest.EventuallyNil(t, 20*time.Second, func() error {
+		if r, err := query(t, "udp", addr, "api.e2e.svc.cluster.local", dns.TypeA); err != nil || r.Rcode != dns.RcodeNameError {
+			return fmt.Errorf("deletion after the API server's restart not served: %v %v", r, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deletion after the API server's restart not served within 20 s: %v %v", r, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("a deletion made once the API server was back served in %s", time.Since(deleted).Round(time.Millisecond))
 	p.waitLog("kubernetes API server reachable again", 2)
 
@@ -551,17 +541,12 @@ func TestKubernetesRBAC(t *testing.T) {
 	sa, role, binding := docRBAC(t)
 
 	// The API server creates kube-system shortly after it is ready.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := k.CoreV1().Namespaces().Get(ctx, sa.Namespace, metav1.GetOptions{})
-		if err == nil {
-			break
+	dnstest.EventuallyNil(t, 30*time.Second, func() error {
+		if _, err := k.CoreV1().Namespaces().Get(ctx, sa.Namespace, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("namespace %s: %w", sa.Namespace, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("namespace %s: %v", sa.Namespace, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := k.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -637,17 +622,12 @@ zones:
 		t.Fatal(err)
 	}
 	p, addr, base = run()
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		code, body := httpGet(t, base+"/ready")
-		if code == 200 {
-			break
+	dnstest.EventuallyNil(t, 30*time.Second, func() error {
+		if code, body := httpGet(t, base+"/ready"); code != 200 {
+			return fmt.Errorf("/ready still %d %q after start with the documented RBAC", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/ready still %d %q 30s after start with the documented RBAC", code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	waitAnswer(t, addr, "web.rbac.svc.cluster.local", dns.TypeA, "NOERROR:"+svc.Spec.ClusterIP)
 	waitAnswer(t, addr, "_http._tcp.web.rbac.svc.cluster.local", dns.TypeSRV, "NOERROR:0 100 80 web.rbac.svc.cluster.local.")
 	waitAnswer(t, addr, "10-244-1-7.rbac.pod.cluster.local", dns.TypeA, "NOERROR:10.244.1.7")

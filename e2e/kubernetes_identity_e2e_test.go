@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/sources/kubernetes/kubetest"
 )
 
@@ -93,21 +94,17 @@ zones:
 	service("new", "10.3.0.7")
 	back := time.Now()
 	var readies []string
-	deadline := back.Add(90 * time.Second)
-	for {
+	dnstest.EventuallyNil(t, 90*time.Second, func() error {
 		code, body := httpGet(t, base+"/ready")
 		if r := fmt.Sprintf("%d %s", code, strings.TrimSpace(body)); len(readies) == 0 || readies[len(readies)-1] != r {
 			readies = append(readies, r)
 		}
 		r, err := query(t, "udp", addr, "new.back.svc.cluster.local", dns.TypeA)
-		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1 {
-			break
+		if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			return fmt.Errorf("the new API server's service not served; /ready went %q\n%s", readies, p.stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new API server's service not served within 90 s; /ready went %q\n%s", readies, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("FAULT kubernetes resource versions went back recovery=%v; /ready went %q", time.Since(back).Round(time.Millisecond), readies)
 	waitAnswer(t, addr, "a.back.svc.cluster.local", dns.TypeA, "NOERROR:10.3.0.99")
 	waitAnswer(t, addr, "gone.back.svc.cluster.local", dns.TypeA, "NXDOMAIN:")

@@ -74,33 +74,31 @@ transfer:
 			return
 		}
 		got := ""
-		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		dnstest.EventuallyNil(t, within, func() error {
 			if r, err := query(t, "udp", knot, name, dns.TypeA); err == nil {
 				if got = dnstest.RData(r); got == want {
-					return
+					return nil
 				}
 			}
-		}
-		t.Fatalf("the Knot secondary answers %s with %q, want %q", name, got, want)
+			return fmt.Errorf("the Knot secondary answers %s with %q, want %q", name, got, want)
+		})
 	}
 
 	transfer := func(zone string) (string, uint32) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			rrs, _, err := axfr(t, addr, zone, dns.TypeAXFR, 0, "")
-			if err == nil {
-				var b strings.Builder
-				for _, rr := range rrs {
-					b.WriteString(strings.Join(strings.Fields(rr.String()), " ") + "\n")
-				}
-				return b.String(), rrs[0].(*dns.SOA).Serial
+		var rrs []dns.RR
+		dnstest.EventuallyNil(t, 30*time.Second, func() error { // SERVFAIL until the first sync
+			var err error
+			if rrs, _, err = axfr(t, addr, zone, dns.TypeAXFR, 0, ""); err != nil {
+				return fmt.Errorf("AXFR %s: %w", zone, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("AXFR %s: %v", zone, err)
-			}
-			time.Sleep(200 * time.Millisecond) // SERVFAIL until the first sync
+			return nil
+		})
+		var b strings.Builder
+		for _, rr := range rrs {
+			b.WriteString(strings.Join(strings.Fields(rr.String()), " ") + "\n")
 		}
+		return b.String(), rrs[0].(*dns.SOA).Serial
 	}
 	fwd, serial := transfer("cluster.local.")
 	for _, want := range []string{
@@ -127,19 +125,16 @@ transfer:
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fwd, now := transfer("cluster.local.")
-		if strings.Contains(fwd, "late.default.svc.cluster.local. 5 IN A 10.3.0.77\n") {
-			if !(now > serial) {
-				t.Errorf("serial %d after a new service, was %d", now, serial)
-			}
-			break
+	var now uint32
+	dnstest.EventuallyNil(t, 10*time.Second, func() error {
+		var fwd string
+		if fwd, now = transfer("cluster.local."); !strings.Contains(fwd, "late.default.svc.cluster.local. 5 IN A 10.3.0.77\n") {
+			return fmt.Errorf("the new service is not in the transfer:\n%s", fwd)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new service is not in the transfer:\n%s", fwd)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if !(now > serial) {
+		t.Errorf("serial %d after a new service, was %d", now, serial)
 	}
 	// The secondary follows within 10 s (NOTIFY, then its transfer).
 	knotAnswers("late.default.svc.cluster.local.", "NOERROR:10.3.0.77", 10*time.Second)

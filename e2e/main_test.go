@@ -1,8 +1,3 @@
-// Package e2e holds the end-to-end tests of what dnsd ships: the built
-// binary, driven as an operator would (a dnsd.yaml, real sockets, files
-// and signals), its release packages and the files in contrib/. Only this
-// package builds the binary; the unit tests of every other package never
-// do.
 package e2e
 
 import (
@@ -341,16 +336,15 @@ func grep(s, sub string) string {
 // TestReloadUnderLoad: 8 goroutines query without pause while dnsd is
 // reloaded repeatedly; every query must get the right answer.
 func TestReloadUnderLoad(t *testing.T) {
-	dir := t.TempDir()
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	writeFile(t, filepath.Join(dir, "a.hosts"), "10.0.0.1 a.example.internal\n")
-	cfgText := func(i int) string {
-		return fmt.Sprintf("listen: [\"%s\"]\nzones:\n  example.internal:\n    - hosts:\n        files: [a.hosts]\n        entries: [\"10.9.9.%d gen\"]\n", addr, i)
+	cfg := func(i int) config {
+		return config{Zones: fmt.Sprintf(`  example.internal:
+    - hosts:
+        files: [a.hosts]
+        entries: ["10.9.9.%d gen"]
+`, i)}
 	}
-	writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfgText(0))
-	p := startDnsd(t, dir)
-	p.waitLog("dnsd started", 1)
+	p := start(t, cfg(0), map[string]string{"a.hosts": "10.0.0.1 a.example.internal\n"})
+	addr := p.addr
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -380,9 +374,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	const reloads = 10
 	for i := 1; i <= reloads; i++ {
-		writeFile(t, filepath.Join(dir, "dnsd.yaml"), cfgText(i))
-		p.signal(syscall.SIGHUP)
-		p.waitLog("reloaded", i)
+		p.reload(t, cfg(i).yaml(), true, i)
 		waitAnswer(t, addr, "gen.example.internal", dns.TypeA, fmt.Sprintf("NOERROR:10.9.9.%d", i))
 		time.Sleep(100 * time.Millisecond) // let the load run on the new pipeline too
 	}
@@ -399,17 +391,14 @@ func TestReloadUnderLoad(t *testing.T) {
 
 // TestTLSListener serves DNS over TLS with a certificate made here.
 func TestTLSListener(t *testing.T) {
-	dir := t.TempDir()
 	certPEM, keyPEM := selfSigned(t)
-	writeFile(t, filepath.Join(dir, "tls.crt"), string(certPEM))
-	writeFile(t, filepath.Join(dir, "tls.key"), string(keyPEM))
 	d := start(t, config{
-		Listen: []string{fmt.Sprintf("tls://127.0.0.1:%d", freePort(t))},
+		Listen: []string{"tls://LISTEN"},
 		Extra:  "tls: {cert: tls.crt, key: tls.key}",
 		Log:    "{format: json, queries: true}",
 		Zones: `  example.internal:
     - hosts: {entries: ["10.0.0.7 dot"]}
-`}, dir)
+`}, map[string]string{"tls.crt": string(certPEM), "tls.key": string(keyPEM)})
 	if got := dnstest.RData(d.ask("tcp-tls", "dot.example.internal", dns.TypeA)); got != "NOERROR:10.0.0.7" {
 		t.Fatalf("DoT answer %q", got)
 	}
@@ -655,19 +644,12 @@ func TestReloadDropsRemovedZonesSeries(t *testing.T) {
 // log says a view of the running one was added (no "backend started"),
 // and the new ttl is served.
 func TestReloadTTLStartsNoBackend(t *testing.T) {
-	dir := t.TempDir()
-	port := freePort(t)
-	writeFile(t, filepath.Join(dir, "a.hosts"), "10.0.0.1 x.a.test\n")
-	conf := func(ttl string) {
-		writeFile(t, filepath.Join(dir, "dnsd.yaml"), fmt.Sprintf("listen: [\"127.0.0.1:%d\"]\nzones:\n  a.test:\n    - hosts: {files: [a.hosts], ttl: %s}\n", port, ttl))
+	conf := func(ttl string) config {
+		return config{Zones: "  a.test:\n    - hosts: {files: [a.hosts], ttl: " + ttl + "}\n"}
 	}
-	conf("1h")
-	p := startDnsd(t, dir)
-	p.waitLog("dnsd started", 1)
+	p := start(t, conf("1h"), map[string]string{"a.hosts": "10.0.0.1 x.a.test\n"})
 	started := strings.Count(p.stderr.String(), "backend started")
-	conf("30s")
-	p.signal(syscall.SIGHUP)
-	p.waitLog("reloaded", 1)
+	p.reload(t, conf("30s").yaml(), true, 1)
 	out := p.stderr.String()
 	if n := strings.Count(out, "backend started"); n != started {
 		t.Errorf("a ttl-only reload logged %d more \"backend started\":\n%s", n-started, out)
@@ -675,7 +657,7 @@ func TestReloadTTLStartsNoBackend(t *testing.T) {
 	if !strings.Contains(out, "backend view added") || !strings.Contains(out, "backend view removed") {
 		t.Errorf("no view added and removed in the log:\n%s", out)
 	}
-	if r := dnstest.Ask(t, fmt.Sprintf("127.0.0.1:%d", port), "x.a.test.", dns.TypeA); len(r.Answer) != 1 || r.Answer[0].Header().Ttl != 30 {
+	if r := p.ask("udp", "x.a.test.", dns.TypeA); len(r.Answer) != 1 || r.Answer[0].Header().Ttl != 30 {
 		t.Errorf("after the reload: %v, want TTL 30", r)
 	}
 }

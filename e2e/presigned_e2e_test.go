@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // presignedZone is the zone both pre-signed tests sign: a CNAME, a
@@ -211,9 +213,9 @@ transfer:
 
 // startIn starts dnsd in dir with the config tmpl (LISTEN replaced by a
 // free address) and waits until it serves.
-func startIn(t *testing.T, dir, tmpl string) *specDnsd {
+func startIn(t *testing.T, dir, tmpl string) *dnsd {
 	t.Helper()
-	s := &specDnsd{dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), hport: freePort(t)}
+	s := &dnsd{dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), hport: freePort(t)}
 	s.cfg = filepath.Join(dir, "dnsd.yaml")
 	writeFile(t, s.cfg, s.expand(tmpl))
 	s.proc = startDnsd(t, dir, "-config", "dnsd.yaml")
@@ -292,16 +294,12 @@ zones:
 		r, _, err := c.Exchange(m, uaddr)
 		return r, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := ask("www."+zones[0], dns.TypeA); err == nil {
-			break
+	dnstest.EventuallyNil(t, 10*time.Second, func() error {
+		if _, err := ask("www."+zones[0], dns.TypeA); err != nil {
+			return fmt.Errorf("unbound does not answer: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("unbound does not answer")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, zone := range zones {
 		for _, c := range []struct {
 			name  string

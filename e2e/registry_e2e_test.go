@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // A reload that opens a backend over a large hosts file (its parse takes
@@ -28,11 +30,9 @@ func TestReloadOpenDoesNotStallMetrics(t *testing.T) {
 	p := startDnsd(t, dir)
 	logged := func(s string, n int, within time.Duration) {
 		t.Helper()
-		for deadline := time.Now().Add(within); strings.Count(p.stderr.String(), s) < n; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("dnsd never logged %q (%d times)", s, n)
-			}
-		}
+		dnstest.Eventually(t, fmt.Sprintf("dnsd to log %q (%d times)", s, n), within, func() bool {
+			return strings.Count(p.stderr.String(), s) >= n
+		})
 	}
 	logged("dnsd started", 1, 3*time.Minute)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 // descriptor left) are read again once they can be, with no filesystem
 // event to say so.
 func TestRetryUnreadableFiles(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 http: ""
 zones:
   example.internal:
@@ -67,17 +68,12 @@ zones:
 	restore()
 	start := time.Now()
 	for _, q := range []struct{ name, want string }{{"a.example.internal", "NOERROR:10.0.0.2"}, {"www.example.internal", "NOERROR:10.0.0.4"}} {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			r, err := query(t, "udp", s.addr, q.name, dns.TypeA)
-			if err == nil && dnstest.RData(r) == q.want {
-				break
+		dnstest.EventuallyNil(t, 15*time.Second, func() error {
+			if r, err := query(t, "udp", s.addr, q.name, dns.TypeA); err != nil || dnstest.RData(r) != q.want {
+				return fmt.Errorf("%s still not %s %v after the descriptors came back", q.name, q.want, time.Since(start).Round(time.Millisecond))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still not %s %v after the descriptors came back", q.name, q.want, time.Since(start).Round(time.Millisecond))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	t.Logf("both files read again %v after the descriptors came back", time.Since(start).Round(time.Millisecond))
 }

@@ -36,7 +36,7 @@ func TestRotateAnswers(t *testing.T) {
 		}
 		return out
 	}
-	s := specStart(t, conf(true), map[string]string{"example.hosts": hosts})
+	s := startYAML(t, conf(true), map[string]string{"example.hosts": hosts})
 	for _, name := range []string{"web.example.internal.", "cdn.example.com."} {
 		if f := firsts(s.addr, name); len(f) != 3 {
 			t.Errorf("rotate: true, %s: first addresses %v, want all three in turn", name, f)

@@ -59,7 +59,7 @@ func loudLines(log, s string) []string {
 func TestSayWhyEtcdRefused(t *testing.T) {
 	t.Parallel()
 	port := etcdtest.FreePort(t)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -79,7 +79,7 @@ func TestSayWhyEtcdWrongCA(t *testing.T) {
 	t.Parallel()
 	srv := etcdtest.Start(t, etcdtest.Options{TLS: true})
 	other := testpki.NewCA(t, "not the etcd CA")
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -100,7 +100,7 @@ zones:
 func TestSayWhyEtcdWrongPassword(t *testing.T) {
 	t.Parallel()
 	srv := etcdtest.Start(t, etcdtest.Options{Auth: true, Username: "dnsd", Password: "right-secret"})
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -131,7 +131,7 @@ users: [{name: u, user: {token: not-logged-token}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `, port, filepath.Join(dir, "ca.crt"))
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 http: "HTTP"
 zones:
   cluster.local:
@@ -158,7 +158,7 @@ func TestSayWhyKubernetesBadToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   cluster.local:

@@ -25,50 +25,6 @@ import (
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
 )
 
-// specDnsd is a running dnsd started from a config template in which
-// LISTEN is replaced by the DNS address and HTTP by the HTTP address.
-type specDnsd struct {
-	*proc
-	dir, addr, base, cfg string
-	hport                int
-}
-
-func specStart(t *testing.T, tmpl string, files map[string]string) *specDnsd {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, name), content)
-	}
-	s := &specDnsd{dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), hport: freePort(t)}
-	s.base = fmt.Sprintf("http://127.0.0.1:%d", s.hport)
-	s.cfg = filepath.Join(dir, "dnsd.yaml")
-	writeFile(t, s.cfg, s.expand(tmpl))
-	s.proc = startDnsd(t, dir, "-config", "dnsd.yaml")
-	s.waitLog("dnsd started", 1)
-	return s
-}
-
-func (s *specDnsd) expand(tmpl string) string {
-	r := strings.NewReplacer("LISTEN", s.addr, "HTTP", fmt.Sprintf("127.0.0.1:%d", s.hport))
-	return r.Replace(tmpl)
-}
-
-// reload writes a new config and sends SIGHUP, waiting for the n-th
-// "reloaded" (ok) or "reload failed" (!ok) log line.
-func (s *specDnsd) reload(t *testing.T, tmpl string, ok bool, n int) {
-	t.Helper()
-	writeFile(t, s.cfg, s.expand(tmpl))
-	s.signal(syscall.SIGHUP)
-	if ok {
-		s.waitLog("reloaded", n)
-	} else {
-		s.waitLog("reload failed", n)
-	}
-}
-
 // checkNegative: AA=1, rcode, no answer, the zone's synthesized SOA with
 // minimum = ttl.
 func checkNegative(t *testing.T, r *dns.Msg, rcode int, zone string, ttl uint32) *dns.SOA {
@@ -272,7 +228,7 @@ zones:
 `
 
 func TestSpecProtocol(t *testing.T) {
-	s := specStart(t, specHostsCfg, nil)
+	s := startYAML(t, specHostsCfg, nil)
 	q := func(name string, qtype uint16) *dns.Msg {
 		m := new(dns.Msg)
 		m.SetQuestion(name, qtype)
@@ -378,7 +334,7 @@ func TestSpecProtocol(t *testing.T) {
 // same key; an address with a name inside and one outside answers only
 // the inside one.
 func TestHostsNamesOutsideZoneGetNoPTR(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal 10.100.0.0/16:
     - hosts:
@@ -398,7 +354,7 @@ zones:
 }
 
 func TestSpecZonesAndNames(t *testing.T) {
-	s := specStart(t, specHostsCfg, nil)
+	s := startYAML(t, specHostsCfg, nil)
 	const zone = "example.internal."
 
 	for _, name := range []string{"db.example.internal.", "DB.EXAMPLE.INTERNAL.", "Db.Example.Internal."} {
@@ -486,7 +442,7 @@ func TestSpecZonesAndNames(t *testing.T) {
 
 // NS address from the source's data when it has that name.
 func TestSpecNSFromSource(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal:
     - hosts: {entries: ["10.0.0.53 ns.dns.example.internal"], ttl: 60s}
@@ -499,7 +455,7 @@ zones:
 }
 
 func TestSpecFallthroughFalseAndHostsFile(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 zones:
   example.internal:
     - hosts: {files: [a.hosts], ttl: 10s, fallthrough: false}
@@ -534,7 +490,7 @@ zones:
     - hosts: {files: [a.hosts], entries: ["` + ip + ` inline"], ttl: 10s}
 `
 	}
-	s := specStart(t, cfg("10.0.0.1"), map[string]string{"a.hosts": "10.0.0.9 f.example.internal\n"})
+	s := startYAML(t, cfg("10.0.0.1"), map[string]string{"a.hosts": "10.0.0.9 f.example.internal\n"})
 	soa := checkNegative(t, dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeA), dns.RcodeNameError, "example.internal.", 10)
 	for i := 2; i <= 3; i++ {
 		s.reload(t, cfg(fmt.Sprintf("10.0.0.%d", i)), true, i-1)
@@ -567,7 +523,7 @@ zones:
 // --- §4.2 ACL ------------------------------------------------------------
 
 func TestSpecACL(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 acl: {allow: [127.0.0.0/8], deny: [127.0.0.1]}
 zones:
   example.internal:
@@ -609,7 +565,7 @@ func TestSpecEtcdRecords(t *testing.T) {
 	for k, v := range puts {
 		srv.Put(k, v)
 	}
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   Example.Internal:
@@ -728,7 +684,7 @@ zones:
   example.internal:
     - hosts: {entries: [` + strings.Join(entries, ", ") + `, "10.0.0.1 small"]}
 `
-	s := specStart(t, cfg, nil)
+	s := startYAML(t, cfg, nil)
 	send := func(netw string, size uint16, do bool) (*dns.Msg, int) {
 		m := new(dns.Msg)
 		m.SetQuestion("big.example.internal.", dns.TypeA)
@@ -783,7 +739,7 @@ zones:
 		t.Errorf("small with EDNS: %v", r)
 	}
 	// Default 1232.
-	s2 := specStart(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", nil)
+	s2 := startYAML(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", nil)
 	m.SetQuestion("a.example.internal.", dns.TypeA)
 	r = dnstest.Exchange(t, "udp", s2.addr, m)
 	if o := r.IsEdns0(); o == nil || o.UDPSize() != 1232 {
@@ -799,7 +755,7 @@ func TestTruncatedRetriedOverTCP(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&hosts, "10.5.%d.%d huge.example.internal\n", i/250, i%250+1)
 	}
-	s := specStart(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [big.hosts]}\n",
+	s := startYAML(t, "listen: [\"LISTEN\"]\nzones:\n  example.internal:\n    - hosts: {files: [big.hosts]}\n",
 		map[string]string{"big.hosts": hosts.String()})
 	m := new(dns.Msg)
 	m.SetQuestion("huge.example.internal.", dns.TypeA)
@@ -864,7 +820,7 @@ func TestSpecForward(t *testing.T) {
 		_ = w.WriteMsg(m)
 	})
 	good := dnstest.StartUpstream(t, handler)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -949,7 +905,7 @@ zones:
 // first timeout; never NXDOMAIN.
 func TestSpecForwardAllDown(t *testing.T) {
 	up := dnstest.StartUpstream(t, nil)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 cache: {serve_stale: 0s}
 zones:
   .:
@@ -969,7 +925,7 @@ zones:
 func TestSpecServfailNoFallthrough(t *testing.T) {
 	up := dnstest.StartUpstream(t, nil)
 	dead := freePort(t)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -1004,7 +960,7 @@ zones:
   example.internal:
     - hosts: {files: [a.hosts, b.hosts], ttl: 10s}
 `
-	s := specStart(t, cfg, map[string]string{"a.hosts": "10.0.0.1 a.example.internal\n", "b.hosts": "10.0.0.2 b.example.internal\n"})
+	s := startYAML(t, cfg, map[string]string{"a.hosts": "10.0.0.1 a.example.internal\n", "b.hosts": "10.0.0.2 b.example.internal\n"})
 	waitAnswer(t, s.addr, "a.example.internal", dns.TypeA, "NOERROR:10.0.0.1")
 	dnstest.Ask(t, s.addr, "nope.example.internal.", dns.TypeAAAA)
 	m := new(dns.Msg)
@@ -1075,7 +1031,7 @@ zones:
 // /ready is 503 with a reason until an etcd source syncs, then 200.
 func TestSpecReadyEtcdLate(t *testing.T) {
 	port := etcdtest.FreePort(t)
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -1131,7 +1087,7 @@ func TestSpecGracefulStop(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s}\n", up.Addr), nil)
+	s := startYAML(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s}\n", up.Addr), nil)
 	got := make(chan string, 1)
 	go func() {
 		r, err := query(t, "udp", s.addr, "slow.example.com", dns.TypeA)
@@ -1152,7 +1108,7 @@ func TestSpecGracefulStop(t *testing.T) {
 // rate_per_client: over the rate, UDP gets empty TC=1 answers; TCP is never
 // limited.
 func TestSpecRateLimit(t *testing.T) {
-	s := specStart(t, "listen: [\"LISTEN\"]\nlimits: {rate_per_client: 5}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", nil)
+	s := startYAML(t, "listen: [\"LISTEN\"]\nlimits: {rate_per_client: 5}\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n", nil)
 	tc := 0
 	for i := 0; i < 30; i++ {
 		r := dnstest.Ask(t, s.addr, "a.example.internal.", dns.TypeA)
@@ -1188,7 +1144,7 @@ func TestSpecListenSchemesAndRefusedUpstream(t *testing.T) {
 	})
 	good := dnstest.StartUpstream(t, nil)
 	up, tp := freePort(t), freePort(t)
-	specStart(t, fmt.Sprintf(`listen: ["udp://127.0.0.1:%d", "tcp://127.0.0.1:%d"]
+	startYAML(t, fmt.Sprintf(`listen: ["udp://127.0.0.1:%d", "tcp://127.0.0.1:%d"]
 zones:
   example.internal:
     - hosts: {entries: ["10.0.0.1 a"], ttl: 7s}
@@ -1229,7 +1185,7 @@ func TestSpecForwardMaxConcurrent(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	s := specStart(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s, max_concurrent: 1}\n", up.Addr), nil)
+	s := startYAML(t, fmt.Sprintf("listen: [\"LISTEN\"]\nzones:\n  .:\n    - forward: {upstreams: [\"%s\"], timeout: 2s, max_concurrent: 1}\n", up.Addr), nil)
 	res := make(chan int, 3)
 	for i := 0; i < 3; i++ {
 		go func(i int) {
@@ -1255,7 +1211,7 @@ func TestSpecForwardMaxConcurrent(t *testing.T) {
 func TestSpecReloadRemovesUnsyncedSource(t *testing.T) {
 	dead := freePort(t)
 	base := "listen: [\"LISTEN\"]\nhttp: \"HTTP\"\nzones:\n  example.internal:\n    - hosts: {entries: [\"10.0.0.1 a\"]}\n"
-	s := specStart(t, base+fmt.Sprintf("  other.internal:\n    - etcd: {endpoints: [\"http://127.0.0.1:%d\"], sync_timeout: 200ms}\n", dead), nil)
+	s := startYAML(t, base+fmt.Sprintf("  other.internal:\n    - etcd: {endpoints: [\"http://127.0.0.1:%d\"], sync_timeout: 200ms}\n", dead), nil)
 	waitReady(t, s.base, 503)
 	s.reload(t, base, true, 1)
 	waitReady(t, s.base, 200)
@@ -1280,7 +1236,7 @@ zones:
   other.test:
     - hosts: {entries: ["10.9.9.9 c"]}
 `
-	s := specStart(t, cfg, map[string]string{"x.hosts": "10.0.0.3 d.example.internal\n10.0.0.4 e.elsewhere.test\n"})
+	s := startYAML(t, cfg, map[string]string{"x.hosts": "10.0.0.3 d.example.internal\n10.0.0.4 e.elsewhere.test\n"})
 	for name, want := range map[string]string{
 		"a.example.internal.": "NOERROR:10.0.0.1", "d.example.internal.": "NOERROR:10.0.0.3",
 		"b.other.test.": "NXDOMAIN:", "c.other.test.": "NOERROR:10.9.9.9",

@@ -188,7 +188,7 @@ func rawExchange(t *testing.T, addr string, wire []byte) (*dns.Msg, []byte) {
 
 func TestTransferProtocol(t *testing.T) {
 	const n = 100000
-	s := specStart(t, xfrCfg, map[string]string{"big.hosts": bigHosts(n, "example.internal"), "signed.hosts": bigHosts(5000, "signed.internal"),
+	s := startYAML(t, xfrCfg, map[string]string{"big.hosts": bigHosts(n, "example.internal"), "signed.hosts": bigHosts(5000, "signed.internal"),
 		"file.zone": "$TTL 300\n@ IN SOA ns1 admin 2024010101 7200 600 86400 60\n@ IN NS ns1\nwww IN A 10.0.5.1\nmail IN MX 10 mx\n", "xfr.key": xfrSecret + "\n"})
 
 	t.Run("AXFR of 100000 names in several messages", func(t *testing.T) {
@@ -467,7 +467,7 @@ func TestTransferOversizedRecord(t *testing.T) {
 	srv.Put("/skydns/internal/example/www", `{"host":"10.0.1.1"}`)
 	srv.Put("/skydns/internal/example/db", `{"host":"10.0.1.2"}`)
 	srv.Put("/skydns/internal/example/big", `{"text":"`+strings.Repeat("x", 1<<20)+`"}`)
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal:
@@ -542,7 +542,7 @@ transfer:
   - zones: [example.internal, small.internal]
     allow: [127.0.0.0/8]
 `
-	s := specStart(t, cfg, map[string]string{"big.hosts": bigHosts(300000, "example.internal")})
+	s := startYAML(t, cfg, map[string]string{"big.hosts": bigHosts(300000, "example.internal")})
 	waitAnswer(t, s.addr, "h7.example.internal", dns.TypeA, "NOERROR:10.1.0.7")
 	stalledTransfer(t, s.addr, "example.internal.")
 	stalledTransfer(t, s.addr, "example.internal.")
@@ -579,7 +579,7 @@ transfer:
 // a large zone's transfer, dnsd exits 0 at once, not at the stop's
 // 10 s deadline.
 func TestTransferStop(t *testing.T) {
-	s := specStart(t, `listen: ["LISTEN"]
+	s := startYAML(t, `listen: ["LISTEN"]
 http: "HTTP"
 limits: {tcp_idle_timeout: 60s}
 zones:

@@ -82,11 +82,9 @@ transfer:
 		_, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", hport))
 		return strings.Contains(body, want)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !metric(`dnsd_notify_total{result="acked",zone="example.internal."}`); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the start-up NOTIFY was never acked")
-		}
-	}
+	dnstest.Eventually(t, "the start-up NOTIFY acked", 10*time.Second, func() bool {
+		return metric(`dnsd_notify_total{result="acked",zone="example.internal."}`)
+	})
 
 	// Every source changes: NOTIFY, transfer, served within 10 s.
 	writeFile(t, filepath.Join(dir, "example.hosts"), "10.0.0.10 db.example.internal\n10.0.0.11 db2.example.internal\n")

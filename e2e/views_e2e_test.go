@@ -117,7 +117,7 @@ func TestViewsForwardApart(t *testing.T) {
 		})
 	}
 	public, internal := answering("192.0.2.1"), answering("10.0.0.10")
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 zones:
   ext:
     - forward: {upstreams: [%q]}

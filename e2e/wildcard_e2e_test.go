@@ -20,7 +20,7 @@ func TestWildcardEndToEnd(t *testing.T) {
 	hosts := "10.0.0.80 *.apps.example.internal\n" +
 		"10.0.0.81 db.apps.example.internal\n" +
 		"10.0.0.82 web.example.internal\n"
-	s := specStart(t, fmt.Sprintf(`listen: ["LISTEN"]
+	s := startYAML(t, fmt.Sprintf(`listen: ["LISTEN"]
 http: "HTTP"
 zones:
   example.internal 10.in-addr.arpa:
