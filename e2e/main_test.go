@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -164,16 +163,11 @@ func (p *proc) waitLog(s string, n int) {
 	})
 }
 
+// query asks addr over netw (see dnstest.Client) with a 2 s timeout, for
+// tests that expect no answer as well as those that wait for one.
 func query(t *testing.T, netw, addr, name string, qtype uint16) (*dns.Msg, error) {
 	t.Helper()
-	c := &dns.Client{Net: netw, Timeout: 2 * time.Second}
-	if netw == "tcp-tls" {
-		c.TLSConfig = &tls.Config{InsecureSkipVerify: true}
-	}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), qtype)
-	r, _, err := c.Exchange(m, addr)
-	return r, err
+	return dnstest.Client{Net: netw, Timeout: 2 * time.Second}.Exchange(dnstest.Query(name, qtype), addr)
 }
 
 // waitAnswer polls until name's answer set (as strings of rdata) is want.
