@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -31,7 +32,7 @@ func newFake(t testing.TB, kind string, ttl, serial uint32, records ...string) *
 	f := &fakeSource{kind: kind, ttl: ttl, rrs: make(map[string][]dns.RR), ents: make(map[string]bool)}
 	f.serial.Store(serial)
 	for _, s := range records {
-		rr := mustRR(t, s)
+		rr := dnstest.MustRR(t, s)
 		name := rr.Header().Name
 		f.rrs[name] = append(f.rrs[name], rr)
 	}
@@ -132,15 +133,6 @@ func (f *fakeForward) questions() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.asked...)
-}
-
-func mustRR(t testing.TB, s string) dns.RR {
-	t.Helper()
-	rr, err := dns.NewRR(s)
-	if err != nil || rr == nil {
-		t.Fatalf("bad test record %q: %v", s, err)
-	}
-	return rr
 }
 
 // gen is one generation: a pipeline and its transferred zones.

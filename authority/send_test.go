@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsd/dnsd/internal/dnstest"
 )
 
 // A listing larger than one message goes out in messages of at most
@@ -16,10 +18,10 @@ import (
 func TestSendSplitsAndSigns(t *testing.T) {
 	const secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQ="
 	key := &TSIGKey{Name: "k.", Algorithm: dns.HmacSHA256, Secret: secret}
-	soa := mustRR(t, "example. 60 IN SOA ns. mbox. 1 2 3 4 5")
+	soa := dnstest.MustRR(t, "example. 60 IN SOA ns. mbox. 1 2 3 4 5")
 	rrs := []dns.RR{soa}
 	for i := range 5000 {
-		rrs = append(rrs, mustRR(t, fmt.Sprintf("host-%d.example. 60 IN TXT \"%060d\"", i, i)))
+		rrs = append(rrs, dnstest.MustRR(t, fmt.Sprintf("host-%d.example. 60 IN TXT \"%060d\"", i, i)))
 	}
 	rrs = append(rrs, soa)
 	q := new(dns.Msg)
@@ -104,7 +106,7 @@ func TestSendStopsWithContext(t *testing.T) {
 	for range cap(s.packers) {
 		s.packers <- struct{}{} // every token held: Send must wait, and ctx ends it
 	}
-	err := s.Send(ctx, q, &Result{RRs: []dns.RR{mustRR(t, "example. 60 IN SOA ns. mbox. 1 2 3 4 5")}}, func(*dns.Msg) {}, func([]byte) error {
+	err := s.Send(ctx, q, &Result{RRs: []dns.RR{dnstest.MustRR(t, "example. 60 IN SOA ns. mbox. 1 2 3 4 5")}}, func(*dns.Msg) {}, func([]byte) error {
 		t.Error("a message was written")
 		return nil
 	})
