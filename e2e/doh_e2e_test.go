@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/net/http2"
 
 	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/internal/testpki"
@@ -57,7 +56,11 @@ zones:
 	wire, _ := q.Pack()
 
 	tlsConf := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
-	h2 := &http.Client{Timeout: 5 * time.Second, Transport: &http2.Transport{TLSClientConfig: tlsConf}}
+	var only2 http.Protocols
+	only2.SetHTTP2(true)
+	// Each transport its own config: an HTTP/2 transport adds "h2" to the
+	// NextProtos of the config it is given.
+	h2 := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf.Clone(), Protocols: &only2}}
 	h1 := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
 	for name, c := range map[string]*http.Client{"HTTP/2": h2, "HTTP/1.1": h1} {
 		for _, method := range []string{"GET", "POST"} {
@@ -142,11 +145,8 @@ zones:
 	pw.Close()
 
 	// A client the ACL refuses: 200 with a REFUSED message.
-	refusedClient := &http.Client{Timeout: 5 * time.Second, Transport: &http2.Transport{TLSClientConfig: tlsConf,
-		DialTLS: func(network, addr string, cfg *tls.Config) (net.Conn, error) {
-			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
-			return tls.DialWithDialer(d, network, addr, cfg)
-		}}}
+	refusedClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf.Clone(), Protocols: &only2,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
 	req, _ := http.NewRequest("POST", url, bytes.NewReader(wire))
 	req.Header.Set("Content-Type", "application/dns-message")
 	resp, err := refusedClient.Do(req)

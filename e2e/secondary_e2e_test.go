@@ -234,7 +234,7 @@ transfer:
 	primary.stop(syscall.SIGTERM)
 	sec.stop(syscall.SIGTERM)
 	start := time.Now()
-	sec = startDnsd(t, sdir, "-config", "dnsd.yaml")
+	startDnsd(t, sdir, "-config", "dnsd.yaml")
 	var got string
 	for time.Since(start) < 2*time.Second {
 		if r, err := query(t, "udp", saddr, "www.partner.example.", dns.TypeA); err == nil {
@@ -404,7 +404,7 @@ zones:
 
 	// A restart with BIND down serves the saved copies at once.
 	d.stop(syscall.SIGTERM)
-	d = startDnsd(t, dir, "-config", "dnsd.yaml")
+	startDnsd(t, dir, "-config", "dnsd.yaml")
 	took = servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", 2*time.Second)
 	t.Logf("restart with BIND down: the copy served %v after the start", took.Round(time.Millisecond))
 	if r := askEDNS(t, addr, "www.brief.example."); r.Rcode != dns.RcodeServerFailure || fmt.Sprint(secondaryEDE(r)) != "[22]" {
@@ -532,6 +532,6 @@ zones:
 
 	knot.stop(syscall.SIGTERM)
 	d.stop(syscall.SIGTERM)
-	d = startDnsd(t, dir, "-config", "dnsd.yaml")
+	startDnsd(t, dir, "-config", "dnsd.yaml")
 	servedWithin(t, addr, "www.partner.example.", "NOERROR:192.0.2.20", 2*time.Second)
 }

@@ -12,6 +12,8 @@ fi
 # Commit subjects of at most 72 characters (skipped without a git history).
 scripts/commit-subjects.sh
 go vet ./...
+# staticcheck, pinned in hack/staticcheck and built once into a cache.
+scripts/staticcheck.sh
 # The release tools are a module of their own (hack/release-tools).
 (cd hack/release-tools && go vet ./... && go test -count=1 ./...)
 
