@@ -42,6 +42,9 @@ func (k *Kind) Settings() *config.Settings { return k.settings }
 func (k *Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any) (pipeline.Source, error) {
 	c := *settings.(*Config)
 	c.StateDir = env.Config.StateDir
+	if err := oneCopy(env.Config, &c); err != nil {
+		return nil, err
+	}
 	if env.DryRun { // a source that is never asked
 		return NewSource(&Backend{cfg: &c, health: health.New(nil)}), nil
 	}
@@ -49,16 +52,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings a
 	if err != nil {
 		return nil, err
 	}
-	ps := make([]string, len(c.Primaries))
-	for i, p := range c.Primaries {
-		ps[i] = p.String()
-	}
-	key := fmt.Sprintf("zone=%s primaries=%s state_dir=%q", c.Zone, strings.Join(ps, ","), c.StateDir)
-	if c.Key != nil {
-		sum := sha256.Sum256([]byte(c.Key.Name + " " + c.Key.Algorithm + " " + c.Key.Secret))
-		key += fmt.Sprintf(" tsig=%s secrets=%x", c.Key.Name, sum[:8])
-	}
-	v, _, err := env.Acquire(key, func() (any, io.Closer, error) {
+	v, _, err := env.Acquire(backendKey(&c), func() (any, io.Closer, error) {
 		b, err := Open(&c, env.Logger, env.Serials, m)
 		if err != nil {
 			return nil, nil, err
@@ -85,4 +79,53 @@ func (k *Kind) registerMetrics(env *kind.Env) (*Metrics, error) {
 		k.metrics = m
 	}
 	return k.metrics, nil
+}
+
+// backendKey names c's backend: what its copy depends on.
+func backendKey(c *Config) string {
+	ps := make([]string, len(c.Primaries))
+	for i, p := range c.Primaries {
+		ps[i] = p.String()
+	}
+	key := fmt.Sprintf("zone=%s primaries=%s state_dir=%q", c.Zone, strings.Join(ps, ","), c.StateDir)
+	if c.Key != nil {
+		sum := sha256.Sum256([]byte(c.Key.Name + " " + c.Key.Algorithm + " " + c.Key.Secret))
+		key += fmt.Sprintf(" tsig=%s secrets=%x", c.Key.Name, sum[:8])
+	}
+	return key
+}
+
+// oneCopy refuses a config in which zone c.Zone is a secondary twice (in
+// two views) with other primaries or another key: dnsd keeps one copy of
+// a zone in state_dir, which two backends would overwrite in turn.
+func oneCopy(cfg *config.Config, c *Config) error {
+	if cfg == nil {
+		return nil
+	}
+	key := backendKey(c)
+	check := func(zones []config.Zone) error {
+		for _, z := range zones {
+			for _, s := range z.Sources {
+				o, ok := s.Settings.(*Config)
+				if !ok || s.Kind != "secondary" || o.Zone != c.Zone {
+					continue
+				}
+				oc := *o
+				oc.StateDir = c.StateDir
+				if backendKey(&oc) != key {
+					return fmt.Errorf("%s: zone %s is a secondary elsewhere with other primaries or tsig: dnsd keeps one copy of a zone, so every secondary source of it must name the same primaries and key", s.Pos, strings.TrimSuffix(c.Zone, "."))
+				}
+			}
+		}
+		return nil
+	}
+	if err := check(cfg.Zones); err != nil {
+		return err
+	}
+	for _, v := range cfg.Views {
+		if err := check(v.Zones); err != nil {
+			return err
+		}
+	}
+	return nil
 }

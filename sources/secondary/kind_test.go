@@ -101,3 +101,41 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("a dry run touched state_dir: %v", err)
 	}
 }
+
+// TestOneCopyPerZone: a zone that is a secondary in two views must name
+// the same primaries and key in both (dnsd keeps one copy of it); the
+// same settings twice share one copy.
+func TestOneCopyPerZone(t *testing.T) {
+	for _, c := range []struct {
+		other string
+		ok    bool
+	}{
+		{`["192.0.2.1"]`, true},
+		{`["192.0.2.2"]`, false},
+	} {
+		cfg, err := loadConfig(t, `state_dir: state
+zones:
+  partner.example:
+    - secondary: {primaries: ["192.0.2.1"]}
+views:
+  - name: office
+    clients: [10.1.0.0/16]
+    zones:
+      partner.example:
+        - secondary: {primaries: `+c.other+`}
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := sources.NewRegistry(sources.Options{DryRun: true})
+		_, set, err := reg.Build(context.Background(), cfg, pipeline.Options{})
+		set.Release()
+		reg.Close()
+		if c.ok && err != nil {
+			t.Errorf("same primaries in two views: %v", err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "zone partner.example is a secondary elsewhere with other primaries or tsig")) {
+			t.Errorf("other primaries in two views: %v, want an error", err)
+		}
+	}
+}
