@@ -198,3 +198,61 @@ func newZones(zones []pipeline.ZoneSpec, specs ...TransferSpec) (*Zones, error) 
 type discardCounter struct{}
 
 func (discardCounter) Notify(string, string) {}
+
+// takerFake is a fakeSource copied from a primary (a pipeline.NotifyTaker)
+// that counts the NOTIFYs passed on.
+type takerFake struct {
+	*fakeSource
+	primary  netip.Addr
+	notified atomic.Int32
+}
+
+func (f *takerFake) NotifyFrom(_ string, addr netip.Addr) (*pipeline.TSIGKey, bool) {
+	return nil, addr == f.primary
+}
+func (f *takerFake) Notify(string) { f.notified.Add(1) }
+
+func TestNotifyInAnswers(t *testing.T) {
+	primary := netip.MustParseAddr("192.0.2.1")
+	notify := func(zone string) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetNotify(zone)
+		return m
+	}
+	// No zone is a copy: NOTIFY is not implemented at all.
+	plain, err := newZones([]pipeline.ZoneSpec{{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: newFake(t, "hosts", 60, 1)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.NotifyIn(notify("example."), nil, primary).Rcode; got != dns.RcodeNotImplemented {
+		t.Errorf("NOTIFY without a secondary zone: %s, want NOTIMP", dns.RcodeToString[got])
+	}
+
+	taker := &takerFake{fakeSource: newFake(t, "secondary", 60, 1), primary: primary}
+	a, err := newZones([]pipeline.ZoneSpec{
+		{Names: []string{"copy."}, Sources: []pipeline.SourceEntry{{Source: taker}}},
+		{Names: []string{"example."}, Sources: []pipeline.SourceEntry{{Source: newFake(t, "hosts", 60, 1)}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		zone  string
+		from  netip.Addr
+		rcode int
+	}{
+		{"copy.", primary, dns.RcodeSuccess},
+		{"COPY.", primary, dns.RcodeSuccess},
+		{"copy.", netip.MustParseAddr("192.0.2.9"), dns.RcodeRefused},
+		{"example.", primary, dns.RcodeNotAuth},
+		{"elsewhere.", primary, dns.RcodeNotAuth},
+	}
+	for _, c := range cases {
+		if got := a.NotifyIn(notify(c.zone), nil, c.from).Rcode; got != c.rcode {
+			t.Errorf("NOTIFY %s from %s: %s, want %s", c.zone, c.from, dns.RcodeToString[got], dns.RcodeToString[c.rcode])
+		}
+	}
+	if got := taker.notified.Load(); got != 2 {
+		t.Errorf("the copy was told of %d NOTIFYs, want 2", got)
+	}
+}

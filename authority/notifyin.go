@@ -34,13 +34,18 @@ type NotifyAnswer struct {
 }
 
 // NotifyIn decides the answer to q, a NOTIFY (one SOA question) received
-// as wire from address from. A zone dnsd keeps no copy of: NOTAUTH. A
+// as wire from address from. When no zone of the generation is a copy of
+// a primary's, NOTIFY is not implemented: NOTIMP, as for any opcode dnsd
+// does not serve. A zone dnsd keeps no copy of: NOTAUTH. A
 // sender that is not one of the zone's primaries, or an unsigned NOTIFY
 // where the zone has a key: REFUSED. A wrong key or signature: NOTAUTH
 // with BADKEY or BADSIG (BADTIME, signed, for a good signature at a bad
 // time). Otherwise the zone's source is told (it refreshes at once) and
 // the answer is NOERROR, signed when the NOTIFY was.
 func (a *Zones) NotifyIn(q *dns.Msg, wire []byte, from netip.Addr) NotifyAnswer {
+	if !a.secondary {
+		return NotifyAnswer{Rcode: dns.RcodeNotImplemented}
+	}
 	zone := strings.ToLower(dns.Fqdn(q.Question[0].Name))
 	src := a.p.ZoneSource(zone, func(s pipeline.Source) bool { _, ok := s.(pipeline.NotifyTaker); return ok })
 	if src == nil {

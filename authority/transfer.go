@@ -59,6 +59,9 @@ type Zones struct {
 	log     *slog.Logger
 	zones   map[string]*xfrZone // by lower-case FQDN
 	specs   []*TransferSpec     // in configuration order
+	// secondary: some zone of the generation is copied from primaries
+	// (a source is a pipeline.NotifyTaker), so NOTIFY in is implemented.
+	secondary bool
 }
 
 // xfrZone is one transferred zone of a generation.
@@ -77,6 +80,12 @@ func New(p *pipeline.Pipeline, opts Options) (*Zones, error) {
 	a := &Zones{p: p, journal: opts.Journal, log: opts.Logger, zones: make(map[string]*xfrZone)}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	for _, s := range p.Sources() {
+		if _, ok := s.(pipeline.NotifyTaker); ok {
+			a.secondary = true
+			break
+		}
 	}
 	var errs []error
 	for i := range opts.Transfers {

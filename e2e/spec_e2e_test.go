@@ -245,7 +245,7 @@ func TestSpecProtocol(t *testing.T) {
 			m.Question = append(m.Question, m.Question[0])
 			return m
 		}, dns.RcodeFormatError},
-		{"opcode NOTIFY", func() *dns.Msg { m := q("example.internal.", dns.TypeSOA); m.Opcode = dns.OpcodeNotify; return m }, dns.RcodeNotImplemented},
+		{"opcode NOTIFY, no secondary zone", func() *dns.Msg { m := q("example.internal.", dns.TypeSOA); m.Opcode = dns.OpcodeNotify; return m }, dns.RcodeNotImplemented},
 		{"opcode UPDATE", func() *dns.Msg { m := q("example.internal.", dns.TypeSOA); m.Opcode = dns.OpcodeUpdate; return m }, dns.RcodeNotImplemented},
 		{"opcode STATUS", func() *dns.Msg { m := q("example.internal.", dns.TypeSOA); m.Opcode = dns.OpcodeStatus; return m }, dns.RcodeNotImplemented},
 		{"class CH", func() *dns.Msg {

@@ -7,8 +7,8 @@ import (
 )
 
 // notifyIn answers a NOTIFY (RFC 1996) sent to dnsd as a secondary, as
-// the authority decides (authority.NotifyReceiver): without one, every
-// NOTIFY is NOTAUTH (dnsd keeps no copy of any zone). An accepted NOTIFY
+// the authority decides (authority.NotifyReceiver): without one, NOTIFY
+// is not implemented (NOTIMP, dnsd keeps no copy of any zone). An accepted NOTIFY
 // is answered with its ID, QR and AA set; finish signs the answer when
 // the NOTIFY was signed.
 func (s *Server) notifyIn(sc *scratch, obs *Observation, q *dns.Msg, wire []byte) *dns.Msg {
@@ -17,7 +17,7 @@ func (s *Server) notifyIn(sc *scratch, obs *Observation, q *dns.Msg, wire []byte
 	}
 	nr, ok := s.set.gen().auth.(authority.NotifyReceiver) // the generation in place
 	if !ok {
-		return s.reply(sc, q, dns.RcodeNotAuth)
+		return s.reply(sc, q, dns.RcodeNotImplemented)
 	}
 	ans := nr.NotifyIn(q, wire, obs.Client)
 	if ans.Zone != "" {

@@ -122,7 +122,7 @@ func TestProtocolErrors(t *testing.T) {
 	}{
 		{"no question", rawMsg(0x1234, 0x0100, 0, 0, 0, 0), dns.RcodeFormatError},
 		{"two questions", rawMsg(0x1234, 0x0100, 2, 0, 0, 0, rawQuestion("a.test.", dns.TypeA, dns.ClassINET), rawQuestion("b.test.", dns.TypeA, dns.ClassINET)), dns.RcodeFormatError},
-		{"opcode notify, no secondary zone", pack(t, notify), dns.RcodeNotAuth},
+		{"opcode notify, no secondary zone", pack(t, notify), dns.RcodeNotImplemented},
 		{"opcode update", pack(t, update), dns.RcodeNotImplemented},
 		{"class chaos", pack(t, chaos), dns.RcodeRefused},
 		{"axfr", pack(t, query("example.test.", dns.TypeAXFR)), dns.RcodeRefused},
