@@ -139,7 +139,8 @@ func TestDefaults(t *testing.T) {
 		Listen: []Listen{{Addr: "127.0.0.1:53"}},
 		Log:    Log{Level: slog.LevelInfo, Format: "text"},
 		ACL:    ACL{Default: true},
-		Limits: Limits{UDPBuffer: 1232, MaxTCPConnections: 1000, MaxTCPPerClient: 64, MaxTCPPipeline: 16, UDPRcvBuf: 4 << 20, TCPIdleTimeout: 10 * time.Second, MaxTransfers: 10},
+		Limits: Limits{UDPBuffer: 1232, MaxTCPConnections: 1000, MaxTCPPerClient: 64, MaxTCPPipeline: 16, UDPRcvBuf: 4 << 20, TCPIdleTimeout: 10 * time.Second, MaxTransfers: 10,
+			MaxUpdateSize: 65535, MaxUpdateRRs: 1000},
 		Blocks: map[string]any{forward.CacheKey: &forward.CacheConfig{Size: 100000, MaxTTL: time.Hour, NegativeTTL: 5 * time.Minute,
 			ServeStale: time.Hour, Prefetch: true}},
 		StateDir: DefaultStateDir,
@@ -274,7 +275,8 @@ func TestProductionExample(t *testing.T) {
 		netip.MustParsePrefix("fd12:3456:789a::/48"), netip.MustParsePrefix("127.0.0.1/32")}) {
 		t.Errorf("acl = %+v", cfg.ACL)
 	}
-	if cfg.Limits != (Limits{UDPBuffer: 4096, MaxTCPConnections: 250, MaxTCPPerClient: 16, MaxTCPPipeline: 4, UDPRcvBuf: 8 << 20, TCPIdleTimeout: 3 * time.Second, RatePerClient: 200, RateDrop: true, MaxTransfers: 4}) {
+	if cfg.Limits != (Limits{UDPBuffer: 4096, MaxTCPConnections: 250, MaxTCPPerClient: 16, MaxTCPPipeline: 4, UDPRcvBuf: 8 << 20, TCPIdleTimeout: 3 * time.Second, RatePerClient: 200, RateDrop: true, MaxTransfers: 4,
+		MaxUpdateSize: DefaultMaxUpdateSize, MaxUpdateRRs: DefaultMaxUpdateRRs}) {
 		t.Errorf("limits = %+v", cfg.Limits)
 	}
 	if c := cfg.Blocks[forward.CacheKey].(*forward.CacheConfig); *c != (forward.CacheConfig{Size: 0, MinTTL: 30 * time.Second, MaxTTL: 24 * time.Hour, NegativeTTL: time.Minute}) {

@@ -16,6 +16,8 @@ const (
 	DefaultUDPRcvBuf         = 4 << 20
 	DefaultTCPIdleTimeout    = 10 * time.Second
 	DefaultMaxTransfers      = 10
+	DefaultMaxUpdateSize     = 65535
+	DefaultMaxUpdateRRs      = 1000
 )
 
 // Upper bounds of TTL settings.
@@ -36,5 +38,7 @@ func defaultLimits() Limits {
 		UDPRcvBuf:         DefaultUDPRcvBuf,
 		TCPIdleTimeout:    DefaultTCPIdleTimeout,
 		MaxTransfers:      DefaultMaxTransfers,
+		MaxUpdateSize:     DefaultMaxUpdateSize,
+		MaxUpdateRRs:      DefaultMaxUpdateRRs,
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/dnsd/dnsd/config"
 	"github.com/dnsd/dnsd/sources"
+	"github.com/dnsd/dnsd/sources/dynamic"
 	"github.com/dnsd/dnsd/sources/etcd"
 	"github.com/dnsd/dnsd/sources/forward"
 	"github.com/dnsd/dnsd/sources/hosts"
@@ -79,7 +80,8 @@ func FuzzParse(f *testing.F) {
 // checkConfig checks a config Parse accepted: listen addresses are
 // host:port with an IP literal or empty host and a port in 1..65535; zone
 // names, inline hosts names and forward exceptions are lower-case FQDNs;
-// every zone has sources, each of its kind.
+// every zone has sources, each of its kind; update items name zones,
+// lower-case patterns and no type dnsd keeps.
 func checkConfig(t *testing.T, cfg *Config) {
 	t.Helper()
 	fqdn := func(what, n string) {
@@ -121,6 +123,8 @@ func checkConfig(t *testing.T, cfg *Config) {
 						}
 					}
 				}
+			case "dynamic":
+				_, ok = s.Settings.(*dynamic.Config)
 			case "forward":
 				var f *forward.Config
 				if f, ok = s.Settings.(*forward.Config); ok {
@@ -131,6 +135,22 @@ func checkConfig(t *testing.T, cfg *Config) {
 			}
 			if !ok {
 				t.Fatalf("zone %q: a %s source with settings %T", z.Key, s.Kind, s.Settings)
+			}
+		}
+	}
+	for _, u := range cfg.Updates {
+		if len(u.Zones) == 0 || u.TSIG == nil && u.Allow == nil || u.Names != nil && len(u.Names) == 0 || u.Types != nil && len(u.Types) == 0 {
+			t.Fatalf("update item %+v", u)
+		}
+		for _, n := range u.Zones {
+			fqdn("update zone", n)
+		}
+		for _, n := range u.Names {
+			fqdn("update name", strings.ReplaceAll(n, "*", "x"))
+		}
+		for _, ty := range u.Types {
+			if ManagedType(ty) || ty == 0 || ty == dns.TypeOPT || ty >= 128 && ty <= 255 {
+				t.Fatalf("update item allows type %d", ty)
 			}
 		}
 	}

@@ -37,6 +37,13 @@ type SyncWaiter interface {
 	SyncWait() time.Duration
 }
 
+// WritableKind is implemented by kinds whose sources dynamic updates may
+// write to: Writable reports whether a source with these settings (the
+// kind's Settings value) is writable.
+type WritableKind interface {
+	Writable(settings any) bool
+}
+
 // KindParsers is the list of source kinds a config may use.
 type KindParsers []KindParser
 

@@ -14,7 +14,7 @@ import (
 	"github.com/dnsd/dnsd/internal/quote"
 )
 
-var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "rotate", "zones", "views", "transfer", "state_dir"}
+var rootKeys = []string{"listen", "tls", "http", "log", "acl", "limits", "rotate", "zones", "views", "transfer", "update", "state_dir"}
 
 // rootKeys are the top-level keys: this package's and the blocks the
 // kinds own.
@@ -71,6 +71,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	cfg.Zones = p.zones(m)
 	cfg.Views = p.views(m, cfg.Listen)
 	cfg.Transfers = p.transfers(m, cfg.Zones)
+	cfg.Updates = p.updates(m, cfg.Zones, cfg.Views, cfg.Transfers)
 	return cfg
 }
 
@@ -336,7 +337,7 @@ func (p *Parser) acl(m *Mapping, a *ACL) {
 
 func (p *Parser) limits(m *Mapping, l *Limits) {
 	n, path := m.Get("limits")
-	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "max_tcp_pipeline", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop", "max_transfers")
+	lm := p.Mapping(n, path, "udp_buffer", "max_tcp_connections", "max_tcp_per_client", "max_tcp_pipeline", "udp_rcvbuf", "tcp_idle_timeout", "rate_per_client", "rate_drop", "max_transfers", "max_update_size", "max_update_rrs")
 	if lm == nil {
 		return
 	}
@@ -351,6 +352,8 @@ func (p *Parser) limits(m *Mapping, l *Limits) {
 	lm.Int("rate_per_client", &l.RatePerClient, 0, MaxInt)
 	lm.Bool("rate_drop", &l.RateDrop)
 	lm.Int("max_transfers", &l.MaxTransfers, 1, 10000)
+	lm.Int("max_update_size", &l.MaxUpdateSize, 512, 65535)
+	lm.Int("max_update_rrs", &l.MaxUpdateRRs, 1, 65535)
 }
 
 // blocks reads the top-level blocks the kinds own into their settings

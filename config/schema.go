@@ -172,6 +172,7 @@ func rootSchema(kinds KindParsers) *Schema {
 		def.Properties["fallthrough"] = FallthroughSchema(k.DefaultFallthrough())
 		defs[name] = &def
 	}
+	zoneName := PatternSchema("A zone name, or a CIDR for its reverse zones.", `^(`+NamePattern+`|[0-9A-Fa-f.:]+/[0-9]+)$`)
 	listenItem := PatternSchema("host:port with an IP literal ([v6]:port) or no host, optionally after udp://, tcp://, tls:// or https://.", `^((udp|tcp|tls|https)://)?`+hostPortP+`$`)
 	zones := &Schema{
 		Description: "Zones and their ordered sources. A key is one or more zone names separated by spaces; a CIDR stands for its reverse zones.",
@@ -228,6 +229,8 @@ func rootSchema(kinds KindParsers) *Schema {
 				"rate_per_client":     IntSchema("UDP responses per second per client /24 (/56 for IPv6); 0 = off.", 0, 0, nil),
 				"rate_drop":           BoolSchema("Over the rate: drop instead of answering TC=1.", false),
 				"max_transfers":       IntSchema("Zone transfers (AXFR, IXFR) sent at once; more get SERVFAIL.", DefaultMaxTransfers, 1, Ptr(10000)),
+				"max_update_size":     IntSchema("Bytes of one UPDATE message.", DefaultMaxUpdateSize, 512, Ptr(65535)),
+				"max_update_rrs":      IntSchema("Prerequisite and update records of one UPDATE.", DefaultMaxUpdateRRs, 1, Ptr(65535)),
 			}),
 			"rotate":    BoolSchema("Rotate the order of the A and AAAA records of each answer (round robin).", false),
 			"zones":     zones,
@@ -239,19 +242,29 @@ func rootSchema(kinds KindParsers) *Schema {
 					Description: "Zones, the secondaries that may copy them, an optional TSIG key and the secondaries to notify.", Type: TObject, AdditionalProperties: noOthers,
 					Required: []string{"zones", "allow"},
 					Properties: map[string]*Schema{
-						"zones": {Description: "Top-level zones (names as in zones keys).", Type: "array", MinItems: Ptr(1), Items: PatternSchema("A zone name, or a CIDR for its reverse zones.", `^(`+NamePattern+`|[0-9A-Fa-f.:]+/[0-9]+)$`)},
-						"allow": {Description: "Client ranges that may transfer (TCP and TLS only).", Type: "array", MinItems: Ptr(1), Items: cidr},
-						"tsig": {
-							Description: "TSIG key (RFC 8945): transfers must be signed with it, responses and NOTIFYs are.", Type: "object", AdditionalProperties: noOthers,
-							Required: []string{"name", "algorithm", "secret_file"},
-							Properties: map[string]*Schema{
-								"name":        PatternSchema("The key's name, as the secondaries know it.", `^(`+NamePattern+`)$`),
-								"algorithm":   {Description: "HMAC algorithm.", Enum: []any{"hmac-sha256", "hmac-sha512", "hmac-sha384", "hmac-sha224", "hmac-sha1"}},
-								"secret_file": FileSchema("File holding the base64 secret (never inline)."),
-							},
-						},
+						"zones":         {Description: "Top-level zones (names as in zones keys).", Type: "array", MinItems: Ptr(1), Items: zoneName},
+						"allow":         {Description: "Client ranges that may transfer (TCP and TLS only).", Type: "array", MinItems: Ptr(1), Items: cidr},
+						"tsig":          tsigSchema("TSIG key (RFC 8945): transfers must be signed with it, responses and NOTIFYs are.", "secondaries"),
 						"notify":        ListSchema("Secondaries told when the zone's serial rises: IP or IP:port (default port 53).", PatternSchema("IP or IP:port.", `^([0-9.]+|[0-9A-Fa-f:]+|`+hostPortP+`)$`)),
 						"notify_source": PatternSchema("Address NOTIFYs leave from (default: the listen address of the target's family).", `^([0-9.]+|[0-9A-Fa-f:]+)$`),
+					},
+				},
+			},
+			"update": {
+				Description: "Dynamic updates (RFC 2136 UPDATE): who may change which records of which zones. A zone may appear in several items, each a grant of its own.",
+				Type:        TArray,
+				Items: &Schema{
+					Description: "Zones, a TSIG key and/or client ranges the update must come with, and the names and types it may change.", Type: "object", AdditionalProperties: noOthers,
+					Required: []string{"zones"},
+					AnyOf:    []*Schema{{Required: []string{"tsig"}}, {Required: []string{"allow"}}},
+					Properties: map[string]*Schema{
+						"zones": {Description: "Top-level zones (names as in zones keys), each with exactly one writable source (dynamic).", Type: "array", MinItems: Ptr(1), Items: zoneName},
+						"tsig":  tsigSchema("TSIG key (RFC 8945): updates must be signed with it; with allow, both must hold.", "clients"),
+						"allow": {Description: "Client ranges that may update; with tsig, both must hold. Omitted: any client (then tsig is required).", Type: "array", MinItems: Ptr(1), Items: cidr},
+						"names": {Description: "Owner names the item lets clients change, a label * standing for one or more whole labels (*.dhcp.corp.internal, _acme-challenge.*). Omitted: every name of the zones.", Type: "array", MinItems: Ptr(1),
+							Items: PatternSchema("A domain name whose labels may also be *.", `^((\*|[A-Za-z0-9_-]+)(\.(\*|[A-Za-z0-9_-]+))*\.?|\.)$`)},
+						"types": {Description: "Record types the item lets clients change (A, AAAA, PTR, TXT, TYPEnnn; any case). Omitted: every type but SOA, the DNSSEC types and the apex NS.", Type: "array", MinItems: Ptr(1),
+							Items: PatternSchema("A record type mnemonic or TYPEnnn.", `^[A-Za-z][A-Za-z0-9-]*$`)},
 					},
 				},
 			},
@@ -282,4 +295,17 @@ func rootSchema(kinds KindParsers) *Schema {
 		root.Properties[key] = s.Schema()
 	}
 	return root
+}
+
+// tsigSchema is a tsig block's: a key the peers (who) know by its name.
+func tsigSchema(desc, who string) *Schema {
+	return &Schema{
+		Description: desc, Type: "object", AdditionalProperties: noOthers,
+		Required: []string{"name", "algorithm", "secret_file"},
+		Properties: map[string]*Schema{
+			"name":        PatternSchema("The key's name, as the "+who+" know it.", `^(`+NamePattern+`)$`),
+			"algorithm":   {Description: "HMAC algorithm.", Enum: []any{"hmac-sha256", "hmac-sha512", "hmac-sha384", "hmac-sha224", "hmac-sha1"}},
+			"secret_file": FileSchema("File holding the base64 secret (never inline)."),
+		},
+	}
 }

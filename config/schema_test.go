@@ -60,6 +60,8 @@ func TestSchemaKeys(t *testing.T) {
 		{"limits", "limits: {zz_probe: 1}\n" + zone, root.Properties["limits"]},
 		{"transfer", "transfer: [{zz_probe: 1}]\n" + zone, root.Properties["transfer"].Items},
 		{"transfer tsig", "transfer: [{tsig: {zz_probe: 1}}]\n" + zone, root.Properties["transfer"].Items.Properties["tsig"]},
+		{"update", "update: [{zz_probe: 1}]\n" + zone, root.Properties["update"].Items},
+		{"update tsig", "update: [{tsig: {zz_probe: 1}}]\n" + zone, root.Properties["update"].Items.Properties["tsig"]},
 	}
 	// Every kind of the kind list, and every nested mapping of its
 	// settings.
@@ -263,7 +265,7 @@ func TestSchemaFixtures(t *testing.T) {
 			"/zones/cluster.local/0/kubernetes/endpoint_pod_names"},
 		"control.yaml": yamlError,
 		"latin1.yaml":  yamlError,
-		"limits.yaml":  {"/limits/max_transfers"},
+		"limits.yaml":  {"/limits/max_transfers", "/limits/max_update_size", "/limits/max_update_rrs"},
 		"listen.yaml":  {"/listen/1", "/listen/2", "/listen/7", "/listen/8", "/http"},
 		"nulls.yaml":   {"/tls/cert", "/tls/key", "/views/0"},
 		"overlap.yaml": nil, // addresses that overlap: dnsd check
@@ -272,6 +274,8 @@ func TestSchemaFixtures(t *testing.T) {
 			"/transfer/1/allow", "/transfer/1/tsig", "/transfer/2", "/transfer/2/tsig"},
 		"types.yaml": {"/listen", "/http", "/log/queries", "/limits/udp_buffer", "/limits/max_tcp_connections",
 			"/cache", "/zones/example.internal", "/zones/lab.internal/0/hosts/entries"},
+		"update.yaml": {"/update/0/zones/5", "/update/0/allow", "/update/1/names/0", "/update/1/names/1", "/update/1/names/7", // zones unknown or not writable, names outside, managed types: dnsd check
+			"/update/2/names", "/update/2/types", "/update/3/zones", "/update/3", "/update/4", "/update/5"},
 		"unknown_keys.yaml": {"/", "/log", "/zones/example.internal/0/hosts", "/zones/example.internal/1/etcd/tls"},
 		"views.yaml":        {"/views/2", "/views/5"}, // duplicate and reserved names, a /33, foreign listen entries: dnsd check
 		"zones.yaml":        {"/zones", "/zones/dev.internal/0"},

@@ -43,6 +43,22 @@ type Config struct {
 	// Transfers are the zone transfer items (key transfer), in file
 	// order; default none.
 	Transfers []Transfer
+	// Updates are the dynamic update items (key update), in file order;
+	// default none (nil).
+	Updates []Update
+}
+
+// Update is one item of the top-level update list: who may change which
+// records of some zones by dynamic update (RFC 2136).
+type Update struct {
+	Zones []string       // lower-case FQDNs of top-level zones; required, not empty
+	TSIG  *TSIG          // nil: unsigned updates
+	Allow []netip.Prefix // nil: any client (allow not written)
+	// Names are owner patterns, lower-case FQDNs in which a label "*"
+	// stands for one or more whole labels; nil: every name of the zones.
+	Names []string
+	Types []uint16 // allowed RR types; nil: the default (any type but SOA, DNSSEC types, apex NS)
+	Pos   Pos      // where the item is written; always set
 }
 
 // View is one split-horizon view: its own zones for the clients and/or
@@ -104,6 +120,8 @@ type Limits struct {
 	RatePerClient     int           // UDP responses/s per /24 (/56), default 0 = off
 	RateDrop          bool          // over the rate: drop instead of TC=1 (key limits.rate_drop), default false
 	MaxTransfers      int           // zone transfers (AXFR, IXFR) sent at once, default 10; more get SERVFAIL
+	MaxUpdateSize     int           // bytes of one UPDATE message, default 65535 (512..65535)
+	MaxUpdateRRs      int           // prerequisite and update RRs of one UPDATE, default 1000 (1..65535)
 }
 
 // Zone is one key of `zones:`: one or more zone names sharing one ordered
