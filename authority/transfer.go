@@ -49,6 +49,13 @@ type Options struct {
 	// Prev is the Zones this one replaces (a reload), nil at the start: a
 	// zone whose pipeline kept its serial keeps its listing.
 	Prev *Zones
+	// Updates say who may change which zones by dynamic update (see
+	// Update). A zone in them must be a top-level zone with exactly one
+	// writable source. None: UPDATE is not implemented (NOTIMP).
+	Updates []UpdateSpec
+	// MaxUpdateSize bounds an UPDATE message in bytes, MaxUpdateRRs its
+	// prerequisite and update records together; 0: the defaults.
+	MaxUpdateSize, MaxUpdateRRs int
 }
 
 // Zones is one generation's transferred zones: immutable but for the
@@ -62,6 +69,10 @@ type Zones struct {
 	// secondary: some zone of the generation is copied from primaries
 	// (a source is a pipeline.NotifyTaker), so NOTIFY in is implemented.
 	secondary bool
+	// updates are the zones open to dynamic updates, by lower-case FQDN;
+	// nil without update items.
+	updates                     map[string]*updateZone
+	maxUpdateSize, maxUpdateRRs int
 }
 
 // xfrZone is one transferred zone of a generation.
@@ -105,6 +116,9 @@ func New(p *pipeline.Pipeline, opts Options) (*Zones, error) {
 			spec.Zones = append(spec.Zones, name)
 			a.zones[name] = &xfrZone{spec: &spec}
 		}
+	}
+	if err := a.compileUpdates(opts); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

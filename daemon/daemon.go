@@ -635,3 +635,7 @@ func (o *observer) Observe(ob server.Observation) {
 func (o *observer) TCPRejected(reason string) { o.m.TCPRejected(reason) }
 
 func (o *observer) Transfer(zone, result string) { o.m.Transfer(zone, result) }
+
+func (o *observer) Update(zone, result string, changed bool, d time.Duration) {
+	o.m.Update(zone, result, changed, d)
+}

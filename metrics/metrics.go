@@ -31,6 +31,8 @@ type Metrics struct {
 	tcpReject *prometheus.CounterVec
 	transfers *prometheus.CounterVec
 	notifies  *prometheus.CounterVec
+	updates   *prometheus.CounterVec
+	updateDur prometheus.Histogram
 
 	// queries caches the children of requests, responses and duration per
 	// tuple of Query's arguments (queryKey → *queryChildren): one map read
@@ -133,6 +135,15 @@ func New(version, commit string) *Metrics {
 			Name: "dnsd_notify_total",
 			Help: "NOTIFY messages to secondaries, by zone and result: sent (each attempt), acked (the secondary answered) or failed (no answer after every retry, or an error answer).",
 		}, []string{"zone", "result"}),
+		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dnsd_updates_total",
+			Help: "Dynamic updates (RFC 2136) answered, by zone (a served zone, or none) and result: ok (applied, or nothing to change), refused (policy, a read-only source's data, a bound), notauth (zone not served, TSIG key or signature wrong), prereq (a prerequisite failed) or error (malformed, or the store failed).",
+		}, []string{"zone", "result"}),
+		updateDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "dnsd_update_duration_seconds",
+			Help:    "Time from an UPDATE's arrival to its answer, for updates that changed a zone (checks, the durable commit and publication).",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dnsd_build_info",
@@ -140,7 +151,7 @@ func New(version, commit string) *Metrics {
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
 
-	m.Registry.MustRegister(m.requests, m.responses, m.duration, m.reloads, m.dropped, m.panics, m.tcpReject, m.transfers, m.notifies, build,
+	m.Registry.MustRegister(m.requests, m.responses, m.duration, m.reloads, m.dropped, m.panics, m.tcpReject, m.transfers, m.notifies, m.updates, m.updateDur, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start so rate() works from the first reload.
@@ -222,7 +233,7 @@ func (m *Metrics) KeepZones(keep func(view, zone string) bool, zone func(string)
 		return true
 	})
 	// Transfers and NOTIFYs of zones no longer configured, queried or not.
-	for _, vec := range []*prometheus.CounterVec{m.transfers, m.notifies} {
+	for _, vec := range []*prometheus.CounterVec{m.transfers, m.notifies, m.updates} {
 		for _, z := range zoneLabels(vec) {
 			if z != NoZone && !zone(z) {
 				vec.DeletePartialMatch(prometheus.Labels{"zone": z})
@@ -299,6 +310,16 @@ func (m *Metrics) TCPRejected(reason string) { m.tcpReject.WithLabelValues(reaso
 // (none), result one of the server's Transfer* results.
 func (m *Metrics) Transfer(zone, result string) {
 	m.transfers.WithLabelValues(ZoneLabel(zone), result).Inc()
+}
+
+// Update records one answered UPDATE; zone is a served zone or ""
+// (none), result one of authority's Update* results. d, the time to
+// its answer, is observed for updates that changed the zone.
+func (m *Metrics) Update(zone, result string, changed bool, d time.Duration) {
+	m.updates.WithLabelValues(ZoneLabel(zone), result).Inc()
+	if changed {
+		m.updateDur.Observe(d.Seconds())
+	}
 }
 
 // Notify records one NOTIFY event of a transferred zone; result is one

@@ -37,3 +37,19 @@ func (t *table) zoneSource(zone string, match func(Source) bool) Source {
 	}
 	return nil
 }
+
+// ZoneEntries returns the source list of the top-level zone zone (a
+// lower-case FQDN, the apex itself), in order, as its queries ask it;
+// nil when zone is not a top-level zone. Dynamic updates read the zone
+// through it (package authority).
+func (p *Pipeline) ZoneEntries(zone string) []SourceEntry {
+	z := p.table.zones[zone]
+	if z == nil {
+		return nil
+	}
+	out := make([]SourceEntry, len(z.entries))
+	for i := range z.entries {
+		out[i] = SourceEntry{Source: z.entries[i].src, Fallthrough: z.entries[i].fallsThrough}
+	}
+	return out
+}

@@ -39,9 +39,10 @@ func (f *fixedResolver) Resolve(ctx context.Context, req *pipeline.Request) pipe
 
 type nopObserver struct{}
 
-func (nopObserver) Observe(Observation)     {}
-func (nopObserver) TCPRejected(string)      {}
-func (nopObserver) Transfer(string, string) {}
+func (nopObserver) Observe(Observation)                        {}
+func (nopObserver) TCPRejected(string)                         {}
+func (nopObserver) Transfer(string, string)                    {}
+func (nopObserver) Update(string, string, bool, time.Duration) {}
 
 // BenchmarkServeUDP measures bytes in → bytes out for one UDP query with
 // EDNS0 (parse, checks, ACL, resolve, OPT, truncation check, pack).

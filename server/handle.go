@@ -173,6 +173,9 @@ func (s *Server) serveRaw(ctx context.Context, sc *scratch, proto transport, cli
 	if q.Opcode == dns.OpcodeNotify {
 		return s.finish(sc, &obs, s.notifyIn(sc, &obs, q, in), qopt, st, maxSize)
 	}
+	if q.Opcode == dns.OpcodeUpdate {
+		return s.finish(sc, &obs, s.update(ctx, sc, &obs, q, in, start), qopt, st, maxSize)
+	}
 
 	if ts := q.IsTsig(); ts != nil {
 		// A signed query (a secondary's SOA check): verify it with the

@@ -66,6 +66,16 @@ type recorder struct {
 	obs       []Observation
 	rejected  map[string]int
 	transfers map[string]int // "zone result"
+	updates   map[string]int // "zone result"
+}
+
+func (r *recorder) Update(zone, result string, _ bool, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.updates == nil {
+		r.updates = map[string]int{}
+	}
+	r.updates[zone+" "+result]++
 }
 
 func (r *recorder) Transfer(zone, result string) {

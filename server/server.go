@@ -35,6 +35,10 @@ type Observer interface {
 	// TransferSuccess, TransferRefused, TransferNotAuth, TransferError);
 	// zone is the configured zone asked for, "" when it is not listed.
 	Transfer(zone, result string)
+	// Update: an UPDATE was answered with result (one of authority's
+	// Update* results); zone is the zone it named when dnsd serves it,
+	// else "". changed: the zone changed; d is the time to the answer.
+	Update(zone, result string, changed bool, d time.Duration)
 }
 
 // Drop reasons of an Observation.
