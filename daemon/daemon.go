@@ -532,7 +532,10 @@ func pipelineOptions(cfg *config.Config, logger *slog.Logger) pipeline.Options {
 // authorityOptions are the transfer settings of cfg's generation; prev is
 // the one it replaces (nil at the start).
 func (d *Daemon) authorityOptions(cfg *config.Config, prev *authority.Zones) authority.Options {
-	return authority.Options{Transfers: transferSpecs(cfg, listenAddrs(cfg)), Journal: d.journal, Logger: d.logger, Prev: prev}
+	return authority.Options{
+		Transfers: transferSpecs(cfg, listenAddrs(cfg)), Journal: d.journal, Logger: d.logger, Prev: prev,
+		Updates: updateSpecs(cfg), MaxUpdateSize: cfg.Limits.MaxUpdateSize, MaxUpdateRRs: cfg.Limits.MaxUpdateRRs,
+	}
 }
 
 // listenAddrs are the specific addresses of the top-level listen entries.
@@ -564,6 +567,19 @@ func transferSpecs(cfg *config.Config, listenAddrs []netip.Addr) []authority.Tra
 		}
 		if t.TSIG != nil {
 			spec.Key = &authority.TSIGKey{Name: t.TSIG.Name, Algorithm: t.TSIG.Algorithm, Secret: t.TSIG.Secret}
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// updateSpecs are cfg's update items as the authority takes them.
+func updateSpecs(cfg *config.Config) []authority.UpdateSpec {
+	var out []authority.UpdateSpec
+	for i, u := range cfg.Updates {
+		spec := authority.UpdateSpec{Zones: u.Zones, Allow: u.Allow, Names: u.Names, Types: u.Types, Index: i}
+		if u.TSIG != nil {
+			spec.Key = &authority.TSIGKey{Name: u.TSIG.Name, Algorithm: u.TSIG.Algorithm, Secret: u.TSIG.Secret}
 		}
 		out = append(out, spec)
 	}

@@ -110,3 +110,28 @@ func (g *generation) drain(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Updates implements authority.Updater: the newest generation's.
+func (g *generation) Updates() bool {
+	for n := g.next.Load(); n != nil; n = g.next.Load() {
+		g = n
+	}
+	return g.auth.Updates()
+}
+
+// Update implements authority.Updater: the generation decides and
+// commits the update, counted in flight (see Resolve) so that a reload
+// lets its sources go only once the update is answered.
+func (g *generation) Update(ctx context.Context, q *dns.Msg, wire []byte, client netip.Addr) authority.UpdateAnswer {
+	for {
+		g.inflight.Add(1)
+		n := g.next.Load()
+		if n == nil {
+			a := g.auth.Update(ctx, q, wire, client)
+			g.inflight.Add(-1)
+			return a
+		}
+		g.inflight.Add(-1)
+		g = n
+	}
+}
