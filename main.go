@@ -22,6 +22,7 @@ import (
 	"github.com/dnsd/dnsd/internal/gctune"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources"
+	"github.com/dnsd/dnsd/sources/dynamic"
 	"github.com/dnsd/dnsd/sources/kind"
 )
 
@@ -158,6 +159,14 @@ func check(path string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	// Stores of zone keys no longer listed: dnsd never deletes them.
+	orphans, err := dynamic.Orphans(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: warning: %v\n", path, err)
+	}
+	for _, o := range orphans {
+		fmt.Fprintf(stderr, "%s: warning: dynamic store %s belongs to no zone key with a dynamic source; dnsd keeps it, delete it if its records are not wanted\n", path, o)
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
 	return 0

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -308,4 +309,46 @@ func startPlain(t *testing.T) int {
 	d := startDnsd(t, dir, "-config", "dnsd.yaml")
 	d.waitLog("dnsd started", 1)
 	return port
+}
+
+// TestUpdateCheckStores: dnsd check never waits for the running dnsd's
+// store, and names a store whose zone key is no longer listed, as a
+// warning (exit 0).
+func TestUpdateCheckStores(t *testing.T) {
+	dir, _, _ := updateZone(t)
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+	check := func() (string, string, error) {
+		cmd := exec.Command(dnsdBin, "check", "-config", "dnsd.yaml")
+		cmd.Dir = dir
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("dnsd check took %v beside a running dnsd (it must not wait for the store's lock)", took)
+		}
+		return stdout.String(), stderr.String(), err
+	}
+	if out, errOut, err := check(); err != nil || !strings.Contains(out, "ok") || errOut != "" {
+		t.Fatalf("check beside the running dnsd: %v %q %q", err, out, errOut)
+	}
+	d.stop(syscall.SIGTERM)
+	// The zone key loses its reverse zone: its store is another file.
+	conf := filepath.Join(dir, "dnsd.yaml")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := strings.Replace(string(b), "corp.internal 10.in-addr.arpa:", "corp.internal:", 1)
+	c = strings.Replace(c, "zones: [corp.internal, 10.in-addr.arpa]", "zones: [corp.internal]", 1)
+	c = strings.Replace(c, `names: ["*.dhcp.corp.internal", "*.10.in-addr.arpa"]`, `names: ["*.dhcp.corp.internal"]`, 1)
+	writeFile(t, conf, c)
+	out, errOut, err := check()
+	if err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("check: %v %q %q", err, out, errOut)
+	}
+	if !strings.Contains(errOut, "warning: dynamic store state/dynamic/10.in-addr.arpa,corp.internal.db belongs to no zone key") {
+		t.Errorf("check does not name the store left behind: %q", errOut)
+	}
 }
