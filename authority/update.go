@@ -25,7 +25,7 @@ import (
 // UpdateSpec is one update item: who may change which records of some
 // zones.
 type UpdateSpec struct {
-	Zones []string       // top-level zone names (lower-case FQDNs)
+	Zones []string       // top-level zone names (lower-case FQDNs); none: the item grants nothing
 	Key   *TSIGKey       // nil: unsigned updates
 	Allow []netip.Prefix // nil: any client
 	// Names are owner patterns (lower-case FQDNs) in which a label "*"
@@ -62,13 +62,14 @@ type UpdateAnswer struct {
 	Reason string
 	// Zone is the zone updated when dnsd serves it, else "".
 	Zone string
-	// Result is one of the Update* results, for metrics.
+	// Result is one of the Update* results, for metrics; always set.
 	Result string
 	// Check is the TSIG verdict of a signed update: the answer is signed
 	// with Check.Key (BADTIME included) or carries Check.Error unsigned
 	// (see WithError). Zero: the update was not signed.
 	Check Check
-	// Changed: the update changed the zone (its serial rose).
+	// Changed: the update changed the zone (its serial rose); false
+	// when it was refused or changed nothing.
 	Changed bool
 }
 
@@ -404,14 +405,15 @@ func matchLabels(pat, name []string) bool {
 }
 
 func (c *UpdateSpec) allowsType(zone, name string, t uint16) bool {
+	if t == dns.TypeNS && name == zone {
+		return false // the apex NS are dnsd's, as the SOA
+	}
 	if c.Types != nil {
 		return slices.Contains(c.Types, t)
 	}
 	switch t {
 	case dns.TypeSOA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeNSEC3, dns.TypeNSEC3PARAM, dns.TypeDNSKEY, dns.TypeCDS, dns.TypeCDNSKEY:
 		return false
-	case dns.TypeNS:
-		return name != zone
 	}
 	return true
 }
