@@ -352,3 +352,47 @@ func TestUpdateCheckStores(t *testing.T) {
 		t.Errorf("check does not name the store left behind: %q", errOut)
 	}
 }
+
+// TestUpdateReachesSecondary: a Knot secondary of an updated zone is told
+// by NOTIFY and copies each update as an IXFR (the differences), serving
+// the new records within seconds.
+func TestUpdateReachesSecondary(t *testing.T) {
+	needTool(t, "knotd", "nsupdate")
+	dir, port, _ := updateZone(t)
+	knotPort := freePort(t)
+	writeFile(t, filepath.Join(dir, "xfr.key"), xfrSecret+"\n")
+	conf := filepath.Join(dir, "dnsd.yaml")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, conf, string(b)+fmt.Sprintf(`transfer:
+  - zones: [corp.internal]
+    allow: [127.0.0.1]
+    tsig: {name: xfr-key, algorithm: hmac-sha256, secret_file: xfr.key}
+    notify: ["127.0.0.1:%d"]
+`, knotPort))
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+	knot, k := startKnot(t, knotPort, port, []string{"corp.internal"}, true)
+	if got, ok := secondaryAnswers(t, knot, "www.corp.internal.", "NOERROR:10.0.0.80", 20*time.Second); !ok {
+		t.Fatalf("knotd www = %q before any update", got)
+	}
+	server := fmt.Sprintf("server 127.0.0.1 %d\nzone corp.internal\n", port)
+	dhcp := []string{"-y", "hmac-sha256:dhcp-key:" + dhcpSecret}
+	for i, ip := range []string{"10.1.0.1", "10.1.0.2"} {
+		out, ok := runClient(t, server+fmt.Sprintf("update add s%d.dhcp.corp.internal 300 A %s\nsend\n", i, ip), "nsupdate", dhcp...)
+		if !ok {
+			t.Fatalf("nsupdate: %s", out)
+		}
+		start := time.Now()
+		name := fmt.Sprintf("s%d.dhcp.corp.internal.", i)
+		if got, ok := secondaryAnswers(t, knot, name, "NOERROR:"+ip, 15*time.Second); !ok {
+			t.Fatalf("knotd %s = %q after the update", name, got)
+		}
+		t.Logf("update %d served by knotd %v after NOERROR", i, time.Since(start).Round(time.Millisecond))
+	}
+	if log := k.stderr.String(); !strings.Contains(log, "IXFR") || strings.Contains(log, "fallback to AXFR") {
+		t.Errorf("knotd did not copy the updates by IXFR:\n%s", grep(log, "XFR"))
+	}
+}
