@@ -6,7 +6,8 @@
 # secondaries of the zone transfer tests), curl, bind9-utils and
 # bind9-dnsutils (dnssec-signzone, dnssec-verify, delv: the pre-signed zone
 # tests), unbound (their validating resolver) and dnsperf (DNS over HTTPS
-# with queries in flight). Fast when
+# with queries in flight), kea-dhcp-ddns (a real client of the dynamic
+# update tests; nsupdate and knsupdate come with the packages above). Fast when
 # everything is there; needs root (CI runs as root) otherwise.
 set -euo pipefail
 
@@ -25,6 +26,7 @@ command -v dnssec-signzone >/dev/null || need+=(bind9-utils) # dnssec-keygen, -s
 command -v delv >/dev/null || need+=(bind9-dnsutils)         # delv: the validator of the pre-signed zone test
 command -v unbound >/dev/null || need+=(unbound)
 command -v dnsperf >/dev/null || need+=(dnsperf)
+command -v kea-dhcp-ddns >/dev/null || need+=(kea-dhcp-ddns-server) # Kea DHCP-DDNS: the dynamic update test's real client
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi
