@@ -27,6 +27,15 @@ elif [ "${CI:-}" = true ]; then
 else
 	echo "warning: no kube-apiserver: the kubernetes integration tests will be skipped" >&2
 fi
+# The ACME test runs Pebble and lego's client, built the same way (seconds).
+if tools=$(scripts/acme-tools.sh); then
+	eval "$tools"
+elif [ "${CI:-}" = true ]; then
+	echo "scripts/acme-tools.sh failed" >&2
+	exit 1
+else
+	echo "warning: no Pebble or lego: the ACME test will be skipped" >&2
+fi
 go test -race -count=1 -timeout 30m "$@" ./...
 
 # A smoke run of the side-by-side benchmark (bench/peers.sh: one short run of
