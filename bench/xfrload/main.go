@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/bench/internal/probe"
 	"github.com/dnsd/dnsd/bench/internal/proc"
 )
 
@@ -97,7 +97,7 @@ transfer:
 		return fmt.Errorf("a first transfer: %w", err)
 	}
 
-	idle := probe(ctx, addr, o.qps, o.idle)
+	idle := probe.Run(ctx, addr, "www.probe.internal.", o.qps, o.idle)
 
 	lctx, cancel := context.WithTimeout(ctx, o.load)
 	defer cancel()
@@ -119,11 +119,11 @@ transfer:
 			}
 		})
 	}
-	loaded := probe(lctx, addr, o.qps, o.load)
+	loaded := probe.Run(lctx, addr, "www.probe.internal.", o.qps, o.load)
 	wg.Wait()
 	top := rss()
 	fmt.Printf("idle %s | transfers %s max=%s lost=%d | rss=%d MiB | axfr ok=%d servfail=%d failed=%d\n",
-		idle.percentiles(), loaded.percentiles(), loaded.max().Round(10*time.Microsecond), loaded.lost, top/1024, ok.Load(), servfail.Load(), failed.Load())
+		idle.Percentiles(), loaded.Percentiles(), loaded.Max().Round(10*time.Microsecond), loaded.Lost, top/1024, ok.Load(), servfail.Load(), failed.Load())
 	return nil
 }
 
@@ -207,68 +207,3 @@ func waitName(addr, name string, limit time.Duration) error {
 	return fmt.Errorf("%s not answered within %v", name, limit)
 }
 
-type samples struct {
-	d    []time.Duration
-	lost int
-}
-
-func (s *samples) pct(p float64) time.Duration {
-	if len(s.d) == 0 {
-		return 0
-	}
-	return s.d[min(len(s.d)-1, int(float64(len(s.d))*p))]
-}
-
-func (s *samples) max() time.Duration {
-	if len(s.d) == 0 {
-		return 0
-	}
-	return s.d[len(s.d)-1]
-}
-
-func (s *samples) percentiles() string {
-	return fmt.Sprintf("p50=%s p99=%s", s.pct(0.50).Round(10*time.Microsecond), s.pct(0.99).Round(10*time.Microsecond))
-}
-
-// probe asks www.probe.internal over UDP at qps until d has passed or ctx
-// ends; an unanswered query (1 s) is lost and counts as 1 s.
-func probe(ctx context.Context, addr string, qps int, d time.Duration) *samples {
-	s := &samples{}
-	c, err := net.Dial("udp", addr)
-	if err != nil {
-		s.lost++
-		return s
-	}
-	defer c.Close()
-	m := new(dns.Msg)
-	m.SetQuestion("www.probe.internal.", dns.TypeA)
-	buf := make([]byte, 512)
-	t := time.NewTicker(time.Second / time.Duration(qps))
-	defer t.Stop()
-	end := time.Now().Add(d)
-	for id := uint16(1); time.Now().Before(end) && ctx.Err() == nil; id++ {
-		<-t.C
-		m.Id = id
-		wire, _ := m.Pack()
-		start := time.Now()
-		_ = c.SetDeadline(start.Add(time.Second))
-		if _, err := c.Write(wire); err != nil {
-			s.lost++
-			continue
-		}
-		for {
-			n, err := c.Read(buf)
-			if err != nil {
-				s.lost++
-				s.d = append(s.d, time.Second)
-				break
-			}
-			if n >= 2 && uint16(buf[0])<<8|uint16(buf[1]) == id {
-				s.d = append(s.d, time.Since(start))
-				break
-			}
-		}
-	}
-	slices.Sort(s.d)
-	return s
-}
