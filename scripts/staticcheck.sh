@@ -37,6 +37,9 @@ status=0
 "$bin" ./... || status=1
 for mod in hack/*/go.mod; do
 	mod=$(dirname "$mod")
+	# hack/extdns needs Go 1.27 (external-dns does); this staticcheck is
+	# built by the repository's Go and cannot load it.
+	[ "$mod" = hack/extdns ] && continue
 	# A module without Go packages of its own (a pin only) has nothing to check.
 	if [ -n "$(cd "$mod" && go list ./... 2>/dev/null)" ]; then
 		(cd "$mod" && "$bin" ./...) || status=1
