@@ -2,6 +2,7 @@ package authority
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -350,5 +351,48 @@ func TestMatchLabels(t *testing.T) {
 		if got := matchLabels(dns.SplitDomainName(c.pat), dns.SplitDomainName(c.name)); got != c.ok {
 			t.Errorf("%s ~ %s = %v, want %v", c.pat, c.name, got, c.ok)
 		}
+	}
+}
+
+func TestUpdateBounds(t *testing.T) {
+	zones := []string{"corp.test."}
+	b, err := dynamic.Open(filepath.Join(t.TempDir(), "corp.db"), zones, dynamic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	dyn := dynamic.NewSource(b, &dynamic.Config{MaxRecords: 3, TTL: time.Minute})
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: zones, Sources: []pipeline.SourceEntry{{Source: dyn, Fallthrough: true}}}}, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := New(p, Options{Updates: []UpdateSpec{{Zones: zones, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, MaxUpdateSize: 600, MaxUpdateRRs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upZone{t: t, z: z, dyn: dyn}
+	add := func(n int) UpdateAnswer {
+		m := updateMsg("corp.test.")
+		for i := range n {
+			m.Insert(rrs(t, fmt.Sprintf("h%d.corp.test. 60 IN A 192.0.2.%d", i, i+1)))
+		}
+		return u.send(m, nil, "127.0.0.1")
+	}
+	if a := add(5); a.Rcode != dns.RcodeRefused || a.Reason != "the update has 5 records, more than limits.max_update_rrs (4)" {
+		t.Errorf("5 records, max_update_rrs 4: %s %q", dns.RcodeToString[a.Rcode], a.Reason)
+	}
+	if a := add(4); a.Rcode != dns.RcodeRefused || !strings.Contains(a.Reason, "max_records is 3") {
+		t.Errorf("4 records into a store of at most 3: %s %q", dns.RcodeToString[a.Rcode], a.Reason)
+	}
+	if n := dyn.Records(); n != 0 {
+		t.Errorf("a refused update left %d records", n)
+	}
+	if a := add(3); a.Rcode != dns.RcodeSuccess {
+		t.Errorf("3 records: %s %q", dns.RcodeToString[a.Rcode], a.Reason)
+	}
+	m := updateMsg("corp.test.")
+	m.Insert(rrs(t, `big.corp.test. 60 IN TXT "`+strings.Repeat("x", 250)+`" "`+strings.Repeat("y", 250)+`" "`+strings.Repeat("z", 250)+`"`))
+	if a := u.send(m, nil, "127.0.0.1"); a.Rcode != dns.RcodeFormatError {
+		t.Errorf("a message over max_update_size: %s, want FORMERR", dns.RcodeToString[a.Rcode])
 	}
 }

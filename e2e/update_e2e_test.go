@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -394,5 +395,57 @@ func TestUpdateReachesSecondary(t *testing.T) {
 	}
 	if log := k.stderr.String(); !strings.Contains(log, "IXFR") || strings.Contains(log, "fallback to AXFR") {
 		t.Errorf("knotd did not copy the updates by IXFR:\n%s", grep(log, "XFR"))
+	}
+}
+
+// TestUpdateOverTLSAndBadTime: an UPDATE over DNS over TLS is applied like
+// one over UDP; one signed an hour off is NOTAUTH with BADTIME, signed,
+// the server's time in Other Data, and changes nothing.
+func TestUpdateOverTLSAndBadTime(t *testing.T) {
+	dir, port, _ := updateZone(t)
+	certPEM, keyPEM := selfSigned(t)
+	writeFile(t, filepath.Join(dir, "tls.crt"), string(certPEM))
+	writeFile(t, filepath.Join(dir, "tls.key"), string(keyPEM))
+	tlsPort := freePort(t)
+	conf := filepath.Join(dir, "dnsd.yaml")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := strings.Replace(string(b), fmt.Sprintf(`listen: ["127.0.0.1:%d"]`, port), fmt.Sprintf("listen: [\"127.0.0.1:%d\", \"tls://127.0.0.1:%d\"]\ntls: {cert: tls.crt, key: tls.key}", port, tlsPort), 1)
+	writeFile(t, conf, c)
+	d := startDnsd(t, dir, "-config", "dnsd.yaml")
+	d.waitLog("dnsd started", 1)
+
+	update := func(name string, signedAt time.Time) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetUpdate("corp.internal.")
+		m.Insert([]dns.RR{dnstest.MustRR(t, name+" 60 IN A 10.4.0.1")})
+		m.SetTsig("dhcp-key.", dns.HmacSHA256, 300, signedAt.Unix())
+		return m
+	}
+	dot := &dns.Client{Net: "tcp-tls", Timeout: 5 * time.Second, TLSConfig: &tls.Config{InsecureSkipVerify: true},
+		TsigSecret: map[string]string{"dhcp-key.": dhcpSecret}}
+	r, _, err := dot.Exchange(update("tls.dhcp.corp.internal.", time.Now()), fmt.Sprintf("127.0.0.1:%d", tlsPort))
+	if err != nil || r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("update over DoT: %v %v", r, err)
+	}
+	if r, _ := query(t, "udp", fmt.Sprintf("127.0.0.1:%d", port), "tls.dhcp.corp.internal.", dns.TypeA); dnstest.RData(r) != "NOERROR:10.4.0.1" {
+		t.Errorf("after the DoT update: %s", dnstest.RData(r))
+	}
+
+	// An hour off: BADTIME. The client's own check of the answer's
+	// signature reports the time error; the message is still there.
+	udp := &dns.Client{Net: "udp", Timeout: 2 * time.Second, TsigSecret: map[string]string{"dhcp-key.": dhcpSecret}}
+	r, _, _ = udp.Exchange(update("late.dhcp.corp.internal.", time.Now().Add(-time.Hour)), fmt.Sprintf("127.0.0.1:%d", port))
+	if r == nil || r.Rcode != dns.RcodeNotAuth {
+		t.Fatalf("update signed an hour ago: %v, want NOTAUTH", r)
+	}
+	ts := r.IsTsig()
+	if ts == nil || ts.Error != dns.RcodeBadTime || ts.MAC == "" || ts.OtherLen != 6 {
+		t.Errorf("TSIG of the BADTIME answer: %v (want error BADTIME, a MAC, the server's time in Other Data)", ts)
+	}
+	if r, _ := query(t, "udp", fmt.Sprintf("127.0.0.1:%d", port), "late.dhcp.corp.internal.", dns.TypeA); r == nil || r.Rcode != dns.RcodeNameError {
+		t.Errorf("a BADTIME update was applied: %s", dnstest.RData(r))
 	}
 }
