@@ -206,4 +206,3 @@ func waitName(addr, name string, limit time.Duration) error {
 	}
 	return fmt.Errorf("%s not answered within %v", name, limit)
 }
-
