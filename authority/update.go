@@ -167,6 +167,10 @@ func (a *Zones) update(ctx context.Context, q *dns.Msg, wire []byte, client neti
 	}
 	zone := strings.ToLower(dns.Fqdn(q.Question[0].Name))
 	if z, ok := a.p.Match(zone); !ok || z != zone || q.Question[0].Qclass != dns.ClassINET {
+		if q.Question[0].Qclass == dns.ClassINET && a.p.ZoneSource(zone, func(pipeline.Source) bool { return true }) != nil {
+			// A zone only views serve: served, but never open to updates.
+			return UpdateAnswer{}.refused(fmt.Sprintf("zone %s is not open to updates (a view's zone)", zone))
+		}
 		return UpdateAnswer{Rcode: dns.RcodeNotAuth, Result: UpdateNotAuth}
 	}
 	ans := UpdateAnswer{Zone: zone}

@@ -396,3 +396,27 @@ func TestUpdateBounds(t *testing.T) {
 		t.Errorf("a message over max_update_size: %s, want FORMERR", dns.RcodeToString[a.Rcode])
 	}
 }
+
+func TestUpdateViewZoneRefused(t *testing.T) {
+	f := newFake(t, "file", 300, 1)
+	v := newFake(t, "hosts", 300, 1)
+	p, err := pipeline.New([]pipeline.ZoneSpec{{Names: []string{"corp.test."}, Sources: []pipeline.SourceEntry{{Source: f}}}},
+		pipeline.Options{Views: []pipeline.ViewSpec{{Name: "office", Zones: []pipeline.ZoneSpec{{Names: []string{"office.test."}, Sources: []pipeline.SourceEntry{{Source: v}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := New(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upZone{t: t, z: z}
+	m := updateMsg("office.test.")
+	m.Insert(rrs(t, "a.office.test. 60 IN A 192.0.2.1"))
+	if a := u.send(m, nil, "127.0.0.1"); a.Rcode != dns.RcodeRefused || !strings.Contains(a.Reason, "a view's zone") {
+		t.Errorf("a view's zone: %s %q, want REFUSED", dns.RcodeToString[a.Rcode], a.Reason)
+	}
+	m = updateMsg("corp.test.")
+	if a := u.send(m, nil, "127.0.0.1"); a.Rcode != dns.RcodeRefused || a.Reason != "zone corp.test. is not open to updates" {
+		t.Errorf("a zone in no update item: %s %q, want REFUSED", dns.RcodeToString[a.Rcode], a.Reason)
+	}
+}

@@ -225,6 +225,12 @@ func TestUpdateKnsupdate(t *testing.T) {
 	dhcp := []string{"-y", "hmac-sha256:dhcp-key:" + dhcpSecret}
 	server := fmt.Sprintf("server 127.0.0.1 %d\n", port)
 
+	// Asked before it exists: the NXDOMAIN must not outlive the update.
+	for range 3 {
+		if r, _ := query(t, "udp", addr, "k1.dhcp.corp.internal.", dns.TypeAAAA); r == nil || r.Rcode != dns.RcodeNameError {
+			t.Fatalf("k1 before the update: %s", dnstest.RData(r))
+		}
+	}
 	out, ok := runClient(t, server+`zone corp.internal.
 prereq nxdomain k1.dhcp.corp.internal.
 update add k1.dhcp.corp.internal. 300 A 10.2.0.1
