@@ -25,7 +25,14 @@ func (s *Server) notifyIn(sc *scratch, obs *Observation, q *dns.Msg, wire []byte
 	}
 	out := s.reply(sc, q, ans.Rcode)
 	out.Authoritative = ans.Rcode == dns.RcodeSuccess
-	switch c := ans.Check; {
+	return sc.signedAs(out, q, ans.Check)
+}
+
+// signedAs makes out, the answer to q, signed as the verdict c on q's
+// signature says: with c's key (BADTIME included: finish signs it), or
+// unsigned with c's TSIG error, or as it is when q was not checked.
+func (sc *scratch) signedAs(out, q *dns.Msg, c authority.Check) *dns.Msg {
+	switch {
 	case c.Key != nil:
 		sc.sign, sc.signMAC = c.Key, c.MAC
 		if c.Error == dns.RcodeBadTime {

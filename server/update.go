@@ -36,14 +36,5 @@ func (s *Server) update(ctx context.Context, sc *scratch, obs *Observation, q *d
 	if ans.Reason != "" {
 		out.Extra = append(out.Extra, pipeline.EDE(dns.ExtendedErrorCodeProhibited, ans.Reason))
 	}
-	switch c := ans.Check; {
-	case c.Key != nil:
-		sc.sign, sc.signMAC = c.Key, c.MAC
-		if c.Error == dns.RcodeBadTime {
-			sc.signErr = c.Error
-		}
-	case c.Error != 0:
-		out = authority.WithError(out, q, q.IsTsig(), c.Error)
-	}
-	return out
+	return sc.signedAs(out, q, ans.Check)
 }
