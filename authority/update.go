@@ -231,7 +231,7 @@ func (a *Zones) update(ctx context.Context, q *dns.Msg, wire []byte, client neti
 			switch {
 			case errors.Is(err, pipeline.ErrUpdateConflict) && try < 8:
 				continue // checked again against what the other writer made
-			case errors.Is(err, pipeline.ErrTooManyRecords):
+			case errors.Is(err, pipeline.ErrTooManyRecords), errors.Is(err, pipeline.ErrNotRepresentable):
 				out = ans.refused(err.Error())
 			case err != nil:
 				a.log.Warn("update not applied", "zone", zone, "err", err)

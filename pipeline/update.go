@@ -33,7 +33,8 @@ type UpdateTxn interface {
 	// by this process's queries (the source's Serial has risen). An error
 	// leaves the data unchanged: ErrUpdateConflict when another writer
 	// changed it since BeginUpdate (begin again and check again),
-	// ErrTooManyRecords when the store would exceed its bound.
+	// ErrTooManyRecords when the store would exceed its bound,
+	// ErrNotRepresentable when it cannot hold a record of sets.
 	Commit(ctx context.Context, sets map[string][]dns.RR) error
 	// Abort ends the update without a change; after Commit it does
 	// nothing.
@@ -45,4 +46,18 @@ var (
 	ErrUpdateConflict = errors.New("the zone changed while the update was checked")
 	// ErrTooManyRecords: the update would take the store over its bound.
 	ErrTooManyRecords = errors.New("the update would exceed the store's record limit")
+	// ErrNotRepresentable: the source's storage has no form for a record
+	// of the update (its type, or a value of it); the update is refused.
+	// Errors of NotRepresentable match it.
+	ErrNotRepresentable = errors.New("the source cannot hold the update's records")
 )
+
+// NotRepresentable returns an error matching ErrNotRepresentable whose
+// text is reason, the refusal's reason ("the etcd source cannot hold
+// DHCID records").
+func NotRepresentable(reason string) error { return notRepresentable(reason) }
+
+type notRepresentable string
+
+func (e notRepresentable) Error() string        { return string(e) }
+func (e notRepresentable) Is(target error) bool { return target == ErrNotRepresentable }
