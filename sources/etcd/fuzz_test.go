@@ -17,7 +17,7 @@ import (
 // labels reversed below the prefix give it again), and the key with its
 // segments in upper case gives the same name.
 func FuzzKeyName(f *testing.F) {
-	for _, k := range []string{"/skydns/internal/example/b/a", "/skydns/", "/skydns//a//", "/skydns/arpa/in-addr/10/0/0/1", "/skydns/a/*", "/skydnsx", "/skydns/A-b_c", "/skydns/a/**", "/skydns/a.b", "/skydns/" + strings.Repeat("x", 64), "/skydns/" + strings.Repeat("abcdefg/", 32)} {
+	for _, k := range []string{"/skydns/internal/example/b/a", "/skydns/", "/skydns//a//", "/skydns/arpa/in-addr/10/0/0/1", "/skydns/a/*", "/skydnsx", "/skydns/A-b_c", "/skydns/a/**", "/skydns/a.b", "/skydns/a/@a-1f", "/skydns/@x/", "/skydns/a/@x/b", "/skydns/a/@.", "/skydns/" + strings.Repeat("x", 64), "/skydns/" + strings.Repeat("abcdefg/", 32)} {
 		f.Add("/skydns", k)
 	}
 	f.Add("/", "/x/y")
@@ -52,6 +52,9 @@ func FuzzKeyName(f *testing.F) {
 			if s != "" {
 				segments++
 			}
+		}
+		if recordKey(key) {
+			segments-- // the record ID names no label
 		}
 		labels := dns.SplitDomainName(name)
 		if len(labels) != segments {
@@ -218,13 +221,13 @@ func FuzzIndex(f *testing.F) {
 	f.Add([]byte{0x0c, 0x09, 0x0d, 0x06, 0x0b, 0x0e, 0x0f, 0x8c, 0x89})
 	f.Add([]byte{0x51, 0x52, 0x41, 0x42, 0x71, 0x72, 0x30})
 	// The pools the input picks from. The keys collide on purpose: three
-	// spellings of one name, a name with children, wildcards, keys that
-	// name no valid name or lie outside the prefix.
+	// spellings of one name, a name with children, wildcards, a record
+	// key, keys that name no valid name or lie outside the prefix.
 	keyPool := [16]string{
 		"/skydns/test/a", "/skydns/test/a/x1", "/skydns/test/a/x2", "/skydns/test/b",
 		"/skydns/test/*", "/skydns/test/a/*", "/skydns/test", "/skydns/test/b/c/d",
 		"/skydns/Test/A", "/skydns/test/bad label", "/skydns/test//a/", "/skydns",
-		"/skydns/test/a/x1/deep", "/skydnsx/a", "/skydns/arpa/in-addr/10/0/0/1", "/skydns/test/c",
+		"/skydns/test/a/x1/deep", "/skydnsx/a", "/skydns/arpa/in-addr/10/0/0/1", "/skydns/test/a/x1/@r",
 	}
 	valuePool := [8]string{
 		`{"host":"10.0.0.1"}`, `{"host":"fd00::1"}`, `{"host":"10.0.0.2","group":"g1"}`,

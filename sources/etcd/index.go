@@ -100,12 +100,14 @@ type ownSet struct {
 // in key order, with the key's group.
 type ownParts struct {
 	group string // the only span's group when spans is nil
+	exact bool   // the only span's key is a record key (see recordKey)
 	spans []span
 }
 
 type span struct {
 	start, end int
 	group      string
+	exact      bool // a record key's: not counted at the parent
 }
 
 // ownA and ownAAAA hold a lone address record with its set in one
@@ -304,7 +306,8 @@ func (ix *index) unmarked() []string {
 }
 
 // plainKey reports whether key, a valid key below prefix, is spelt as
-// the name it gives is mapped back: no empty segment, no upper case.
+// the name it gives is mapped back: no empty segment, no upper case, no
+// record ID.
 func plainKey(prefix, key string) bool {
 	if key == prefix {
 		return true
@@ -312,7 +315,7 @@ func plainKey(prefix, key string) bool {
 	rest := key[len(strings.TrimSuffix(prefix, "/")):] // "/seg/seg"
 	for i := 0; i < len(rest); i++ {
 		c := rest[i]
-		if c == '/' && (i+1 == len(rest) || rest[i+1] == '/') || 'A' <= c && c <= 'Z' {
+		if c == '/' && (i+1 == len(rest) || rest[i+1] == '/') || 'A' <= c && c <= 'Z' || c == '@' {
 			return false
 		}
 	}
@@ -533,8 +536,8 @@ func (ix *index) publishOwn(n *node) {
 			n.own.Store(nil)
 		case 1:
 			o := &ownSet{rrs: with[0].rrs}
-			if with[0].group != "" {
-				o.split = &ownParts{group: with[0].group}
+			if exact := recordKey(with[0].key); with[0].group != "" || exact {
+				o.split = &ownParts{group: with[0].group, exact: exact}
 			}
 			n.own.Store(o)
 		default:
@@ -542,7 +545,7 @@ func (ix *index) publishOwn(n *node) {
 			for _, ks := range with {
 				start := len(o.rrs)
 				o.rrs = append(o.rrs, ks.rrs...)
-				o.split.spans = append(o.split.spans, span{start, len(o.rrs), ks.group})
+				o.split.spans = append(o.split.spans, span{start, len(o.rrs), ks.group, recordKey(ks.key)})
 			}
 			n.own.Store(o)
 		}
@@ -606,6 +609,8 @@ type part struct {
 	depth int
 }
 
+// parts appends o's keys' records as parts at depth; below the name asked
+// (depth 1) record keys do not count.
 func (o *ownSet) parts(depth int, out []part) []part {
 	if o == nil {
 		return out
@@ -614,9 +619,15 @@ func (o *ownSet) parts(depth int, out []part) []part {
 		return append(out, part{o.rrs, "", depth})
 	}
 	if o.split.spans == nil {
+		if depth > 0 && o.split.exact {
+			return out
+		}
 		return append(out, part{o.rrs, o.split.group, depth})
 	}
 	for _, s := range o.split.spans {
+		if depth > 0 && s.exact {
+			continue
+		}
 		out = append(out, part{o.rrs[s.start:s.end], s.group, depth})
 	}
 	return out

@@ -25,11 +25,19 @@ const maxNameLen = 254
 // dots (/skydns/internal/example/b/a under /skydns: a.b.example.internal.).
 // Empty segments (a trailing "/", "//") are ignored; the prefix itself
 // names the root ".". A segment must be a DNS label of letters, digits,
-// '-' and '_' (upper case folds to lower), or exactly "*".
+// '-' and '_' (upper case folds to lower), or exactly "*". The last
+// segment may instead be a record ID, "@" and label characters: the key
+// is then a record of the name of the segments before it
+// (/skydns/internal/example/db/@a-1 is a record of db.example.internal.),
+// counted at that name only (see recordKey).
 func keyName(prefix, key string) (string, error) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok || (prefix != "/" && rest != "" && rest[0] != '/') {
 		return "", fmt.Errorf("key is not below the prefix %s", prefix)
+	}
+	rest, err := cutRecordID(rest)
+	if err != nil {
+		return "", err
 	}
 	n := 0 // name length with dots
 	labels := 0
@@ -67,6 +75,36 @@ func keyName(prefix, key string) (string, error) {
 		}
 	}
 	return string(b), nil
+}
+
+// cutRecordID returns rest (a key's path below the prefix) without its
+// last segment when that is a record ID ("@" and letters, digits, '-',
+// '_'; at most 63 characters).
+func cutRecordID(rest string) (string, error) {
+	end := len(strings.TrimRight(rest, "/"))
+	i := strings.LastIndexByte(rest[:end], '/') + 1
+	seg := rest[i:end]
+	if !strings.HasPrefix(seg, "@") {
+		return rest, nil
+	}
+	if len(seg) > 63 {
+		return "", fmt.Errorf("record ID %.20q... longer than 63 characters", seg)
+	}
+	for j := 1; j < len(seg); j++ {
+		if c := seg[j]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return "", fmt.Errorf("record ID %q: character %q not allowed (letters, digits, '-', '_')", seg, c)
+		}
+	}
+	return rest[:i], nil
+}
+
+// recordKey reports whether key ends in a record ID segment ("@…"): its
+// records count at its own name only, not at the name's parent as a
+// child's records do.
+func recordKey(key string) bool {
+	key = strings.TrimRight(key, "/")
+	i := strings.LastIndexByte(key, '/')
+	return i >= 0 && i+1 < len(key) && key[i+1] == '@'
 }
 
 // checkLabel reports whether s is a label a key segment may hold.
