@@ -124,6 +124,9 @@ func TestUpdateWritableKind(t *testing.T) {
 		{"[{scratch: {writable: true}}, dynamic: {}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has 2 writable sources (scratch at u.yaml:1:18, dynamic at u.yaml:1:47): updates need exactly one to write to`},
 		{"[{scratch: {writable: true}}, {scratch: {writable: false}}]", ""},
 		{"[{scratch: {writable: false}}, {hosts: {entries: [\"10.0.0.1 a\"]}}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has no writable source: add "- dynamic: {}" to its sources (update writes to it)`},
+		{"[dynamic, {etcd: {}}]", ""},
+		{"[{etcd: {updates: true}}]", ""},
+		{"[dynamic, {etcd: {updates: true}}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has 2 writable sources (dynamic at u.yaml:1:18, etcd at u.yaml:1:27): updates need exactly one to write to`},
 		{"[dynamic, {scratch: {writable: true}}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has 2 writable sources (dynamic at u.yaml:1:18, scratch at u.yaml:1:27): updates need exactly one to write to`},
 	} {
 		data := "zones: {a.test: " + tc.sources + "}\nupdate:\n  - zones: [a.test]\n    tsig: {name: k, algorithm: hmac-sha256, secret_file: " + key + "}\n"

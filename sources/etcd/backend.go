@@ -102,6 +102,14 @@ type Backend struct {
 	rereading atomic.Pointer[string]
 	// reconnected tells the watch that the connection is up again.
 	reconnected chan struct{}
+	// cli is the client once connected (updates write through it).
+	cli atomic.Pointer[clientv3.Client]
+	// applied is the etcd revision the indexes reflect: every event up to
+	// it is applied (after a read of the prefix: its revision). appliedCh
+	// is closed and replaced whenever it rises.
+	amu       sync.Mutex
+	applied   int64
+	appliedCh chan struct{}
 
 	// Owned by run: what the data held was read from.
 	clusterID uint64 // of the last read (0: none yet)
@@ -169,6 +177,8 @@ func Open(opts Options) (*Backend, error) {
 		rangeK:   strings.TrimSuffix(opts.Prefix, "/") + "/",
 		syncedCh: make(chan struct{}),
 		seed:     maphash.MakeSeed(),
+
+		appliedCh: make(chan struct{}),
 
 		reconnected: make(chan struct{}, 1),
 	}
@@ -264,6 +274,7 @@ func (b *Backend) run() {
 		}
 	}
 	defer cli.Close()
+	b.cli.Store(cli)
 	b.wg.Add(1)
 	go b.monitor(cli.ActiveConnection())
 
@@ -286,6 +297,7 @@ func (b *Backend) run() {
 				}
 				continue
 			}
+			b.setApplied(r, fresh) // another etcd's revisions start anew
 			rev, need, fresh = r, "", false
 			retry.reset()
 			b.healthy()
@@ -712,6 +724,7 @@ watching:
 		b.healthy()
 		if resp.IsProgressNotify() {
 			*rev = max(*rev, resp.Header.Revision)
+			b.advance(*rev)
 			continue
 		}
 		changed := false
@@ -736,11 +749,67 @@ watching:
 		if changed {
 			b.changed()
 		}
+		b.advance(*rev)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return errors.New("etcd watch channel closed")
+}
+
+// advance records that the indexes reflect etcd up to revision rev (with
+// the serial published) and wakes those waiting for it.
+func (b *Backend) advance(rev int64) { b.setApplied(rev, false) }
+
+// setApplied sets the applied revision: to rev if it is higher, or
+// whatever it is with reset (data read from another etcd).
+func (b *Backend) setApplied(rev int64, reset bool) {
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	if rev > b.applied || reset && rev != b.applied {
+		b.applied = rev
+		close(b.appliedCh)
+		b.appliedCh = make(chan struct{})
+	}
+}
+
+// Applied is the etcd revision the backend's data reflects: every change
+// up to it is served (0 before the first read of the prefix).
+func (b *Backend) Applied() int64 {
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	return b.applied
+}
+
+// WaitApplied blocks until the backend serves etcd's data as of revision
+// rev or ctx ends. A revision no key of the prefix changed at arrives
+// through a progress notification, which it asks the watch for.
+func (b *Backend) WaitApplied(ctx context.Context, rev int64) error {
+	// The revision's events are usually on their way: ask for progress
+	// only when they do not come at once.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b.amu.Lock()
+		cur, ch := b.applied, b.appliedCh
+		b.amu.Unlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+			if cli := b.cli.Load(); cli != nil {
+				// The watch's stream is the one of its context's metadata.
+				_ = cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+			}
+			tick.Reset(200 * time.Millisecond)
+		case <-ctx.Done():
+			return fmt.Errorf("etcd %s: revision %d not applied yet (at %d): %w", b.opts.Name, rev, cur, ctx.Err())
+		case <-b.ctx.Done():
+			return fmt.Errorf("etcd %s: closed", b.opts.Name)
+		}
+	}
 }
 
 // changed publishes the new serial and record count.

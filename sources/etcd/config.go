@@ -34,6 +34,9 @@ type Config struct {
 	// SyncTimeout is how long readiness and a reload wait for the first
 	// sync: default 5s, > 0.
 	SyncTimeout time.Duration `dnsd:"sync_timeout" default:"5s" dur:"positive" doc:"How long start-up readiness and a reload wait for the first sync."`
+	// Updates makes the source the zone's writable source: dynamic
+	// updates write SkyDNS keys under the prefix. Default false.
+	Updates bool `dnsd:"updates" doc:"Dynamic updates (RFC 2136) of the zone write SkyDNS keys here, one etcd transaction each."`
 }
 
 // TLSConfig is the client TLS of an etcd source. Files are resolved

@@ -33,7 +33,10 @@ type Kind struct {
 	conns    kind.Shared[*Backend]
 }
 
-var _ kind.Kind = (*Kind)(nil)
+var (
+	_ kind.Kind           = (*Kind)(nil)
+	_ config.WritableKind = (*Kind)(nil)
+)
 
 // NewKind returns the etcd kind.
 func NewKind() *Kind { return &Kind{settings: describe()} }
@@ -46,6 +49,9 @@ func (*Kind) DefaultFallthrough() bool { return true }
 
 // Settings implements config.KindParser.
 func (k *Kind) Settings() *config.Settings { return k.settings }
+
+// Writable implements config.WritableKind: a source with updates: true.
+func (*Kind) Writable(settings any) bool { return settings.(*Config).Updates }
 
 // Build implements kind.Kind. Connections are keyed on every setting they
 // depend on: endpoints (in any order), prefix, TLS files, username,
@@ -66,7 +72,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		return nil, err
 	}
 	if env.DryRun {
-		return NewSource(nil, z.Names, c.TTL), nil
+		return writable(c, NewSource(nil, z.Names, c.TTL)), nil
 	}
 	k.mu.Lock()
 	if k.salt == nil {
@@ -110,7 +116,15 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	if err != nil {
 		return nil, err
 	}
-	return NewViewSource(v.(*View), z.Names, c.TTL), nil
+	return writable(c, NewViewSource(v.(*View), z.Names, c.TTL)), nil
+}
+
+// writable returns s, as a Writer when c says updates: true.
+func writable(c *Config, s *Source) pipeline.Source {
+	if c.Updates {
+		return NewWriter(s)
+	}
+	return s
 }
 
 var _ pipeline.Syncer = (*View)(nil)

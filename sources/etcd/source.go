@@ -133,16 +133,28 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 // address. Children of the apex do not count (they are the zone's names,
 // not records of the apex).
 func (s *Source) apexLookup(zone string) pipeline.Result {
-	an, known := s.apex[zone]
-	if !known {
-		an = apexNames{apex: "apex.dns." + zone, ns: "ns.dns." + zone}
-	}
 	ix := s.v.ix.Load()
 	n := ix.lookup(zone)
 	if n == nil {
 		return pipeline.Result{Status: pipeline.NotMine}
 	}
 	own := n.ownRecords()
+	extra := s.apexExtra(ix, zone)
+	if len(extra) == 0 {
+		return pipeline.Result{Status: pipeline.Found, RRs: own}
+	}
+	rrs := make([]dns.RR, 0, len(own)+len(extra))
+	rrs = append(append(rrs, own...), extra...)
+	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+}
+
+// apexExtra are the records of zone's apex that keys naming it do not
+// give: those of apex.dns.<zone> and the NS records of ns.dns.<zone>.
+func (s *Source) apexExtra(ix *index, zone string) []dns.RR {
+	an, known := s.apex[zone]
+	if !known {
+		an = apexNames{apex: "apex.dns." + zone, ns: "ns.dns." + zone}
+	}
 	var extra []dns.RR
 	if a := ix.lookup(an.apex); a != nil {
 		extra = append(extra, a.records()...)
@@ -150,12 +162,7 @@ func (s *Source) apexLookup(zone string) pipeline.Result {
 	if ns := ix.lookup(an.ns); ns != nil {
 		extra = append(extra, nameServers(zone, ns)...)
 	}
-	if len(extra) == 0 {
-		return pipeline.Result{Status: pipeline.Found, RRs: own}
-	}
-	rrs := make([]dns.RR, 0, len(own)+len(extra))
-	rrs = append(append(rrs, own...), extra...)
-	return pipeline.Result{Status: pipeline.Found, RRs: rrs}
+	return extra
 }
 
 var _ pipeline.Lister = (*Source)(nil)
