@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 	"github.com/dnsd/dnsd/sources/etcd"
 	"github.com/dnsd/dnsd/sources/etcd/etcdtest"
@@ -307,4 +308,54 @@ func TestEtcdListToldToBulk(t *testing.T) {
 	if b, e := begun.Load(), ended.Load(); b != 1 || e != 1 {
 		t.Errorf("after the first list: %d bursts begun, %d ended; want 1, 1", b, e)
 	}
+}
+
+// A reload that replaces the backend of an etcd source with updates: true
+// during an outage keeps the zone's writable source: the handover takes
+// updates for the replacement, which refuses them until it has synced
+// (the zone stays open to updates; the reload does not fail for want of
+// a writable source).
+func TestEtcdUpdatesReloadDuringOutage(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	srv.Put("/skydns/test/one/x", `{"host":"10.0.0.1"}`)
+	dir := t.TempDir()
+	conf := func(endpoint string) string {
+		return fmt.Sprintf("zones:\n  one.test:\n    - etcd: {endpoints: [%q], updates: true, sync_timeout: 300ms}\n", endpoint)
+	}
+	reg := NewRegistry(Options{})
+	defer reg.Close()
+	cfg1 := load(t, dir, conf(srv.Endpoint()))
+	p1, set1, err := reg.Build(context.Background(), cfg1, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Swapped(cfg1, p1, set1)
+	waitSources(t, p1)
+	srv.Stop()
+
+	cfg2 := load(t, dir, conf(strings.Replace(srv.Endpoint(), "127.0.0.1", "localhost", 1)))
+	p2, set2, err := reg.Build(context.Background(), cfg2, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set2.Release()
+	reg.Swapped(cfg2, p2, set2)
+	set1.Release()
+	isWriter := func(s pipeline.Source) bool { _, ok := s.(pipeline.Writer); return ok }
+	w, ok := p2.ZoneSource("one.test.", isWriter).(pipeline.Writer)
+	if !ok {
+		t.Fatal("after the reload during the outage the zone has no writable source")
+	}
+	if txn, err := w.BeginUpdate(context.Background(), "one.test."); err == nil {
+		txn.Abort()
+		t.Fatal("an update began on a replacement that has not synced")
+	}
+	srv.Restart()
+	dnstest.EventuallyNil(t, 20*time.Second, func() error {
+		txn, err := w.BeginUpdate(context.Background(), "one.test.")
+		if err == nil {
+			txn.Abort()
+		}
+		return err
+	})
 }

@@ -151,6 +151,9 @@ func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) 
 	}
 	r.mu.Lock()
 	prev, ok := r.serving[sl]
+	if wh, ok := prev.src.(*writingHandover); ok {
+		prev.src = wh.handover
+	}
 	if h, isHandover := prev.src.(*handover); isHandover && !h.done.Load() {
 		// A reload during a handover: carry on from the same old source.
 		prev = slotSource{key: h.prevKey, src: h.prev}
@@ -192,7 +195,26 @@ func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) 
 		case <-ctx.Done():
 		}
 	}()
+	if w, ok := src.(pipeline.Writer); ok {
+		return &writingHandover{handover: h, w: w}
+	}
 	return h
+}
+
+// writingHandover is the handover of a slot whose new source takes
+// dynamic updates (pipeline.Writer): the zone keeps its writable source
+// through the reload. Updates go to the new source, never to the old one
+// (another backend): they fail, SERVFAIL, until it has synced.
+type writingHandover struct {
+	*handover
+	w pipeline.Writer
+}
+
+var _ pipeline.Writer = (*writingHandover)(nil)
+
+// BeginUpdate implements pipeline.Writer: the new source's.
+func (h *writingHandover) BeginUpdate(ctx context.Context, zone string) (pipeline.UpdateTxn, error) {
+	return h.w.BeginUpdate(ctx, zone)
 }
 
 // stop ends the Set's handovers and waits until each has let go of its
