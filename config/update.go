@@ -188,7 +188,7 @@ func (p *Parser) writableSource(n *yaml.Node, path, name string, z Zone) {
 	}
 	switch len(at) {
 	case 0:
-		p.Errorf(n, path, "zone %s has no writable source: add \"- dynamic: {}\" to its sources (update writes to it)", name)
+		p.Errorf(n, path, "zone %s has no writable source: add \"- dynamic: {}\" to its sources, or set updates: true on its etcd source (update writes to it)", name)
 	case 1:
 	default:
 		p.Errorf(n, path, "zone %s has %d writable sources (%s): updates need exactly one to write to", name, len(at), strings.Join(at, ", "))

@@ -123,7 +123,7 @@ func TestUpdateWritableKind(t *testing.T) {
 	}{
 		{"[{scratch: {writable: true}}, dynamic: {}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has 2 writable sources (scratch at u.yaml:1:18, dynamic at u.yaml:1:47): updates need exactly one to write to`},
 		{"[{scratch: {writable: true}}, {scratch: {writable: false}}]", ""},
-		{"[{scratch: {writable: false}}, {hosts: {entries: [\"10.0.0.1 a\"]}}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has no writable source: add "- dynamic: {}" to its sources (update writes to it)`},
+		{"[{scratch: {writable: false}}, {hosts: {entries: [\"10.0.0.1 a\"]}}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has no writable source: add "- dynamic: {}" to its sources, or set updates: true on its etcd source (update writes to it)`},
 		{"[dynamic, {etcd: {}}]", ""},
 		{"[{etcd: {updates: true}}]", ""},
 		{"[dynamic, {etcd: {updates: true}}]", `u.yaml:3:13: update[0].zones[0]: zone a.test. has 2 writable sources (dynamic at u.yaml:1:18, etcd at u.yaml:1:27): updates need exactly one to write to`},
@@ -172,7 +172,7 @@ func TestUpdateRules(t *testing.T) {
 		{"tsig null is no tsig", "\n  - {zones: [corp.internal], tsig: }\n",
 			`:9:5: update[0]: an update item needs tsig or allow: without either, anyone who reaches dnsd could change the zones`},
 		{"not writable, reported once", "\n  - {zones: [lab.internal], allow: [10.0.0.0/8]}\n  - {zones: [lab.internal], allow: [10.1.0.0/16]}\n",
-			`:9:14: update[0].zones[0]: zone lab.internal. has no writable source: add "- dynamic: {}" to its sources (update writes to it)`},
+			`:9:14: update[0].zones[0]: zone lab.internal. has no writable source: add "- dynamic: {}" to its sources, or set updates: true on its etcd source (update writes to it)`},
 		{"a name outside", "\n  - {zones: [corp.internal], allow: [10.0.0.0/8], names: [a.10.in-addr.arpa]}\n",
 			`:9:59: update[0].names[0]: name "a.10.in-addr.arpa" is outside the item's zones (corp.internal.)`},
 		{"a pattern whose fixed labels lie elsewhere", "\n  - {zones: [corp.internal], allow: [10.0.0.0/8], names: [\"*.lab.internal\"]}\n",
