@@ -3,10 +3,11 @@
 // send TSIG-signed UPDATEs (one A record added at a name of its own, the
 // next update deleting it again) one after another for -duration, while
 // a probe asks a name of the zone at a steady rate. It prints the update
-// latency (send to NOERROR) percentiles, the updates per second, and the
-// probe's latency alone and during the updates:
+// latency (send to NOERROR) percentiles, the updates per second, dnsd's
+// CPU use meanwhile (100% is one core), and the probe's latency alone and
+// during the updates:
 //
-//	updates n=… p50=… p99=… max=… rate=…/s errors=N | queries idle p50=… p99=… | during p50=… p99=… lost=N
+//	updates n=… p50=… p99=… max=… rate=…/s errors=N dnsd-cpu=…% | queries idle p50=… p99=… | during p50=… p99=… lost=N
 //
 // Every commit is fsync'd by the store (state_dir on the -dir file
 // system). Figures go to docs/performance.md.
@@ -124,6 +125,7 @@ update:
 		during *probe.Samples
 	)
 	start := time.Now()
+	cpu0, _ := proc.CPUTicks(cmd.Process.Pid)
 	wg.Go(func() { during = probe.Run(lctx, addr, probeName, o.qps, o.load) })
 	for c := range o.clients {
 		wg.Go(func() {
@@ -152,11 +154,12 @@ update:
 	}
 	wg.Wait()
 	took := time.Since(start)
+	cpu1, _ := proc.CPUTicks(cmd.Process.Pid)
 	slices.Sort(lat)
 	s := &probe.Samples{D: lat}
-	fmt.Printf("updates n=%d %s max=%s rate=%.0f/s errors=%d | queries idle %s | during %s lost=%d\n",
+	fmt.Printf("updates n=%d %s max=%s rate=%.0f/s errors=%d dnsd-cpu=%.0f%% | queries idle %s | during %s lost=%d\n",
 		len(lat), s.Percentiles(), s.Max().Round(10*time.Microsecond), float64(len(lat))/took.Seconds(), errs.Load(),
-		idle.Percentiles(), during.Percentiles(), during.Lost)
+		float64(cpu1-cpu0)/took.Seconds(), idle.Percentiles(), during.Percentiles(), during.Lost)
 	return nil
 }
 
