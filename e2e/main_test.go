@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -56,15 +57,23 @@ func TestMain(m *testing.M) {
 var handedOut sync.Map
 
 // freePort returns a port that is free for both UDP and TCP on 127.0.0.1
-// and that no earlier call returned.
+// and that no earlier call returned. It is taken below the kernel's
+// ephemeral range (32768 and up on Linux), never from it: dnsd binds its
+// UDP sockets with SO_REUSEPORT, so a port the kernel handed to another
+// test's server (bound to :0, also with SO_REUSEPORT) between this probe
+// and dnsd's bind would be shared, silently, the two servers taking each
+// other's queries.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	for i := 0; i < 50; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
+	for i := 0; i < 200; i++ {
+		port := 20000 + rand.IntN(12000)
+		if _, dup := handedOut.Load(port); dup {
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
 		if err != nil {

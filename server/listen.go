@@ -227,17 +227,24 @@ func bindOnce(ctx context.Context, host, port string, keys []unitKey, loopback, 
 // without SO_REUSEPORT is bound first and closed: it fails ("address
 // already in use") when anything holds the address. The caller probes
 // only when dnsd itself holds no UDP socket on that port, which the
-// probe would also run into.
+// probe would also run into. Port 0 is always resolved that way.
 func listenUDP(ctx context.Context, host, addr string, pktinfo, probe bool) ([]*net.UDPConn, error) {
 	n := runtime.NumCPU()
 	if n < 1 || !reusePortSupported {
 		n = 1
 	}
-	if probe && reusePortSupported {
+	_, port, _ := net.SplitHostPort(addr)
+	if (probe || port == "0") && reusePortSupported {
+		// Port 0 is resolved by this socket too: the kernel's choice for a
+		// SO_REUSEPORT socket may be a port another process's
+		// SO_REUSEPORT group holds (it would share it), never for this one.
 		var plain net.ListenConfig
 		pc, err := plain.ListenPacket(ctx, network("udp", host), addr)
 		if err != nil {
 			return nil, fmt.Errorf("bind udp: %w", err)
+		}
+		if port == "0" {
+			addr = net.JoinHostPort(host, strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port))
 		}
 		_ = pc.Close()
 	}
