@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/dnsd/dnsd/config"
@@ -149,8 +150,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 // check parses, validates and compiles the config without serving.
 func check(path string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(path, sources.ConfigKinds())
+	var (
+		mu       sync.Mutex
+		warnings []string
+	)
 	if err == nil {
-		reg := sources.NewRegistry(sources.Options{Logger: discardLogger(), DryRun: true})
+		reg := sources.NewRegistry(sources.Options{Logger: discardLogger(), DryRun: true, Warnings: func(line string) {
+			mu.Lock()
+			warnings = append(warnings, line)
+			mu.Unlock()
+		}})
 		var set *sources.Set
 		_, set, err = reg.Build(context.Background(), cfg, pipeline.Options{Logger: discardLogger()})
 		set.Release()
@@ -159,6 +168,10 @@ func check(path string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	// What the build warned of (sources that serve nothing, ...).
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", path, w)
 	}
 	// Stores of zone keys no longer listed: dnsd never deletes them.
 	orphans, err := dynamic.Orphans(cfg)

@@ -33,6 +33,7 @@ type Registry struct {
 	registerer prometheus.Registerer
 	dryRun     bool
 	bulk       kind.Bulk
+	warnings   func(string)
 
 	mu       sync.Mutex
 	backends map[string]*backend
@@ -66,6 +67,10 @@ type Options struct {
 	// Bulk is told of the backends' bursts of background work (reloads of
 	// their data); nil: nobody is.
 	Bulk kind.Bulk
+	// Warnings, when not nil, is handed each warning about the config
+	// that a build finds (kinds log them too), as one line: `dnsd check`
+	// prints them. It may be called from several builds at once.
+	Warnings func(line string)
 	// Kinds are the source kinds, owned by the registry from now on.
 	// nil: Kinds().
 	Kinds []kind.Kind
@@ -142,7 +147,7 @@ func NewRegistry(opts Options) *Registry {
 		opts.Kinds = Kinds()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, bulk: opts.Bulk, kinds: opts.Kinds, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
+	return &Registry{logger: opts.Logger, registerer: opts.Registerer, dryRun: opts.DryRun, bulk: opts.Bulk, warnings: opts.Warnings, kinds: opts.Kinds, backends: make(map[string]*backend), ctx: ctx, cancel: cancel}
 }
 
 // Set is the backends one compiled pipeline holds. Release it once the
@@ -332,6 +337,7 @@ func (r *Registry) env(ctx context.Context, cfg *config.Config, set *Set, kindNa
 		Serving:    set.serving,
 		Serials:    &r.serials,
 		Bulk:       r.bulk,
+		Warnings:   r.warnings,
 		AcquireFunc: func(key string, open func() (any, io.Closer, error)) (any, bool, error) {
 			return r.acquire(ctx, set, kindName, key, open)
 		},

@@ -2,12 +2,16 @@ package hosts
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,7 +80,10 @@ type Backend struct {
 	prebuilds sync.WaitGroup
 	closed    bool
 	built     atomic.Int64 // indexes whose records were built to the end (tests read it)
-	closeErr  error
+	// checked: the zone keys' names the files' names were counted
+	// against (firstCheck), under mu.
+	checked  map[string]bool
+	closeErr error
 }
 
 // hostsFile is one file of a Backend and its last good data.
@@ -394,27 +401,54 @@ func (b *Backend) reread(c *fswatch.Change, f *hostsFile) bool {
 	return true
 }
 
-// Outside counts the names with records in the current data that lie in
-// none of zones (lower-case FQDNs, "." = root) and returns one of them as
-// an example. A zone never serves such names; the caller logs them once.
+// Outside counts the names with records in the current data that a
+// source over zones (lower-case FQDNs, "." = root; its zone key's names)
+// never serves, and returns one of them as an example: a name in none of
+// zones whose addresses are in none of the reverse zones among them (with
+// reverse on, such a name is served as the target of its addresses'
+// PTRs; a wildcard never is). served reports whether the source serves
+// any of the data. The caller logs the count once.
 //
 // The pairs are read in file order (not through the hash table, whose
 // order is random in memory), and the zones are checked once per run of
 // pairs with the same parent: a name is in a zone when its parent is, or
 // when it is the zone itself. paced: queries are being answered (a
 // reload), and the count gives way to them on one processor.
-func (b *Backend) Outside(zones []string, paced bool) (n int, example string) {
+func (b *Backend) Outside(zones []string, reverse, paced bool) (n int, example string, served bool) {
 	b.mu.Lock()
 	ix, pace := b.defaultView().cur.Load().ix, b.pacing
 	b.mu.Unlock()
 	if !paced {
 		pace = nil
 	}
-	return ix.outside(zones, pace)
+	var prefixes []netip.Prefix
+	if reverse {
+		prefixes = reversePrefixes(zones)
+	}
+	return ix.outside(zones, prefixes, pace)
 }
 
-// outside is Outside, pacing itself when pace is set.
-func (ix *index) outside(zones []string, pace *pacing.Pacing) (n int, example string) {
+// firstCheck reports whether the names of the backend's files have not
+// been counted yet against zones (for a source with reverse on or off)
+// and marks them counted: a build logs the count once, not at every
+// reload that keeps the same zones.
+func (b *Backend) firstCheck(zones []string, reverse bool) bool {
+	key := strings.Join(zones, " ") + " reverse=" + strconv.FormatBool(reverse)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.checked[key] {
+		return false
+	}
+	if b.checked == nil {
+		b.checked = make(map[string]bool)
+	}
+	b.checked[key] = true
+	return true
+}
+
+// outside is Outside, pacing itself when pace is set; prefixes are the
+// address prefixes of the reverse zones a source answers PTR in.
+func (ix *index) outside(zones []string, prefixes []netip.Prefix, pace *pacing.Pacing) (n int, example string, served bool) {
 	pc := pacing.New(pace)
 	var buf [256]byte
 	var last struct {
@@ -423,6 +457,13 @@ func (ix *index) outside(zones []string, pace *pacing.Pacing) (n int, example st
 		n      uint8
 		in     bool
 	}
+	// ptrServed: pair (d, e) is served as a PTR in a reverse zone.
+	ptrServed := func(d *fileData, e fileEntry) bool {
+		if len(prefixes) == 0 || d.label(e) == "*" {
+			return false
+		}
+		return containsAddr(prefixes, d.addr(e))
+	}
 	for s, d := range ix.segs {
 		for k, e := range d.entries {
 			pc.Step()
@@ -430,11 +471,16 @@ func (ix *index) outside(zones []string, pace *pacing.Pacing) (n int, example st
 				last.d, last.parent, last.n = d, e.parent, e.parentN
 				last.in = slices.ContainsFunc(zones, func(z string) bool { return d.parentInZone(e, z) })
 			}
-			if last.in || slices.ContainsFunc(zones, func(z string) bool { return d.nameIs(e, z) }) {
+			if last.in || slices.ContainsFunc(zones, func(z string) bool { return d.nameIs(e, z) }) || ptrServed(d, e) {
+				served = true
 				continue
 			}
-			if !ix.isTail(ix.base[s]+uint32(k), d, e) {
+			id := ix.base[s] + uint32(k)
+			if !ix.isTail(id, d, e) {
 				continue // a duplicate, or not its name's last pair: counted once, at the last
+			}
+			if len(prefixes) > 0 && ix.someAddr(id, ptrServed) {
+				continue // served by another of its addresses
 			}
 			if name := d.appendName(buf[:0], e); n == 0 || string(name) < example {
 				example = string(name)
@@ -442,7 +488,56 @@ func (ix *index) outside(zones []string, pace *pacing.Pacing) (n int, example st
 			n++
 		}
 	}
-	return n, example
+	return n, example, served
+}
+
+// someAddr reports whether f holds for a pair of the name whose list ends
+// at pair x.
+func (ix *index) someAddr(x uint32, f func(*fileData, fileEntry) bool) bool {
+	for id := ix.fnext[x]; id != x; id = ix.fnext[id] {
+		if d, e := ix.entry(id); f(d, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// reversePrefixes returns the address prefixes of the reverse zones among
+// zones (10.in-addr.arpa.: 10.0.0.0/8; in-addr.arpa.: 0.0.0.0/0).
+func reversePrefixes(zones []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, z := range zones {
+		switch z {
+		case "in-addr.arpa.":
+			out = append(out, netip.PrefixFrom(netip.IPv4Unspecified(), 0))
+			continue
+		case "ip6.arpa.":
+			out = append(out, netip.PrefixFrom(netip.IPv6Unspecified(), 0))
+			continue
+		}
+		k, ok := parseReverse(z)
+		if !ok {
+			continue
+		}
+		if k.v6 {
+			var a [16]byte
+			binary.BigEndian.PutUint64(a[:8], k.hi)
+			binary.BigEndian.PutUint64(a[8:], k.lo)
+			out = append(out, netip.PrefixFrom(netip.AddrFrom16(a), 4*int(k.n)))
+		} else {
+			out = append(out, netip.PrefixFrom(netip.AddrFrom4(v4bytes(uint32(k.lo))), 8*int(k.n)))
+		}
+	}
+	return out
+}
+
+func containsAddr(prefixes []netip.Prefix, a netip.Addr) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func inZones(name string, zones []string) bool {

@@ -3,6 +3,7 @@ package hosts
 import (
 	"context"
 	"io"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,14 +39,17 @@ func (k *Kind) Settings() *config.Settings { return k.settings }
 // Build implements kind.Kind.
 func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
 	h := settings.(*Config)
-	if n, example := entriesOutside(h.Entries, z.Names); n > 0 {
-		env.Logger.Warn("hosts entries' names outside the zone are ignored", "zone", z.Key, "names", n, "example", example)
-	}
+	in, inExample, inServed := entriesOutside(h.Entries, z.Names, h.Reverse)
 	if len(h.Files) == 0 {
+		if !inServed {
+			allOutside(env, z, h, in, inExample)
+		} else if in > 0 {
+			env.Logger.Warn("hosts entries' names outside the zone are ignored", "zone", z.Key, "names", in, "example", inExample)
+		}
 		return NewSource(nil, h.Entries, h.TTL, h.Reverse, env.Serials).Within(z.Names), nil
 	}
 	files := filesKey(h.Files)
-	v, fresh, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
+	v, _, err := env.Acquire(files+" ttl="+h.TTL.String(), func() (any, io.Closer, error) {
 		b, release, opened, err := k.files.Acquire(files, func() (*Backend, error) {
 			return OpenBackend(h.Files, h.TTL, Options{Logger: env.Logger, Serials: env.Serials, Bulk: env.Bulk, Paced: env.Serving})
 		})
@@ -59,29 +63,64 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 		return nil, err
 	}
 	view := v.(*View)
-	if fresh {
-		if n, example := view.Backend().Outside(z.Names, env.Serving); n > 0 {
+	warned := false
+	if b := view.Backend(); b.firstCheck(z.Names, h.Reverse) {
+		// Counted once per backend and zone key, not at every reload.
+		n, example, served := b.Outside(z.Names, h.Reverse, env.Serving)
+		switch {
+		case !served && !inServed && n+in > 0:
+			if n == 0 || in > 0 && inExample < example {
+				example = inExample
+			}
+			allOutside(env, z, h, n+in, example)
+			warned = true
+		case n > 0:
 			env.Logger.Info("hosts names outside the zone are ignored", "zone", z.Key, "names", n, "example", example, "files", h.Files)
 		}
+	}
+	if in > 0 && !warned {
+		env.Logger.Warn("hosts entries' names outside the zone are ignored", "zone", z.Key, "names", in, "example", inExample)
 	}
 	return NewViewSource(view, h.Entries, h.TTL, h.Reverse, env.Serials).Within(z.Names), nil
 }
 
-// entriesOutside counts the names of inline entries outside zones (which
-// the source ignores, as it does such names in its files), with one of
-// them.
-func entriesOutside(entries []Entry, zones []string) (n int, example string) {
+// allOutside warns that none of a hosts source's names is served: n
+// names, in none of the zone key's forward zones, none with an address in
+// one of its reverse zones (or reverse is off).
+func allOutside(env *kind.Env, z config.Zone, h *Config, n int, example string) {
+	args := []any{"zone", z.Key, "names", n, "example", example}
+	if len(h.Files) > 0 {
+		args = append(args, "files", strings.Join(h.Files, ","))
+	}
+	why := "no name is in the zone key's zones and no address in its reverse zones"
+	if !h.Reverse {
+		why = "no name is in the zone key's zones (reverse is off)"
+	}
+	env.Warn("hosts entries are all outside the zone key, nothing of them is served: "+why, args...)
+}
+
+// entriesOutside counts the names of inline entries that the source never
+// serves (as Backend.Outside counts those of its files), with one of
+// them, and reports whether it serves any entry.
+func entriesOutside(entries []Entry, zones []string, reverse bool) (n int, example string, served bool) {
+	var prefixes []netip.Prefix
+	if reverse {
+		prefixes = reversePrefixes(zones)
+	}
 	for _, e := range entries {
+		ptr := containsAddr(prefixes, e.Addr)
 		for _, name := range e.Names {
-			if len(zones) > 0 && !inZones(name, zones) {
-				if n == 0 {
-					example = name
-				}
-				n++
+			if len(zones) == 0 || inZones(name, zones) || ptr && !strings.HasPrefix(name, "*.") && name != "*." {
+				served = true
+				continue
 			}
+			if n == 0 {
+				example = name
+			}
+			n++
 		}
 	}
-	return n, example
+	return n, example, served
 }
 
 // filesKey identifies a hosts backend: the same files, in any order. It

@@ -153,18 +153,34 @@ func checkIndex(t testing.TB, ix *index, pairs []pair) {
 	if ix.records != m.records || ix.wild != m.wild {
 		t.Fatalf("index: %d records, wildcards %v; model: %d, %v", ix.records, ix.wild, m.records, m.wild)
 	}
-	// The names with records outside some zones, and the first of them.
-	for _, zones := range [][]string{{"."}, {"example."}, {"internal.", "a."}, {"x.y."}} {
-		n, example := 0, ""
+	// The names with records outside some zones, and the first of them;
+	// a name with an address in a reverse zone among them is served (a
+	// wildcard's never is).
+	for _, zones := range [][]string{{"."}, {"example."}, {"internal.", "a."}, {"x.y."},
+		{"10.in-addr.arpa."}, {"x.y.", "8.b.d.0.1.0.0.2.ip6.arpa."}, {"in-addr.arpa.", "example."}} {
+		prefixes := reversePrefixes(zones)
+		n, example, served := 0, "", false
 		for name, recs := range m.fwd {
-			if recs != nil && !slices.ContainsFunc(zones, func(z string) bool { return pipeline.InZone(name, z) }) {
-				if n++; n == 1 || name < example {
-					example = name
+			if recs == nil {
+				continue
+			}
+			in := slices.ContainsFunc(zones, func(z string) bool { return pipeline.InZone(name, z) })
+			for _, rec := range recs {
+				_, a, _ := strings.Cut(rec, " ")
+				if !strings.HasPrefix(name, "*.") && slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(netip.MustParseAddr(a)) }) {
+					in = true
 				}
 			}
+			if in {
+				served = true
+				continue
+			}
+			if n++; n == 1 || name < example {
+				example = name
+			}
 		}
-		if gotN, gotEx := ix.outside(zones, nil); gotN != n || gotEx != example {
-			t.Fatalf("outside %v: %d, %q; want %d, %q", zones, gotN, gotEx, n, example)
+		if gotN, gotEx, gotServed := ix.outside(zones, prefixes, nil); gotN != n || gotEx != example || gotServed != served {
+			t.Fatalf("outside %v: %d, %q, %v; want %d, %q, %v", zones, gotN, gotEx, gotServed, n, example, served)
 		}
 	}
 	names := map[string]bool{"arpa.": true, "in-addr.arpa.": true, "ip6.arpa.": true,
@@ -277,7 +293,7 @@ func TestMixedFileAnswers(t *testing.T) {
 				}
 			}
 			checkIndex(t, s.data.Load().ix, pairs)
-			if n, ex := b.Outside([]string{"example.internal."}, false); n != 1 || ex != "1.0.0.10.in-addr.arpa." {
+			if n, ex, _ := b.Outside([]string{"example.internal."}, true, false); n != 1 || ex != "1.0.0.10.in-addr.arpa." {
 				t.Errorf("Outside = %d, %q", n, ex)
 			}
 			for _, zone := range []string{"apps.example.internal.", "in-addr.arpa."} {

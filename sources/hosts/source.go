@@ -19,9 +19,12 @@ type Source struct {
 	ttl     uint32
 	reverse bool
 	serial  uint32 // taken when the Source is made: its inline entries' serial
-	// zones: when set, the names the source answers for; a PTR whose
-	// name lies outside them is not given (the name is ignored).
-	zones []string
+	// zones: when set, the names the source answers for (its zone
+	// key's). A PTR at an owner in one of rzones (the reverse zones among
+	// them) is always given, whatever zone its name is in; elsewhere (a
+	// forward zone holding reverse names, such as ".") only a PTR whose
+	// name lies in zones is.
+	zones, rzones []string
 }
 
 var (
@@ -64,11 +67,19 @@ func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeli
 	return s
 }
 
-// Within makes the source ignore names outside zones (its zone key's
-// names, reverse zones included): they get no PTR records. Forward names
-// outside them are never asked. It returns s.
+// Within tells the source its zone key's names (reverse zones
+// included). It answers PTR in a reverse zone among them for every
+// address of its entries in that zone, whatever zone the entry's names
+// are in; in a forward zone that holds reverse names (the root) a PTR to
+// a name outside zones is left out. Forward names outside zones are never
+// asked. It returns s.
 func (s *Source) Within(zones []string) *Source {
-	s.zones = zones
+	s.zones, s.rzones = zones, nil
+	for _, z := range zones {
+		if pipeline.Reverse(z) {
+			s.rzones = append(s.rzones, z)
+		}
+	}
 	return s
 }
 
@@ -122,7 +133,7 @@ func (s *Source) Lookup(_ context.Context, q *pipeline.Question) pipeline.Result
 	if !found {
 		return pipeline.Result{Status: pipeline.NotMine}
 	}
-	if s.zones != nil && (len(parts[1]) > 0 || len(parts[3]) > 0) {
+	if s.zones != nil && (len(parts[1]) > 0 || len(parts[3]) > 0) && !inZones(q.Name, s.rzones) {
 		parts[1], parts[3] = s.ptrsWithin(parts[1]), s.ptrsWithin(parts[3])
 		if len(parts[0])+len(parts[1])+len(parts[2])+len(parts[3]) == 0 {
 			// An address's name: it exists only for its PTRs.
@@ -173,7 +184,7 @@ func (s *Source) List(zone string, yield func(dns.RR) bool) error {
 	if s.zones != nil {
 		all := yield
 		yield = func(rr dns.RR) bool {
-			if p, ok := rr.(*dns.PTR); ok && !inZones(p.Ptr, s.zones) {
+			if p, ok := rr.(*dns.PTR); ok && !inZones(p.Hdr.Name, s.rzones) && !inZones(p.Ptr, s.zones) {
 				return true
 			}
 			return all(rr)

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -80,8 +83,35 @@ type Env struct {
 	// Bulk is told of a backend's bursts of background work (see Bulk);
 	// nil: nobody is.
 	Bulk Bulk
+	// Warnings, when not nil, is handed every warning about the config
+	// that Warn logs, as one line (`dnsd check` prints them).
+	Warnings func(line string)
 	// AcquireFunc is the registry's backend table (see Acquire). Never nil.
 	AcquireFunc func(key string, open func() (any, io.Closer, error)) (value any, fresh bool, err error)
+}
+
+// Warn logs a warning about the config (msg, then slog's key-value
+// args) at WARN and hands it to Warnings, when set, as one line: msg
+// followed by key=value for each pair (a value with a space or a quote
+// quoted).
+func (e *Env) Warn(msg string, args ...any) {
+	e.Logger.Warn(msg, args...)
+	if e.Warnings == nil {
+		return
+	}
+	r := slog.NewRecord(time.Time{}, slog.LevelWarn, msg, 0)
+	r.Add(args...)
+	var b strings.Builder
+	b.WriteString(msg)
+	r.Attrs(func(a slog.Attr) bool {
+		v := a.Value.Resolve().String()
+		if v == "" || strings.ContainsAny(v, " \t\"=") || strconv.Quote(v) != `"`+v+`"` {
+			v = strconv.Quote(v)
+		}
+		fmt.Fprintf(&b, " %s=%s", a.Key, v)
+		return true
+	})
+	e.Warnings(b.String())
 }
 
 // Bulk is told when a backend begins a burst of background work that
