@@ -97,8 +97,8 @@ func (z *zone) ownSOA() *dns.SOA {
 // heldSOA is the SOA held by the first of the zone's local sources that
 // has one (SOAer), else nil, and whether it is the zone's SOA as written
 // (own: that source is the zone's only local source and says its serial
-// follows its data). When it is not, the zone's SOA is this one with
-// dnsd's serial.
+// follows its data, and the zone is not demoted). When it is not, the
+// zone's SOA is this one with dnsd's serial.
 func (z *zone) heldSOA() (soa *dns.SOA, own bool) {
 	locals := 0
 	for i := range z.entries {
@@ -113,7 +113,7 @@ func (z *zone) heldSOA() (soa *dns.SOA, own bool) {
 			soa, own = s.SOA(z.name)
 		}
 	}
-	return soa, soa != nil && own && locals == 1
+	return soa, soa != nil && own && locals == 1 && !z.demoted
 }
 
 // ListZone hands emit every record of a top-level zone (a lower-case
@@ -348,4 +348,21 @@ func zoneSynced(z *zone) bool {
 		}
 	}
 	return true
+}
+
+// Serials returns the serial every zone of p has now, top-level zones
+// and views' own: what a restart must not go below (Options.Floors).
+func (p *Pipeline) Serials() map[ZoneKey]uint32 {
+	out := make(map[ZoneKey]uint32, len(p.table.zones))
+	for name, z := range p.table.zones {
+		out[ZoneKey{Zone: name}] = z.serial()
+	}
+	if p.views != nil {
+		for _, v := range p.views.list {
+			for name, z := range v.table.zones {
+				out[ZoneKey{View: v.name, Zone: name}] = z.serial()
+			}
+		}
+	}
+	return out
 }

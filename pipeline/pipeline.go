@@ -63,6 +63,18 @@ type Options struct {
 	// start. A zone whose SOA dnsd makes never gets a serial below the
 	// one it had there (see carrySerials).
 	Prev *Pipeline
+	// Floors are the last serials the zones were served with, as far as
+	// dnsd remembers (an earlier process's, kept in state_dir; see
+	// Serials): a zone's serial is never below its floor in RFC 1982
+	// terms. It is the floor itself when it comes out the same, else at
+	// least one above (see raiseSerials). nil: none.
+	Floors map[ZoneKey]uint32
+}
+
+// ZoneKey names one zone of a pipeline: a top-level zone (View "") or
+// one of a view's own zones. Zone is a lower-case FQDN.
+type ZoneKey struct {
+	View, Zone string
 }
 
 // Pipeline is a compiled, immutable zone table (and one per view). It is
@@ -101,6 +113,11 @@ type zone struct {
 	// neg is the last SOA made for a negative answer's authority section,
 	// reused while it is still the one authSOA would make.
 	neg atomic.Pointer[negSOA]
+	// demoted: the zone's only local source holds its own SOA, but its
+	// serial is below one the zone served before (a reload or an earlier
+	// process): dnsd serves that SOA with its own serial, above the one
+	// served, for this generation (see raiseSerials).
+	demoted bool
 	// pinned: a reload found the zone's data as it was, so it keeps the
 	// serial it had (pinSerial) for as long as its sources' serial stays
 	// pinAt (see keepSerial).
@@ -178,7 +195,67 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 			}
 		}
 	}
+	p.raiseSerials("", &p.table, opts.Floors)
+	if p.views != nil {
+		for _, v := range p.views.list {
+			p.raiseSerials(v.name, &v.table, opts.Floors)
+		}
+	}
 	return p, nil
+}
+
+// raiseSerials keeps the serials of t's zones (view's) above what they
+// must be above, in RFC 1982 terms: a serial dnsd makes for a zone whose
+// zone file has a SOA is above that SOA's serial (secondaries may hold
+// the zone file's version, served while it was the zone's only source),
+// and every zone's serial is at least its floor (the last one served
+// before a restart), one above it unless it is the floor itself. A zone
+// file's own serial below its floor is not served: the zone gets dnsd's
+// serial, above the floor, for this generation (demoted).
+func (p *Pipeline) raiseSerials(view string, t *table, floors map[ZoneKey]uint32) {
+	for name, z := range t.zones {
+		held, own := z.heldSOA()
+		if held != nil && !own {
+			z.above(held.Serial)
+		}
+		floor, ok := floors[ZoneKey{view, name}]
+		if !ok {
+			continue
+		}
+		if own {
+			if SerialLess(held.Serial, floor) {
+				p.log.Warn("zone serial below the one served before: its zone file's SOA has a lower serial; dnsd serves the zone with its own serial above it until a reload or restart finds the file's serial higher",
+					"zone", name, "view", view, "served", floor, "file", held.Serial)
+				z.demote(floor)
+			}
+			continue
+		}
+		if SerialLess(z.serial(), floor) {
+			z.above(floor)
+		}
+	}
+}
+
+// above raises z's made serial above x (RFC 1982), when it is not: its
+// offset grows, and a serial kept across a reload (pinned) not above x is
+// let go.
+func (z *zone) above(x uint32) {
+	if z.pinned {
+		if SerialLess(x, z.pinSerial) {
+			return
+		}
+		z.pinned = false
+	}
+	if s := z.madeSerial(); !SerialLess(x, s) {
+		z.offset += x + 1 - s
+	}
+}
+
+// demote makes z, whose only local source holds its own SOA, serve that
+// SOA with dnsd's serial, above was (the serial it served before).
+func (z *zone) demote(was uint32) {
+	z.demoted, z.pinned = true, false
+	z.above(was)
 }
 
 // carrySerials keeps serials from going back across a reload (RFC 1982
@@ -186,7 +263,8 @@ func New(zones []ZoneSpec, opts Options) (*Pipeline, error) {
 // keeps the offset it had, and when its serial would still not be above
 // the one it had, it starts one above it (its zone file's SOA had a date
 // serial ahead of the clock, and another source joined it). A zone file's
-// own SOA is the operator's: a serial that went back there is logged.
+// own SOA whose serial went back below the one served is logged, and the
+// zone gets dnsd's serial above that one (demote).
 func (p *Pipeline) carrySerials(view string, t, old *table) {
 	for name, z := range t.zones {
 		oz := old.zones[name]
@@ -196,8 +274,12 @@ func (p *Pipeline) carrySerials(view string, t, old *table) {
 		was := oz.serial()
 		if z.ownSOA() != nil {
 			if now := z.serial(); SerialLess(now, was) {
-				p.log.Warn("zone serial went back: its zone file's SOA has a lower serial than the one served before; secondaries keep their copy until it passes that",
+				p.log.Warn("zone serial below the one served before: its zone file's SOA has a lower serial; dnsd serves the zone with its own serial above it until a reload or restart finds the file's serial higher",
 					"zone", name, "view", view, "served", was, "file", now)
+				if oz.ownSOA() == nil {
+					z.offset = oz.offset
+				}
+				z.demote(was)
 			}
 			continue
 		}
