@@ -70,6 +70,7 @@ type Daemon struct {
 	notify   notifier
 	watchdog *time.Ticker        // WATCHDOG=1 pings; nil without a systemd watchdog
 	notifies *authority.Notifier // NOTIFY to the secondaries of transferred zones
+	serials  *serialKeeper       // the zones' serials, kept across restarts
 
 	mu   sync.Mutex // serialises Reload and Shutdown
 	cfg  *config.Config
@@ -127,7 +128,10 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d.reg = sources.NewRegistry(sources.Options{Logger: d.logger, Registerer: d.metrics.Registry, Bulk: opts.Bulk})
 	d.metrics.WatchSynced(d.reg.Synced)
 
-	p, set, err := d.reg.Build(ctx, cfg, pipelineOptions(cfg, d.logger))
+	d.serials = newSerialKeeper(cfg, d.logger)
+	opts0 := pipelineOptions(cfg, d.logger)
+	opts0.Floors = d.serials.floors(cfg) // serials never go back across a restart
+	p, set, err := d.reg.Build(ctx, cfg, opts0)
 	if err != nil {
 		d.reg.Close()
 		return nil, err
@@ -160,6 +164,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.notifies = authority.NewNotifier(func() *authority.Zones { return d.current().auth }, d.metrics, d.logger)
 	d.notifies.Start()
+	d.serials.start(func() *pipeline.Pipeline { return d.current().p })
 	waitCtx, cancel := context.WithCancel(context.Background())
 	d.stopWait = cancel
 	go func() {
@@ -235,7 +240,8 @@ func (d *Daemon) reload(ctx context.Context) error {
 	}
 	cur := d.current()
 	opts := pipelineOptions(cfg, d.logger)
-	opts.Prev = cur.p // serials never go back
+	opts.Prev = cur.p                   // serials never go back
+	opts.Floors = d.serials.floors(cfg) // zones served before this pipeline's predecessor too
 	p, set, err := d.reg.Build(ctx, cfg, opts)
 	if err != nil {
 		return err
@@ -284,6 +290,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 		d.http = newHTTP
 	}
 	d.reg.Swapped(cfg, p, set)
+	d.serials.reconfigure(cfg)
 	if cfg.Log.Format != d.format {
 		d.logger.Warn("log.format changes take effect at the next restart", "running", d.format, "configured", cfg.Log.Format)
 	}
@@ -374,6 +381,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.drains.Wait()
 	d.notifies.Close()
 	err := d.srv.Shutdown(ctx)
+	d.serials.close() // the serials served last
 	d.http.stop(ctx)
 	d.reg.Close()
 	if d.watchdog != nil {

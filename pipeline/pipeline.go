@@ -74,7 +74,8 @@ type Options struct {
 // ZoneKey names one zone of a pipeline: a top-level zone (View "") or
 // one of a view's own zones. Zone is a lower-case FQDN.
 type ZoneKey struct {
-	View, Zone string
+	View string // the view's name; "" for a top-level zone
+	Zone string // never empty
 }
 
 // Pipeline is a compiled, immutable zone table (and one per view). It is
