@@ -537,16 +537,27 @@ func TestList(t *testing.T) {
 	}; !slices.Equal(got, want) {
 		t.Errorf("reverse zone: %q, want %q", got, want)
 	}
-	// A reverse zone of its zone key lists every address in it, though
-	// b.other.internal is in none of the key's zones.
+	// In a zone key with a forward zone the names are that zone's:
+	// b.other.internal is outside it, so it gets no PTR.
 	within := NewSource(openBackend(t, path), entries, time.Hour, true, nil).Within([]string{"example.internal.", "10.in-addr.arpa."})
 	if got, want := list(within, "10.in-addr.arpa."), []string{
+		"1.0.0.10.in-addr.arpa. 3600 IN PTR a.example.internal.",
+		"3.0.0.10.in-addr.arpa. 3600 IN PTR c.example.internal.",
+	}; !slices.Equal(got, want) {
+		t.Errorf("reverse zone of a key with a forward zone: %q, want %q", got, want)
+	}
+	expect(t, within, "2.0.0.10.in-addr.arpa.", "NOTMINE")
+	// A key of reverse zones only lists every address in them, whatever
+	// zone the names are in.
+	revOnly := NewSource(openBackend(t, path), entries, time.Hour, true, nil).Within([]string{"10.in-addr.arpa."})
+	if got, want := list(revOnly, "10.in-addr.arpa."), []string{
 		"1.0.0.10.in-addr.arpa. 3600 IN PTR a.example.internal.",
 		"2.0.0.10.in-addr.arpa. 3600 IN PTR b.other.internal.",
 		"3.0.0.10.in-addr.arpa. 3600 IN PTR c.example.internal.",
 	}; !slices.Equal(got, want) {
-		t.Errorf("reverse zone of the key: %q, want %q", got, want)
+		t.Errorf("a reverse-only key: %q, want %q", got, want)
 	}
+	expect(t, revOnly, "2.0.0.10.in-addr.arpa.", "PTR b.other.internal.")
 	// A forward zone that holds reverse names (arpa.) gives no PTR to a
 	// name outside the key.
 	arpa := NewSource(openBackend(t, path), entries, time.Hour, true, nil).Within([]string{"arpa.", "example.internal."})
@@ -557,7 +568,6 @@ func TestList(t *testing.T) {
 		t.Errorf("forward zone arpa., names outside the key ignored: %q, want %q", got, want)
 	}
 	expect(t, arpa, "2.0.0.10.in-addr.arpa.", "NOTMINE")
-	expect(t, within, "2.0.0.10.in-addr.arpa.", "PTR b.other.internal.")
 	noRev := NewSource(openBackend(t, path), nil, time.Hour, false, nil)
 	if got := list(noRev, "10.in-addr.arpa."); len(got) != 0 {
 		t.Errorf("reverse off: %q listed", got)

@@ -39,7 +39,7 @@ func (k *Kind) Settings() *config.Settings { return k.settings }
 // Build implements kind.Kind.
 func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any) (pipeline.Source, error) {
 	h := settings.(*Config)
-	in, inExample, inServed := entriesOutside(h.Entries, z.Names, h.Reverse)
+	in, inExample, inServed := entriesOutside(h.Entries, z.Names, h.Reverse && reverseOnly(z.Names))
 	if len(h.Files) == 0 {
 		if !inServed {
 			allOutside(env, z, h, in, inExample)
@@ -66,7 +66,7 @@ func (k *Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings a
 	warned := false
 	if b := view.Backend(); b.firstCheck(z.Names, h.Reverse) {
 		// Counted once per backend and zone key, not at every reload.
-		n, example, served := b.Outside(z.Names, h.Reverse, env.Serving)
+		n, example, served := b.Outside(z.Names, h.Reverse && reverseOnly(z.Names), env.Serving)
 		switch {
 		case !served && !inServed && n+in > 0:
 			if n == 0 || in > 0 && inExample < example {

@@ -75,12 +75,24 @@ func newSource(entries []Entry, ttl time.Duration, reverse bool, serials *pipeli
 // asked. It returns s.
 func (s *Source) Within(zones []string) *Source {
 	s.zones, s.rzones = zones, nil
-	for _, z := range zones {
-		if pipeline.Reverse(z) {
-			s.rzones = append(s.rzones, z)
-		}
+	if reverseOnly(zones) {
+		s.rzones = zones
 	}
 	return s
+}
+
+// reverseOnly reports a zone key of reverse zones only. Its hosts source
+// answers PTR for every address in them whatever zone the names are in:
+// no zone of the key could hold those names. In a key with a forward zone
+// the names are the forward zones': a PTR to a name outside the key is
+// left out, as the name is.
+func reverseOnly(zones []string) bool {
+	for _, z := range zones {
+		if !pipeline.Reverse(z) {
+			return false
+		}
+	}
+	return len(zones) > 0
 }
 
 // Kind is "hosts".
