@@ -154,6 +154,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	g := newGeneration(cfg, p, auth, set)
 	d.srv.Commit(change, g, g)
+	zeroSeries(d.metrics, cfg)
 	if cfg.HTTP != "" {
 		if d.http, err = startHTTP(cfg.HTTP, d.metrics.Registry, d.ready, d.reg.FlushCache, d.logger); err != nil {
 			err = fmt.Errorf("%s: %w", cfg.HTTPPos, err)
@@ -291,6 +292,7 @@ func (d *Daemon) reload(ctx context.Context) error {
 	}
 	d.reg.Swapped(cfg, p, set)
 	d.serials.reconfigure(cfg)
+	zeroSeries(d.metrics, cfg)
 	if cfg.Log.Format != d.format {
 		d.logger.Warn("log.format changes take effect at the next restart", "running", d.format, "configured", cfg.Log.Format)
 	}
@@ -335,6 +337,21 @@ func (d *Daemon) retire(old *generation, cfg *config.Config, swap uint64) {
 	old.set.Release()
 	if d.swaps.Load() == swap {
 		d.metrics.KeepZones(configured(cfg))
+	}
+}
+
+// zeroSeries makes, at 0, the transfer and NOTIFY series of every zone
+// cfg transfers (and notifies secondaries of), for every result: the
+// alerts that compare failures with successes need the success series
+// before the first success.
+func zeroSeries(m *metrics.Metrics, cfg *config.Config) {
+	for _, t := range cfg.Transfers {
+		for _, z := range t.Zones {
+			m.Transferred(z, server.TransferSuccess, server.TransferRefused, server.TransferNotAuth, server.TransferBusy, server.TransferError)
+			if len(t.Notify) > 0 {
+				m.Notified(z, authority.NotifySent, authority.NotifyAcked, authority.NotifyFailed)
+			}
+		}
 	}
 }
 

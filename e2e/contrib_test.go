@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -326,5 +327,148 @@ func TestPostinstallOwnership(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// alertRules reads the rule groups of contrib/prometheus-alerts.yaml:
+// alert name -> expression.
+func alertRules(t *testing.T) map[string]string {
+	t.Helper()
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, "contrib/prometheus-alerts.yaml")), &rules); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			out[r.Alert] = r.Expr
+		}
+	}
+	return out
+}
+
+// TestPrometheusAlertRulesFire: promtool accepts the rules and passes
+// their unit tests (contrib/prometheus-alerts.test.yaml), which hold, for
+// every alert, a case where it must fire.
+func TestPrometheusAlertRulesFire(t *testing.T) {
+	needTool(t, "promtool")
+	if out, err := exec.Command("promtool", "check", "rules", "contrib/prometheus-alerts.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	cmd := exec.Command("promtool", "test", "rules", "prometheus-alerts.test.yaml")
+	cmd.Dir = "contrib"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		}
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, "contrib/prometheus-alerts.test.yaml")), &tests); err != nil {
+		t.Fatal(err)
+	}
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+		}
+	}
+	for a := range alertRules(t) {
+		if !fires[a] {
+			t.Errorf("contrib/prometheus-alerts.test.yaml has no case where %s fires", a)
+		}
+	}
+}
+
+// selector matches a metric name with its label matchers in PromQL.
+var selector = regexp.MustCompile(`\b(dnsd_[a-z_]*[a-z])\b(\{([^}]*)\})?`)
+
+// matcher matches one label matcher: name, operator, value.
+var matcher = regexp.MustCompile(`([a-z_]+)\s*(=~|=)\s*"([^"]*)"`)
+
+// TestAlertSeriesAtStart: right after dnsd starts, before any query,
+// transfer or NOTIFY, /metrics has every series the alert rules select
+// (at 0) for a configured transferred zone with a secondary to notify, a
+// secondary source that never syncs and a forward upstream that never
+// answers: a rule comparing failures with successes sees both.
+func TestAlertSeriesAtStart(t *testing.T) {
+	dead := freePort(t) // nothing listens there
+	d := start(t, config{HTTP: true, Extra: "state_dir: ./state\n" + fmt.Sprintf(`transfer:
+  - zones: [example.internal]
+    allow: [127.0.0.1]
+    notify: ["127.0.0.1:%d"]
+`, dead), Zones: fmt.Sprintf(`  example.internal:
+    - hosts: {entries: ["10.0.0.1 a"]}
+  partner.example:
+    - secondary: {primaries: ["127.0.0.1:%d"]}
+  fwd.example:
+    - forward: {upstreams: ["127.0.0.1:%d"]}
+`, dead, dead)}, nil)
+	m := d.metrics()
+	// series reports whether /metrics has a sample of name whose labels
+	// include every one of want (name="value" strings).
+	series := func(name string, want ...string) bool {
+		for _, line := range strings.Split(m, "\n") {
+			if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+				continue
+			}
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(line, w)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
+	for alert, expr := range alertRules(t) {
+		for _, s := range selector.FindAllStringSubmatch(expr, -1) {
+			name := s[1]
+			if name == "dnsd_responses_total" {
+				continue // counts answers: no queries, no ratio to alert on
+			}
+			var zone []string
+			if name == "dnsd_transfers_total" || name == "dnsd_notify_total" {
+				zone = []string{`zone="example.internal."`}
+			}
+			ms := matcher.FindAllStringSubmatch(s[3], -1)
+			if len(ms) == 0 && !series(name, zone...) {
+				t.Errorf("%s: no %s%v series at start:\n%s", alert, name, zone, grep(m, name))
+			}
+			for _, mt := range ms {
+				values := []string{mt[3]}
+				if mt[2] == "=~" {
+					values = strings.Split(mt[3], "|")
+				}
+				for _, v := range values {
+					want := append([]string{mt[1] + `="` + v + `"`}, zone...)
+					if !series(name, want...) {
+						t.Errorf("%s: no %s%v series at start:\n%s", alert, name, want, grep(m, name))
+					}
+				}
+			}
+		}
+	}
+	for _, line := range []string{
+		`dnsd_notify_total{result="acked",zone="example.internal."} 0`,
+		`dnsd_transfers_total{result="success",zone="example.internal."} 0`,
+	} {
+		if !strings.Contains(m, line+"\n") {
+			t.Errorf("no %s:\n%s", line, grep(m, "example.internal"))
+		}
+	}
+	if !series("dnsd_source_synced", "} 0") {
+		t.Errorf("no unsynced source (the secondary's primary never answers):\n%s", grep(m, "dnsd_source_synced"))
 	}
 }

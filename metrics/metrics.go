@@ -322,6 +322,25 @@ func (m *Metrics) Update(zone, result string, changed bool, d time.Duration) {
 	}
 }
 
+// Transferred makes the transfer series of zone, one per result, at 0
+// if they are not there: a zone's counters exist from the moment it is
+// configured for transfers, so that increase() and alerts that compare
+// results (a success that never came) see every result, not only the
+// ones that happened. KeepZones removes them with the zone.
+func (m *Metrics) Transferred(zone string, results ...string) {
+	for _, r := range results {
+		m.transfers.WithLabelValues(ZoneLabel(zone), r)
+	}
+}
+
+// Notified is Transferred for the NOTIFY series of a zone that has
+// secondaries to notify.
+func (m *Metrics) Notified(zone string, results ...string) {
+	for _, r := range results {
+		m.notifies.WithLabelValues(zone, r)
+	}
+}
+
 // Notify records one NOTIFY event of a transferred zone; result is one
 // of authority's Notify* results ("sent", "acked", "failed").
 func (m *Metrics) Notify(zone, result string) { m.notifies.WithLabelValues(zone, result).Inc() }

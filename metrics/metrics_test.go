@@ -182,3 +182,27 @@ func TestKeepZones(t *testing.T) {
 		t.Errorf("a query after the deletion: %d on the series, want 1", got)
 	}
 }
+
+// The transfer and NOTIFY series of a transferred zone exist at 0 before
+// anything happened, and go with the zone.
+func TestTransferredZeroSeries(t *testing.T) {
+	m := New("test", "none")
+	m.Transferred("a.test.", "success", "error")
+	m.Notified("a.test.", "sent", "acked", "failed")
+	if n := testutil.CollectAndCount(m.transfers) + testutil.CollectAndCount(m.notifies); n != 5 {
+		t.Fatalf("%d transfer and NOTIFY series, want 5", n)
+	}
+	if got := testutil.ToFloat64(m.notifies.WithLabelValues("a.test.", "acked")); got != 0 {
+		t.Errorf("acked: %v, want 0", got)
+	}
+	m.Transferred("a.test.", "success") // again (a reload): the count stays
+	m.Transfer("a.test.", "success")
+	m.Transferred("a.test.", "success")
+	if got := testutil.ToFloat64(m.transfers.WithLabelValues("a.test.", "success")); got != 1 {
+		t.Errorf("success after a transfer and a reload: %v, want 1", got)
+	}
+	m.KeepZones(func(string, string) bool { return true }, func(string) bool { return false })
+	if n := testutil.CollectAndCount(m.transfers) + testutil.CollectAndCount(m.notifies); n != 0 {
+		t.Errorf("%d series after the zone is removed, want 0", n)
+	}
+}

@@ -7,8 +7,11 @@
 # bind9-dnsutils (dnssec-signzone, dnssec-verify, delv: the pre-signed zone
 # tests), unbound (their validating resolver) and dnsperf (DNS over HTTPS
 # with queries in flight), kea-dhcp-ddns (a real client of the dynamic
-# update tests; nsupdate and knsupdate come with the packages above). Fast when
-# everything is there; needs root (CI runs as root) otherwise.
+# update tests; nsupdate and knsupdate come with the packages above), and
+# promtool (the alert rules test: only that binary is taken from Debian's
+# prometheus package, which would also install and start a Prometheus
+# server). Fast when everything is there; needs root (CI runs as root)
+# otherwise.
 set -euo pipefail
 
 need=()
@@ -27,10 +30,24 @@ command -v delv >/dev/null || need+=(bind9-dnsutils)         # delv: the validat
 command -v unbound >/dev/null || need+=(unbound)
 command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v kea-dhcp-ddns >/dev/null || need+=(kea-dhcp-ddns-server) # Kea DHCP-DDNS: the dynamic update test's real client
-if [ ${#need[@]} -eq 0 ]; then
+promtool=false
+command -v promtool >/dev/null || promtool=true
+if [ ${#need[@]} -eq 0 ] && ! $promtool; then
 	exit 0
 fi
-echo "ci-deps.sh: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+	echo "ci-deps.sh: installing ${need[*]}" >&2
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if $promtool; then
+	# The package's postinst enables and starts prometheus.service: take
+	# the one static binary out of the .deb instead of installing it.
+	echo "ci-deps.sh: installing promtool (from the prometheus package) into /usr/local/bin" >&2
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	(cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
+	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$tmp" ./usr/bin/promtool
+	install -m 0755 "$tmp/usr/bin/promtool" /usr/local/bin/promtool
+fi
