@@ -310,7 +310,22 @@ func TestPostinstallOwnership(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command("/bin/sh", append([]string{"contrib/packaging/postinstall.sh"}, tc.args...)...)
+			// The kernel setting it applies: stand-ins too, under a
+			// path the script can hold unquoted (a test name has "(").
+			sysctl, err := os.MkdirTemp("", "dnsd-postinst-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(sysctl) })
+			writeFile(t, filepath.Join(sysctl, "rmem_max"), "212992\n")
+			writeFile(t, filepath.Join(sysctl, "systemd-sysctl"), "#!/bin/sh\necho \"systemd-sysctl $*\" >> \"$LOG\"\n")
+			if err := os.Chmod(filepath.Join(sysctl, "systemd-sysctl"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			script := filepath.Join(sysctl, "postinstall.sh")
+			writeFile(t, script, strings.NewReplacer("/usr/lib/systemd/systemd-sysctl", filepath.Join(sysctl, "systemd-sysctl"),
+				"/proc/sys/net/core/rmem_max", filepath.Join(sysctl, "rmem_max")).Replace(readFile(t, "contrib/packaging/postinstall.sh")))
+			cmd := exec.Command("/bin/sh", append([]string{script}, tc.args...)...)
 			cmd.Env = []string{"PATH=" + bin, "LOG=" + log}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("postinstall %v: %v\n%s", tc.args, err, out)

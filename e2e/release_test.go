@@ -7,9 +7,13 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
+	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,6 +23,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	dnsdconfig "github.com/dnsd/dnsd/config"
 )
 
 // needTool skips (or, in CI, fails) when a program the test runs is not
@@ -161,6 +167,7 @@ func checkDeb(t *testing.T, deb string) {
 		"./etc/dnsd/dnsd.yaml":                  "-rw-r-----",
 		"./usr/lib/systemd/system/dnsd.service": "-rw-r--r--",
 		"./usr/lib/sysusers.d/dnsd.conf":        "-rw-r--r--",
+		"./usr/lib/sysctl.d/60-dnsd.conf":       "-rw-r--r--",
 		"./usr/share/man/man8/dnsd.8.gz":        "-rw-r--r--",
 		"./usr/share/man/man5/dnsd.yaml.5.gz":   "-rw-r--r--",
 		"./usr/share/doc/dnsd/copyright":        "-rw-r--r--",
@@ -212,6 +219,7 @@ func checkDeb(t *testing.T, deb string) {
 	if got, want := readFile(t, filepath.Join(root, "usr/lib/sysusers.d/dnsd.conf")), readFile(t, "contrib/dnsd.sysusers"); got != want {
 		t.Error("the packaged sysusers.d entry is not contrib/dnsd.sysusers")
 	}
+	checkSysctl(t, readFile(t, filepath.Join(root, "usr/lib/sysctl.d/60-dnsd.conf")))
 	t.Run("maintainer scripts", func(t *testing.T) { runMaintainerScripts(t, control, bin) })
 	man := filepath.Join(root, "usr/share/man")
 	checkManPage(t, filepath.Join(man, "man8/dnsd.8.gz"), "DNSD", "8", []string{"SIGNALS", "RELOAD"})
@@ -227,6 +235,20 @@ func checkDeb(t *testing.T, deb string) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(out) != 0 {
 		t.Errorf("systemd-analyze verify of the packaged unit (man pages from the package): %v\n%s", err, out)
+	}
+}
+
+// checkSysctl: the packaged sysctl.d drop-in is contrib/dnsd.sysctl and
+// raises net.core.rmem_max to the default limits.udp_rcvbuf, so that a
+// fresh install gets the buffer it asks for without CAP_NET_ADMIN.
+func checkSysctl(t *testing.T, text string) {
+	t.Helper()
+	if text != readFile(t, "contrib/dnsd.sysctl") {
+		t.Error("the packaged /usr/lib/sysctl.d/60-dnsd.conf is not contrib/dnsd.sysctl")
+	}
+	want := fmt.Sprintf("net.core.rmem_max = %d", dnsdconfig.DefaultUDPRcvBuf)
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `$`).MatchString(text) {
+		t.Errorf("/usr/lib/sysctl.d/60-dnsd.conf lacks %q:\n%s", want, text)
 	}
 }
 
@@ -323,8 +345,11 @@ func runMaintainerScripts(t *testing.T, control, dnsd string) {
 	stub("chmod", "exit 0")
 	stub("chgrp", "exit 0")
 	stub("runuser", `shift 3; exec "$@"`) // runuser -u dnsd -- CMD...
+	stub("systemd-sysctl", `exit "${SYSCTL_FAIL:-0}"`)
+	rmem := filepath.Join(dir, "rmem_max")
 	script := func(name string) string {
-		text := strings.NewReplacer("/usr/bin/dnsd", dnsd, "/etc/dnsd", etc, "/run/systemd/system", filepath.Join(dir, "run/systemd/system")).
+		text := strings.NewReplacer("/usr/bin/dnsd", dnsd, "/etc/dnsd", etc, "/run/systemd/system", filepath.Join(dir, "run/systemd/system"),
+			"/usr/lib/systemd/systemd-sysctl", filepath.Join(stubs, "systemd-sysctl"), "/proc/sys/net/core/rmem_max", rmem).
 			Replace(readFile(t, filepath.Join(control, name)))
 		path := filepath.Join(dir, name)
 		writeFile(t, path, text)
@@ -337,12 +362,19 @@ func runMaintainerScripts(t *testing.T, control, dnsd string) {
 		args         []string
 		config       string
 		active       string // systemctl is-active exit status
+		rmem         string // net.core.rmem_max; "": Debian's default
+		sysctlFail   string // systemd-sysctl's exit status
 		want, not    []string
 		stderr       string
 	}{
 		{name: "deb install", script: "postinst", args: []string{"configure", ""}, config: good,
-			want: []string{"systemd-sysusers /usr/lib/sysusers.d/dnsd.conf", "chown root:dnsd", "chmod 0750", "systemctl daemon-reload"},
-			not:  []string{"systemctl restart", "systemctl is-active"}},
+			want: []string{"systemd-sysusers /usr/lib/sysusers.d/dnsd.conf", "chown root:dnsd", "chmod 0750", "systemctl daemon-reload",
+				"systemd-sysctl --prefix=net.core.rmem_max"},
+			not: []string{"systemctl restart", "systemctl is-active"}},
+		{name: "deb install, rmem_max larger already", script: "postinst", args: []string{"configure", ""}, config: good, rmem: "16777216",
+			want: []string{"systemctl daemon-reload"}, not: []string{"systemd-sysctl"}},
+		{name: "deb install, sysctl not writable", script: "postinst", args: []string{"configure", ""}, config: good, sysctlFail: "1",
+			want: []string{"systemd-sysctl --prefix=net.core.rmem_max", "systemctl daemon-reload"}, stderr: "applies at the next boot"},
 		{name: "deb upgrade, running, good config", script: "postinst", args: []string{"configure", "1.0.0-1"}, config: good,
 			want: []string{"systemd-sysusers", "systemctl is-active --quiet dnsd.service", "runuser -u dnsd -- " + dnsd + " check", "systemctl restart dnsd.service"},
 			not:  []string{"chown"}},
@@ -366,8 +398,9 @@ func runMaintainerScripts(t *testing.T, control, dnsd string) {
 		t.Run(c.name, func(t *testing.T) {
 			os.Remove(calls)
 			writeFile(t, filepath.Join(etc, "dnsd.yaml"), c.config)
+			writeFile(t, rmem, cmp.Or(c.rmem, "212992")+"\n")
 			cmd := exec.Command("sh", append([]string{script(c.script)}, c.args...)...)
-			cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "ACTIVE="+c.active)
+			cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "ACTIVE="+c.active, "SYSCTL_FAIL="+c.sysctlFail)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			if err := cmd.Run(); err != nil {
@@ -399,11 +432,18 @@ func checkRPM(t *testing.T, rpm string) {
 	runOut(t, ".", nil, "rpm", "--checksig", "--nosignature", rpm) // digests
 	files := strings.Fields(runOut(t, ".", nil, "rpm", "-qpl", rpm))
 	for _, want := range []string{"/usr/bin/dnsd", "/etc/dnsd/dnsd.yaml", "/usr/lib/systemd/system/dnsd.service",
-		"/usr/lib/sysusers.d/dnsd.conf", "/usr/share/man/man8/dnsd.8.gz", "/usr/share/man/man5/dnsd.yaml.5.gz"} {
+		"/usr/lib/sysusers.d/dnsd.conf", "/usr/lib/sysctl.d/60-dnsd.conf", "/usr/share/man/man8/dnsd.8.gz", "/usr/share/man/man5/dnsd.yaml.5.gz"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("the .rpm lacks %s (has %q)", want, files)
 		}
 	}
+	// The drop-in's content, by its digest (SHA-256 in nfpm's packages).
+	sum := sha256.Sum256([]byte(readFile(t, "contrib/dnsd.sysctl")))
+	digests := runOut(t, ".", nil, "rpm", "-qp", "--qf", "[%{FILENAMES} %{FILEDIGESTS}\n]", rpm)
+	if !strings.Contains(digests, "/usr/lib/sysctl.d/60-dnsd.conf "+hex.EncodeToString(sum[:])+"\n") {
+		t.Errorf("the .rpm's /usr/lib/sysctl.d/60-dnsd.conf is not contrib/dnsd.sysctl:\n%s", digests)
+	}
+	checkSysctl(t, readFile(t, "contrib/dnsd.sysctl"))
 	if c := strings.TrimSpace(runOut(t, ".", nil, "rpm", "-qpc", rpm)); c != "/etc/dnsd/dnsd.yaml" {
 		t.Errorf("rpm config files %q, want /etc/dnsd/dnsd.yaml", c)
 	}

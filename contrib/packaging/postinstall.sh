@@ -42,6 +42,26 @@ else
 	done
 fi
 
+# The kernel's cap on UDP receive buffers (sysctl.d drop-in shipped in the
+# package, read at every boot): applied now, so that the first start gets
+# the 4 MiB limits.udp_rcvbuf asks for, unless the running cap is larger
+# already. Only that key, with every sysctl.d file's say (a file in
+# /etc/sysctl.d wins). Never fails the installation (a container may not
+# write /proc/sys).
+rmem=$(cat /proc/sys/net/core/rmem_max 2>/dev/null || echo 0)
+if [ "$rmem" -lt 4194304 ] 2>/dev/null; then
+	if [ -x /usr/lib/systemd/systemd-sysctl ]; then
+		/usr/lib/systemd/systemd-sysctl --prefix=net.core.rmem_max >/dev/null 2>&1 || applied=false
+	elif command -v sysctl >/dev/null 2>&1; then
+		sysctl -q --system >/dev/null 2>&1 || applied=false
+	else
+		applied=false
+	fi
+	if [ "${applied:-true}" = false ]; then
+		echo "dnsd: could not apply /usr/lib/sysctl.d/60-dnsd.conf now (net.core.rmem_max); it applies at the next boot" >&2
+	fi
+fi
+
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true
 	# An upgrade restarts a running dnsd only when the config passes the new
