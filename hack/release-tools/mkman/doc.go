@@ -7,8 +7,12 @@
 // writes DIR/dnsd.8 (README.md's introduction and docs/operations.md) and
 // DIR/dnsd.yaml.5 (docs/configuration.md, then docs/views.md and every
 // docs/sources/*.md page, in the order of their names, each a section).
-// Links between docs become references to the section and page that hold
-// the text, and links to other files the files' paths. It handles the
+// Each page has a SYNOPSIS, then the docs (the text before their first
+// heading its one DESCRIPTION), then FILES and SEE ALSO. Links between
+// docs become references to the section and page that hold the text, and
+// links to other files the files' paths; SEE ALSO lists those the
+// packages do not install (contrib/packaging/nfpm.yaml says which they
+// do) with the repository's address (from go.mod). It handles the
 // Markdown the docs use: headings, paragraphs, bullet and numbered lists,
 // fenced code blocks, tables (as tbl(1) tables), inline code, bold,
 // italics and links. The output is ASCII roff for man(7); the date comes

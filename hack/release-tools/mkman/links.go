@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -14,6 +15,13 @@ import (
 // includes, the file's path in the repository.
 type Links struct {
 	docs map[string]*target // by the doc's path
+	// installed maps a repository file the packages install to its
+	// installed path.
+	installed map[string]string
+	// uninstalled lists, per page, the files it links to that no page
+	// holds and the packages do not install (roff, in the order of the
+	// first link), for its SEE ALSO.
+	uninstalled map[*Page][]string
 }
 
 type target struct {
@@ -27,8 +35,10 @@ type heading struct {
 	text  string // the Markdown text, code marks dropped
 }
 
-func newLinks(pages []*Page) *Links {
-	l := &Links{docs: map[string]*target{}}
+// newLinks indexes the pages' docs; installed maps the repository files
+// the packages install to their installed paths (nil: none).
+func newLinks(pages []*Page, installed map[string]string) *Links {
+	l := &Links{docs: map[string]*target{}, installed: installed, uninstalled: map[*Page][]string{}}
 	for _, p := range pages {
 		for _, d := range p.Docs {
 			t := &target{page: p, headings: map[string]heading{}}
@@ -101,13 +111,23 @@ func (l *Links) render(page *Page, from, text, plainText, href string) (string, 
 		strings.EqualFold(plainText, strings.TrimSuffix(path.Base(to), path.Ext(to)))
 	t, ok := l.docs[to]
 	if !ok {
+		shown := escape(to)
+		if strings.HasSuffix(file, "/") {
+			shown += "/" // a directory
+		}
+		// A file the packages install is named by its repository path,
+		// as the docs do next to where it is installed; any other is
+		// listed under SEE ALSO, with where to find it.
+		if _, ok := l.installed[to]; !ok && !slices.Contains(l.uninstalled[page], shown) {
+			l.uninstalled[page] = append(l.uninstalled[page], shown)
+		}
 		switch {
 		case strings.TrimSuffix(plainText, "/") == to:
 			return text, nil
 		case names:
-			return escape(to), nil
+			return shown, nil
 		}
-		return text + " (" + escape(to) + ")", nil
+		return text + " (" + shown + ")", nil
 	}
 	if to == from {
 		return text, nil

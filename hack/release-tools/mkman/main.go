@@ -38,7 +38,11 @@ func run(root, out, version string) error {
 	if err != nil {
 		return err
 	}
-	links := newLinks(pages)
+	installed, err := installedFiles(root)
+	if err != nil {
+		return err
+	}
+	links := newLinks(pages, installed)
 	for _, p := range pages {
 		var b bytes.Buffer
 		if err := p.Render(&b, links); err != nil {
@@ -108,8 +112,20 @@ func (d Doc) selected() string {
 // Page is one man page.
 type Page struct {
 	Name, Section, Desc, Version, Manual, Date string
-	Docs                                       []Doc
+	// Synopsis are the SYNOPSIS lines (roff), one usage each.
+	Synopsis []string
+	Docs     []Doc
+	// Files is the FILES section: paths and what each is.
+	Files []File
+	// SeeAlso are the other man pages of SEE ALSO, "name(section)".
+	SeeAlso []string
+	// Repository is where the files the docs link to and the packages
+	// do not install are (a URL), said under SEE ALSO with their paths.
+	Repository string
 }
+
+// File is an entry of a page's FILES section.
+type File struct{ Path, What string }
 
 // File is the page's file name, e.g. dnsd.8.
 func (p *Page) File() string { return p.Name + "." + p.Section }
@@ -125,11 +141,62 @@ func (p *Page) Render(w io.Writer, links *Links) error {
 		quoteArg(p.Name+" "+p.Version), quoteArg(p.Manual)))
 	r.raw(".SH NAME")
 	r.raw(escape(p.Name) + ` \- ` + escape(p.Desc))
+	if len(p.Synopsis) > 0 {
+		r.raw(".SH SYNOPSIS")
+		for i, l := range p.Synopsis {
+			if i > 0 {
+				r.raw(".br")
+			}
+			r.raw(lineSafe(l))
+		}
+	}
 	for _, d := range p.Docs {
 		r.doc = d
 		r.headed = r.described // a file's intro continues a DESCRIPTION
 
 		r.markdown(d.selected())
+	}
+	if len(p.Files) > 0 {
+		r.raw(".SH FILES")
+		for _, f := range p.Files {
+			r.raw(".TP")
+			r.raw(`\fI` + escape(f.Path) + `\fR`)
+			r.text(f.What)
+		}
+	}
+	var uninstalled []string
+	if links != nil {
+		uninstalled = links.uninstalled[p]
+	}
+	if len(p.SeeAlso) > 0 || len(uninstalled) > 0 {
+		r.raw(`.SH "SEE ALSO"`)
+		r.raw(".ad l") // lists of long words: left-aligned
+		var refs []string
+		for _, s := range p.SeeAlso {
+			name, sec, _ := strings.Cut(strings.TrimSuffix(s, ")"), "(")
+			refs = append(refs, `\fB`+escape(name)+`\fR(`+sec+`)`)
+		}
+		if len(refs) > 0 {
+			r.raw(strings.Join(refs, ",\n"))
+		}
+		if len(uninstalled) > 0 {
+			r.raw(".PP") // paths unhyphenated
+			r.raw("The files this page names by their path in the repository are not installed:")
+			var paths []string
+			for _, u := range uninstalled {
+				paths = append(paths, `\%`+u)
+			}
+			r.raw(strings.Join(paths, ",\n") + ".")
+			if p.Repository != "" {
+				r.raw("They are in dnsd's source repository:")
+				r.raw(".RS 4")
+				r.raw(`\%<` + escape(p.Repository) + ">")
+				r.raw(".RE")
+			} else {
+				r.raw("They are in dnsd's source repository.")
+			}
+			r.raw(".ad")
+		}
 	}
 	return r.err
 }

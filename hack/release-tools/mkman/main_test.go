@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -103,7 +104,7 @@ func TestLinks(t *testing.T) {
 		{Path: "docs/b.md", Text: "# B\n\n## Top\n\n### Limits\n\nSee [s](sources/s.md), [sizing](ops.md#capacity) and [the cache](sources/s.md#the-cache).\n"},
 		{Path: "docs/sources/s.md", Kind: Part, Text: "# The `s` source\n\n## The cache\n\nSee [Limits](../b.md#limits).\n"},
 	}}
-	links := newLinks([]*Page{a, b})
+	links := newLinks([]*Page{a, b}, nil)
 	want := map[*Page][]string{
 		a: {
 			`See b's page (\fBb\fR(5)), \fBb\fR(5) and docs/.`,
@@ -128,8 +129,59 @@ func TestLinks(t *testing.T) {
 	}
 
 	bad := &Page{Name: "c", Section: "1", Docs: []Doc{{Path: "c.md", Text: "# C\n\nSee [gone](docs/b.md#gone).\n"}}}
-	err := bad.Render(io.Discard, newLinks([]*Page{bad, b}))
+	err := bad.Render(io.Discard, newLinks([]*Page{bad, b}, nil))
 	if err == nil || !strings.Contains(err.Error(), "c.md: link to docs/b.md#gone: no such heading") {
 		t.Errorf("a link to a heading that does not exist: %v", err)
+	}
+}
+
+// SYNOPSIS follows NAME, FILES and SEE ALSO end the page, and links to
+// files no page holds and the packages do not install are listed under
+// SEE ALSO with the repository (an installed one is not).
+func TestSynopsisFilesSeeAlso(t *testing.T) {
+	p := &Page{Name: "x", Section: "8", Desc: "a test", Repository: "https://example.org/x",
+		Synopsis: []string{`\fBx\fR [\fB\-c\fR \fIPATH\fR]`, `\fBx check\fR`},
+		Docs: []Doc{{Path: "docs/ops.md", Text: "# Ops\n\nIntro, see [perf.md](perf.md) and [the unit](../contrib/x.service).\n\n" +
+			"## Install\n\nSee [`docs/perf.md`](perf.md) again.\n"}},
+		Files:   []File{{"/etc/x.yaml", "The `config`."}},
+		SeeAlso: []string{"x.yaml(5)", "systemctl(1)"}}
+	var b strings.Builder
+	if err := p.Render(&b, newLinks([]*Page{p}, map[string]string{"contrib/x.service": "/usr/lib/systemd/system/x.service"})); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	order := []string{".SH NAME", ".SH SYNOPSIS\n\\fBx\\fR [\\fB\\-c\\fR \\fIPATH\\fR]\n.br\n\\fBx check\\fR\n", ".SH DESCRIPTION",
+		`.SH "INSTALL"`, ".SH FILES\n.TP\n\\fI/etc/x.yaml\\fR\nThe \\fBconfig\\fR.\n",
+		".SH \"SEE ALSO\"\n.ad l\n\\fBx.yaml\\fR(5),\n\\fBsystemctl\\fR(1)\n", "not installed:\n\\%docs/perf.md.\n", "\\%<https://example.org/x>"}
+	at := 0
+	for _, w := range order {
+		i := strings.Index(out, w)
+		if i < at {
+			t.Errorf("%q missing or out of order:\n%s", w, out)
+			continue
+		}
+		at = i
+	}
+	if strings.Count(out, ".SH DESCRIPTION") != 1 || strings.Contains(out[strings.Index(out, ".SH \"SEE ALSO\""):], "x.service") {
+		t.Errorf("one DESCRIPTION, and no installed file under SEE ALSO:\n%s", out)
+	}
+	groffClean(t, out)
+}
+
+// groffClean: groff formats roff without a warning of any kind (-ww), at
+// the width man(1) uses on an 80-column terminal.
+func groffClean(t *testing.T, roff string) {
+	t.Helper()
+	if _, err := exec.LookPath("groff"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no groff (scripts/ci-deps.sh installs it)")
+		}
+		t.Log("no groff: the page is not formatted")
+		return
+	}
+	cmd := exec.Command("groff", "-t", "-man", "-Tutf8", "-ww", "-z", "-rLL=78n")
+	cmd.Stdin = strings.NewReader(roff)
+	if msg, err := cmd.CombinedOutput(); err != nil || len(msg) > 0 {
+		t.Errorf("groff: %v\n%s", err, msg)
 	}
 }

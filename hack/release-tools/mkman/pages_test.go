@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,8 +16,10 @@ import (
 // The man pages built from this repository's docs: dnsd.yaml(5) has a
 // section for views.md and for every docs/sources/*.md page, in the
 // order of their names (so a new kind's page reaches it); no link
-// between docs is left as a file name; groff formats both pages without
-// a warning.
+// between docs is left as a file name; both pages have NAME, SYNOPSIS,
+// DESCRIPTION, FILES and SEE ALSO once each, FILES only what is
+// installed, SEE ALSO where the files they name and no package installs
+// are; groff and man format both pages without a warning.
 func TestManPagesOfTheRepository(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
 	out := t.TempDir()
@@ -46,6 +51,14 @@ func TestManPagesOfTheRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	installed, err := installedFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dsts []string
+	for _, d := range installed {
+		dsts = append(dsts, d)
+	}
 	for _, p := range pages {
 		roff := read(t, filepath.Join(out, p.File()))
 		for _, q := range pages {
@@ -55,20 +68,63 @@ func TestManPagesOfTheRepository(t *testing.T) {
 				}
 			}
 		}
-		if _, err := exec.LookPath("groff"); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("no groff (scripts/ci-deps.sh installs it)")
+		// The sections every man page has, once each, in their place.
+		at := 0
+		for _, sh := range []string{".SH NAME\n", ".SH SYNOPSIS\n", ".SH DESCRIPTION\n", ".SH FILES\n", ".SH \"SEE ALSO\"\n"} {
+			if n := strings.Count(roff, sh); n != 1 {
+				t.Errorf("%s: %d %q, want 1", p.File(), n, strings.TrimSpace(sh))
 			}
-			t.Log("no groff: the pages are not formatted")
-			continue
+			if i := strings.Index(roff, sh); i < at {
+				t.Errorf("%s: %q out of order", p.File(), strings.TrimSpace(sh))
+			} else {
+				at = i
+			}
 		}
-		cmd := exec.Command("groff", "-t", "-man", "-Tutf8", "-ww", "-z")
-		cmd.Stdin = strings.NewReader(roff)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
-			t.Errorf("groff %s: %v\n%s", p.File(), err, stderr.String())
+		// FILES names what the packages install (and the default state_dir).
+		for _, f := range p.Files {
+			if !slices.Contains(dsts, f.Path) && f.Path != "/var/lib/dnsd" {
+				t.Errorf("%s: FILES names %s, which the packages do not install", p.File(), f.Path)
+			}
 		}
+		// SEE ALSO lists the files the page names that are not
+		// installed, and they exist in the repository.
+		_, see, _ := strings.Cut(roff, ".SH \"SEE ALSO\"\n")
+		for _, m := range regexp.MustCompile(`\\%([a-z][^,<\s]*[^.,\s])`).FindAllStringSubmatch(see, -1) {
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[1]))); err != nil {
+				t.Errorf("%s: SEE ALSO lists %s: %v", p.File(), m[1], err)
+			}
+		}
+		for _, name := range []string{"docs/performance.md", "docs/reliability.md"} {
+			if strings.Contains(roff, name) && !strings.Contains(see, `\%`+name) {
+				t.Errorf("%s names %s, not installed, without saying where it is", p.File(), name)
+			}
+		}
+		for src := range installed {
+			if strings.Contains(see, `\%`+src) {
+				t.Errorf("%s: SEE ALSO lists %s as not installed", p.File(), src)
+			}
+		}
+		groffClean(t, roff)
+		manClean(t, filepath.Join(out, p.File()))
+	}
+}
+
+// manClean: man(1) formats the page without a warning (--warnings).
+func manClean(t *testing.T, page string) {
+	t.Helper()
+	if _, err := exec.LookPath("man"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no man (scripts/ci-deps.sh installs it)")
+		}
+		t.Log("no man: the page is not formatted with it")
+		return
+	}
+	cmd := exec.Command("man", "--warnings", "-l", page)
+	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MAN_KEEP_FORMATTING=")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+		t.Errorf("man --warnings -l %s: %v\n%s", page, err, stderr.String())
 	}
 }
 
