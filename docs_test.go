@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -13,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/dnsd/dnsd/internal/testpki"
 )
 
 // The checks of this file hold the reference docs to the tree: what they
@@ -259,4 +264,116 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// yamlBlock matches a fenced YAML example of a Markdown page: its text.
+var yamlBlock = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
+
+// missingFile matches dnsd check's error for a file a config names that
+// does not exist: the key's path and the file as resolved.
+var missingFile = regexp.MustCompile(`(?m)^[^:\n]+:\d+:\d+: (.+?): file (\S+): no such file or directory$`)
+
+// TestDocExamplesCheck: every YAML example of docs/*.md and
+// docs/sources/*.md that is a whole configuration (a top-level zones:
+// key) passes dnsd check. Each is checked as /etc/dnsd/dnsd.yaml would
+// be, in a scratch directory that stands for /etc/dnsd (and for $HOME):
+// the files it names that do not exist are written there, with content
+// of the kind the key holds (a hosts file, a zone file, a TSIG secret, a
+// kubeconfig, a certificate and its key...), and the example is checked
+// again, until only its own errors remain.
+func TestDocExamplesCheck(t *testing.T) {
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob("docs/sources/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, leaf := testpki.Server(t, "dnsd.example")
+	fixture := func(key string) (string, bool) {
+		switch key {
+		case "files": // hosts files
+			return "10.0.0.1 fixture\n", true
+		case "path": // a zone file: names relative to the zone's origin
+			return "@ 300 IN SOA ns hostmaster 1 3600 600 86400 300\n@ 300 IN NS ns\nns 300 IN A 10.0.0.1\n", true
+		case "secret_file": // a TSIG key, base64
+			return base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")) + "\n", true
+		case "password_file":
+			return "fixture\n", true
+		case "ca", "tls_ca":
+			return string(ca.CertPEM), true
+		case "cert":
+			return string(leaf.CertPEM), true
+		case "key":
+			return string(leaf.KeyPEM), true
+		case "kubeconfig":
+			return "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:6443\"}}]\n" +
+				"users: [{name: u, user: {token: fixture}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n", true
+		}
+		return "", false
+	}
+	checked := 0
+	for _, page := range append(pages, more...) {
+		text := readFile(t, page)
+		for _, m := range yamlBlock.FindAllStringSubmatchIndex(text, -1) {
+			example := text[m[2]:m[3]]
+			where := page + ":" + strconv.Itoa(strings.Count(text[:m[2]], "\n")+1)
+			var top map[string]any
+			if yaml.Unmarshal([]byte(example), &top) != nil {
+				continue // a fragment, not a document
+			}
+			if _, whole := top["zones"]; !whole {
+				continue
+			}
+			checked++
+			dir := t.TempDir()
+			t.Setenv("HOME", dir)
+			cfg := filepath.Join(dir, "dnsd.yaml")
+			writeTestFile(t, cfg, strings.ReplaceAll(example, "/etc/dnsd/", ""))
+			for try := 0; ; try++ {
+				var stdout, stderr strings.Builder
+				if check(cfg, &stdout, &stderr) == 0 {
+					break
+				}
+				missing := missingFile.FindAllStringSubmatch(stderr.String(), -1)
+				if len(missing) == 0 || try == 5 {
+					t.Errorf("%s: the example does not pass dnsd check:\n%s", where, strings.ReplaceAll(stderr.String(), dir+"/", ""))
+					break
+				}
+				for _, f := range missing {
+					keyPath, file := f[1], f[2]
+					if !filepath.IsAbs(file) {
+						file = filepath.Join(dir, file) // relative to dnsd.yaml's directory
+					}
+					key := keyPath[strings.LastIndex(keyPath, ".")+1:]
+					if i := strings.IndexByte(key, '['); i >= 0 {
+						key = key[:i]
+					}
+					content, ok := fixture(key)
+					if !ok || !strings.HasPrefix(file, dir+"/") {
+						t.Errorf("%s: %s names %s: no fixture for key %q outside /etc/dnsd", where, keyPath, file, key)
+						continue
+					}
+					if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					writeTestFile(t, file, content)
+				}
+				if t.Failed() {
+					break
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("%d whole configurations among the docs' examples, want at least 10", checked)
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -49,7 +49,8 @@ func (p *Parser) config(root *yaml.Node) *Config {
 		return cfg
 	}
 	cfg.TLS = p.serverTLS(m)
-	cfg.Listen = p.listen(m, cfg.TLS != nil, false)
+	var listenWritten []Listen
+	cfg.Listen, listenWritten = p.listen(m, cfg.TLS != nil, false)
 	cfg.HTTP = p.http(m)
 	if n, _ := m.Get("http"); n != nil {
 		cfg.HTTPPos = p.Pos(n)
@@ -69,7 +70,7 @@ func (p *Parser) config(root *yaml.Node) *Config {
 	m.Bool("rotate", &cfg.Rotate)
 	cfg.StateDir = p.stateDir(m)
 	cfg.Zones = p.zones(m)
-	cfg.Views = p.views(m, cfg.Listen)
+	cfg.Views = p.views(m, cfg.Listen, listenWritten)
 	cfg.Transfers = p.transfers(m, cfg.Zones)
 	cfg.Updates = p.updates(m, cfg.Zones, cfg.Views, cfg.Transfers)
 	return cfg
@@ -148,10 +149,15 @@ func portOf(addr string) string {
 
 // listen reads a listen list: the top level's, or a view's (inView), where
 // leaving it out means every listen entry.
-func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
+//
+// written is every entry whose address parses, the ones rejected as
+// taken by an earlier entry included, so that a view naming a rejected
+// entry is not told again that it is missing.
+func (p *Parser) listen(m *Mapping, haveTLS, inView bool) (out, written []Listen) {
 	vals, nodes, path, present := m.Strings("listen")
 	if !present {
-		return []Listen{{Addr: DefaultListen}}
+		l := []Listen{{Addr: DefaultListen}}
+		return l, l
 	}
 	if len(vals) == 0 {
 		if n, _ := m.Get("listen"); n != nil && n.Kind == yaml.SequenceNode {
@@ -161,14 +167,13 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 				p.Errorf(n, path, "no listen addresses (omit listen for the default %s)", quote.QS(DefaultListen))
 			}
 		}
-		return nil
+		return nil, nil
 	}
 	type use struct {
 		entry string
 		pos   Pos
 	}
 	used := map[string]use{} // "udp 127.0.0.1:53" -> first entry using that socket
-	var out []Listen
 	for i, s := range vals {
 		n := nodes[i]
 		ipath := IndexPath(path, i)
@@ -189,6 +194,7 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 			continue
 		}
 		l.Addr = addr
+		written = append(written, l)
 		if (l.Proto == "tls" || l.Proto == "https") && !haveTLS {
 			p.Errorf(n, ipath, "%s needs the top-level tls: block (cert and key)", quote.QS(s))
 		}
@@ -228,7 +234,7 @@ func (p *Parser) listen(m *Mapping, haveTLS, inView bool) []Listen {
 		}
 		out = append(out, l)
 	}
-	return out
+	return out, written
 }
 
 func (p *Parser) serverTLS(m *Mapping) *TLS {

@@ -13,8 +13,10 @@ import (
 const maxViews = 64
 
 // views parses the top-level views list. listen is the top-level listen
-// list: a view's listen entries must be among them.
-func (p *Parser) views(m *Mapping, listen []Listen) []View {
+// list: a view's listen entries must be among them; written is that list
+// as written (p.listen), whose rejected entries have an error of their
+// own already.
+func (p *Parser) views(m *Mapping, listen, written []Listen) []View {
 	items, path, present := m.List("views")
 	if !present {
 		return nil
@@ -48,9 +50,9 @@ func (p *Parser) views(m *Mapping, listen []Listen) []View {
 		ln, lpath := vm.Get("listen") // nil when absent or null
 		cn, _ := vm.Get("clients")
 		if ln != nil {
-			v.Listen = p.listen(vm, true, true)
+			v.Listen, _ = p.listen(vm, true, true)
 			for j, l := range v.Listen {
-				if !containsListen(listen, l) {
+				if !containsListen(listen, l) && !containsListen(written, l) {
 					p.ErrorAt(l.Pos, IndexPath(lpath, j), "listen entry %s is not in the top-level listen", quote.QS(l.String()))
 				}
 			}
