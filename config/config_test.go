@@ -59,9 +59,15 @@ func TestBadFixtures(t *testing.T) {
 			if !errors.As(err, &list) {
 				t.Fatalf("error is %T, want ErrorList: %v", err, err)
 			}
+			// Missing files are named by their absolute path: the
+			// want lines hold it relative to this directory.
+			wd, err := os.Getwd()
+			if err != nil {
+				t.Fatal(err)
+			}
 			var got []string
 			for _, e := range list {
-				got = append(got, strings.TrimPrefix(e.Error(), file))
+				got = append(got, strings.ReplaceAll(strings.TrimPrefix(e.Error(), file), wd+string(filepath.Separator), ""))
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("errors differ\ngot:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -586,5 +592,35 @@ func TestStateDir(t *testing.T) {
 	}
 	if _, err := Load(file, sources.ConfigKinds()); err == nil || !strings.Contains(err.Error(), "state_dir: empty directory name") {
 		t.Errorf("empty state_dir: %v", err)
+	}
+}
+
+// What an error tells an operator beyond the problem: the hours to write
+// for days and weeks, that a tab is the character YAML cannot start a
+// token with (at its column), and where a relative file name was looked
+// for (the config file's directory, as an absolute path).
+func TestOperatorHints(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ data, want string }{
+		{"zones:\n  a.test:\n    - hosts: {entries: [\"10.0.0.1 x\"], ttl: 1d}\n",
+			`dnsd.yaml:3:45: zones."a.test"[0].hosts.ttl: bad duration "1d": unknown unit "d" in duration "1d" (durations have no days or weeks: write 24h)`},
+		{"zones:\n  a.test:\n    - hosts: {entries: [\"10.0.0.1 x\"], ttl: 1d12h}\n",
+			`dnsd.yaml:3:45: zones."a.test"[0].hosts.ttl: bad duration "1d12h": unknown unit "d" in duration "1d12h" (durations have no days or weeks: write 36h)`},
+		{"zones:\n  a.test:\n    - hosts: {entries: [\"10.0.0.1 x\"], ttl: 2w}\n",
+			`dnsd.yaml:3:45: zones."a.test"[0].hosts.ttl: bad duration "2w": unknown unit "w" in duration "2w" (durations have no days or weeks: write 336h)`},
+		{"zones:\n  a.test:\n    - hosts: {entries: [\"10.0.0.1 x\"], ttl: 5x}\n",
+			`dnsd.yaml:3:45: zones."a.test"[0].hosts.ttl: bad duration "5x": unknown unit "x" in duration "5x" (use Go syntax: 500ms, 5s, 1h)`},
+		{"zones:\n  a.test:\n    - hosts:\n  \tttl: 5s\n",
+			`dnsd.yaml:4:3: invalid YAML: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)`},
+		{"zones:\n  a.test:\n    - file: {path: zones/none.zone}\n",
+			`dnsd.yaml:3:20: zones."a.test"[0].file.path: file ` + filepath.Join(wd, "zones/none.zone") + `: no such file or directory`},
+	} {
+		_, err := Parse("dnsd.yaml", []byte(tc.data), sources.ConfigKinds())
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\n got %v\nwant %s", tc.data, err, tc.want)
+		}
 	}
 }

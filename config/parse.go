@@ -411,7 +411,7 @@ func (m *Mapping) Duration(key string, dst *time.Duration, lim DurLimit) *yaml.N
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
-		m.p.Errorf(n, path, "bad duration %s: %v (use Go syntax: 500ms, 5s, 1h)", quote.QS(n.Value), strings.TrimPrefix(err.Error(), "time: "))
+		m.p.Errorf(n, path, "bad duration %s: %v (%s)", quote.QS(n.Value), strings.TrimPrefix(err.Error(), "time: "), durationHint(n.Value))
 		return n
 	}
 	switch {
@@ -543,7 +543,7 @@ func (p *Parser) ReadableFile(n *yaml.Node, path, s string) (string, bool) {
 	}
 	f, _, err := fsutil.Open(full)
 	if err != nil {
-		p.Errorf(n, path, "file %s: %v", full, unwrapPathErr(err))
+		p.Errorf(n, path, "file %s: %v", shownPath(full), unwrapPathErr(err))
 		return "", false
 	}
 	f.Close()
@@ -571,6 +571,38 @@ func (p *Parser) CheckCA(n *yaml.Node, path, file string) {
 }
 
 // unwrapPathErr drops the *PathError wrapper, whose path we print already.
+// shownPath is a resolved file name as an error shows it: absolute, so
+// that a relative name in dnsd.yaml (resolved against the file's
+// directory, not the working directory) says where it was looked for.
+func shownPath(full string) string {
+	if abs, err := filepath.Abs(full); err == nil {
+		return abs
+	}
+	return full
+}
+
+// durationDays matches a duration written with days or weeks, units Go
+// durations do not have: "1d", "2w", "1d12h".
+var durationDays = regexp.MustCompile(`^(?:(\d+)w)?(?:(\d+)d)?((?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))*)$`)
+
+// durationHint is what a bad duration's error suggests: for days and
+// weeks the hours to write instead ("write 24h"), else Go's syntax.
+func durationHint(v string) string {
+	if m := durationDays.FindStringSubmatch(v); m != nil && (m[1] != "" || m[2] != "") {
+		w, _ := strconv.Atoi(m[1])
+		d, _ := strconv.Atoi(m[2])
+		total := time.Duration(w*7+d) * 24 * time.Hour
+		if m[3] != "" {
+			rest, _ := time.ParseDuration(m[3])
+			total += rest
+		}
+		// 36h0m0s -> 36h, 24h30m0s -> 24h30m
+		shown := strings.TrimSuffix(strings.TrimSuffix(total.String(), "0s"), "0m")
+		return "durations have no days or weeks: write " + shown
+	}
+	return "use Go syntax: 500ms, 5s, 1h"
+}
+
 func unwrapPathErr(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {

@@ -168,7 +168,7 @@ func (p *Parser) tsig(m *Mapping, ipath string) *TSIG {
 	k.SecretFile = full
 	data, _, err := fsutil.ReadFile(full, maxSecretFile)
 	if err != nil {
-		p.Errorf(fn, fpath, "file %s: %v", full, unwrapPathErr(err))
+		p.Errorf(fn, fpath, "file %s: %v", shownPath(full), unwrapPathErr(err))
 		return k
 	}
 	// The file's content is never quoted in an error: it is a secret.

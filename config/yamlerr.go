@@ -99,6 +99,14 @@ func syntaxError(file string, data []byte, err error, decode func([]byte) error)
 		// after): its last line.
 		pos.Line, pos.Col = last, 1
 	}
+	// A tab in the indentation: yaml.v3 says "found character that
+	// cannot start any token", without naming it.
+	text := lineOf(data, pos.Line)
+	indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]
+	if i := strings.IndexByte(indent, '\t'); i >= 0 {
+		pos.Col = i + 1
+		msg += " (a tab indents this line: YAML indents with spaces only)"
+	}
 	return &Error{Pos: pos, Msg: "invalid YAML: " + msg}
 }
 

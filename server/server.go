@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -421,12 +422,31 @@ func (s *Server) prepare(ctx context.Context, listen []config.Listen, set Settin
 		}
 		if err != nil {
 			s.undo(ctx, c)
-			return nil, fmt.Errorf("%slisten %s: %w", where(l), l, err)
+			return nil, fmt.Errorf("%slisten %s: %w%s", where(l), l, err, bindHint(l.Addr, err))
 		}
 		c.bound = append(c.bound, us...)
 	}
 	c.set = compile(set)
 	return c, nil
+}
+
+// bindHint is what a bind error on addr adds for the operator: for a
+// port below 1024 refused with EACCES, the capability it takes and the
+// ways to have it.
+func bindHint(addr string, err error) string {
+	if !errors.Is(err, syscall.EACCES) {
+		return ""
+	}
+	_, port, perr := net.SplitHostPort(addr)
+	if perr != nil {
+		return ""
+	}
+	if n, perr := strconv.Atoi(port); perr != nil || n >= 1024 {
+		return ""
+	}
+	return " (ports below 1024 need CAP_NET_BIND_SERVICE: run dnsd as root, from the packaged " +
+		"dnsd.service, which grants it (AmbientCapabilities=CAP_NET_BIND_SERVICE), or after " +
+		"setcap cap_net_bind_service=+ep on the binary)"
 }
 
 // undo closes what c bound and binds again what it freed. s.mu is held.
