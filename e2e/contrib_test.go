@@ -418,17 +418,35 @@ var matcher = regexp.MustCompile(`([a-z_]+)\s*(=~|=)\s*"([^"]*)"`)
 // answers: a rule comparing failures with successes sees both.
 func TestAlertSeriesAtStart(t *testing.T) {
 	dead := freePort(t) // nothing listens there
-	d := start(t, config{HTTP: true, Extra: "state_dir: ./state\n" + fmt.Sprintf(`transfer:
-  - zones: [example.internal]
+	conf := func(transferred string) config {
+		return config{HTTP: true, Extra: "state_dir: ./state\n" + fmt.Sprintf(`transfer:
+  - zones: [%s]
     allow: [127.0.0.1]
     notify: ["127.0.0.1:%d"]
-`, dead), Zones: fmt.Sprintf(`  example.internal:
+`, transferred, dead), Zones: fmt.Sprintf(`  example.internal:
     - hosts: {entries: ["10.0.0.1 a"]}
+  lab.internal:
+    - hosts: {entries: ["10.0.1.1 b"]}
   partner.example:
     - secondary: {primaries: ["127.0.0.1:%d"]}
   fwd.example:
     - forward: {upstreams: ["127.0.0.1:%d"]}
-`, dead, dead)}, nil)
+`, dead, dead)}
+	}
+	d := start(t, conf("example.internal"), nil)
+	defer func() {
+		// A zone a reload adds to transfer: its series at once.
+		d.reload(t, conf("example.internal, lab.internal").yaml(), true, 1)
+		m := d.metrics()
+		for _, line := range []string{
+			`dnsd_notify_total{result="acked",zone="lab.internal."} 0`,
+			`dnsd_transfers_total{result="success",zone="lab.internal."} 0`,
+		} {
+			if !strings.Contains(m, line+"\n") {
+				t.Errorf("after the reload, no %s:\n%s", line, grep(m, "lab.internal"))
+			}
+		}
+	}()
 	m := d.metrics()
 	// series reports whether /metrics has a sample of name whose labels
 	// include every one of want (name="value" strings).
