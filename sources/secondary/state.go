@@ -84,7 +84,7 @@ func saveZone(dir string, soa *dns.SOA, rrs []dns.RR, m meta) error {
 		b.WriteString(rr.String())
 		b.WriteByte('\n')
 	}
-	if err := writeAtomic(zf, b.Bytes()); err != nil {
+	if err := fsutil.WriteAtomic(zf, b.Bytes(), dirMode, fileMode); err != nil {
 		return err
 	}
 	return saveMeta(dir, m)
@@ -98,54 +98,7 @@ func saveMeta(dir string, m meta) error {
 	if err != nil {
 		return fmt.Errorf("copy of %s: %w", m.Zone, err)
 	}
-	return writeAtomic(mf, append(data, '\n'))
-}
-
-// writeAtomic replaces path with data: a temporary file in its
-// directory, synced, renamed over it, and the directory synced, so that
-// a crash leaves the old file or the new one, never a part.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
-	if err := os.Chmod(dir, dirMode); err != nil { // the umask may have narrowed it
-		return fmt.Errorf("state directory: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(fileMode); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+	return fsutil.WriteAtomic(mf, append(data, '\n'), dirMode, fileMode)
 }
 
 // errNoCopy: the state directory holds no copy of the zone.
