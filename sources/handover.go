@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,10 @@ func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) 
 	}
 	r.mu.Lock()
 	prev, ok := r.serving[sl]
-	if wh, ok := prev.src.(*writingHandover); ok {
+	switch wh := prev.src.(type) {
+	case *writingHandover:
+		prev.src = wh.handover
+	case *copyHandover:
 		prev.src = wh.handover
 	}
 	if h, isHandover := prev.src.(*handover); isHandover && !h.done.Load() {
@@ -195,10 +199,64 @@ func (r *Registry) handOver(set *Set, sl slot, key string, src pipeline.Source) 
 		case <-ctx.Done():
 		}
 	}()
-	if w, ok := src.(pipeline.Writer); ok {
+	return wrapHandover(h)
+}
+
+// wrapHandover gives h the interfaces of its new source that the
+// authority and the pipeline find by type: a zone keeps its writable
+// source, or its copy's NOTIFY taker and signatures, through the reload.
+func wrapHandover(h *handover) pipeline.Source {
+	if w, ok := h.next.(pipeline.Writer); ok {
 		return &writingHandover{handover: h, w: w}
 	}
+	if n, ok := h.next.(pipeline.NotifyTaker); ok {
+		return &copyHandover{handover: h, n: n}
+	}
 	return h
+}
+
+// copyHandover is the handover of a zone copied from primaries
+// (pipeline.NotifyTaker): NOTIFYs go to the new source (its primaries
+// decide who may send them, and it refreshes), and the zone's own
+// signatures are the answering source's.
+type copyHandover struct {
+	*handover
+	n pipeline.NotifyTaker
+}
+
+var (
+	_ pipeline.NotifyTaker = (*copyHandover)(nil)
+	_ pipeline.Presigned   = (*copyHandover)(nil)
+)
+
+// NotifyFrom implements pipeline.NotifyTaker: the new source's primaries.
+func (h *copyHandover) NotifyFrom(zone string, addr netip.Addr) (*pipeline.TSIGKey, bool) {
+	return h.n.NotifyFrom(zone, addr)
+}
+
+// Notify implements pipeline.NotifyTaker: the new source refreshes.
+func (h *copyHandover) Notify(zone string) { h.n.Notify(zone) }
+
+// Presigned implements pipeline.Presigned: the answering source's.
+func (h *copyHandover) Presigned(zone string) bool {
+	p, ok := h.current().(pipeline.Presigned)
+	return ok && p.Presigned(zone)
+}
+
+// NSEC implements pipeline.Presigned.
+func (h *copyHandover) NSEC(zone, name string) []dns.RR {
+	if p, ok := h.current().(pipeline.Presigned); ok {
+		return p.NSEC(zone, name)
+	}
+	return nil
+}
+
+// NSEC3 implements pipeline.Presigned.
+func (h *copyHandover) NSEC3(zone, hash string) []dns.RR {
+	if p, ok := h.current().(pipeline.Presigned); ok {
+		return p.NSEC3(zone, hash)
+	}
+	return nil
 }
 
 // writingHandover is the handover of a slot whose new source takes

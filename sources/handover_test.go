@@ -2,7 +2,10 @@ package sources
 
 import (
 	"context"
+	"net/netip"
 	"testing"
+
+	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/pipeline"
 )
@@ -103,5 +106,51 @@ func TestHandoverProblem(t *testing.T) {
 	next.synced, next.problem = true, ""
 	if got := h.Problem(); got != "" {
 		t.Errorf("after the switch, a healthy replacement: problem %q", got)
+	}
+}
+
+// takerSource is a stub copy of a zone: a NOTIFY taker that holds the
+// zone signed as told.
+type takerSource struct {
+	stubSource
+	signed   bool
+	notified []string
+}
+
+func (s *takerSource) NotifyFrom(_ string, addr netip.Addr) (*pipeline.TSIGKey, bool) {
+	return nil, addr == netip.MustParseAddr("192.0.2.53")
+}
+func (s *takerSource) Notify(zone string)            { s.notified = append(s.notified, zone) }
+func (s *takerSource) Presigned(string) bool         { return s.signed }
+func (s *takerSource) NSEC(string, string) []dns.RR  { return nil }
+func (s *takerSource) NSEC3(string, string) []dns.RR { return nil }
+
+// The handover of a zone copy stays a NOTIFY taker (the new source's
+// primaries, the new source refreshed) and presigned as the answering
+// source is; that of a plain source is neither.
+func TestHandoverOfACopy(t *testing.T) {
+	prev, next := &takerSource{signed: true}, &takerSource{}
+	src := wrapHandover(&handover{next: next, nextSync: next, prev: prev})
+	n, ok := src.(pipeline.NotifyTaker)
+	if !ok {
+		t.Fatal("the handover of a copy is no NOTIFY taker: NOTIFYs would be NOTAUTH during the reload")
+	}
+	if _, primary := n.NotifyFrom("z.test.", netip.MustParseAddr("192.0.2.53")); !primary {
+		t.Error("the new source's primary is not taken")
+	}
+	n.Notify("z.test.")
+	if len(next.notified) != 1 || len(prev.notified) != 0 {
+		t.Errorf("NOTIFY reached new %v, old %v; want the new source", next.notified, prev.notified)
+	}
+	p := src.(pipeline.Presigned)
+	if !p.Presigned("z.test.") {
+		t.Error("before the switch the old source answers, signed: not presigned")
+	}
+	next.synced = true
+	if p.Presigned("z.test.") {
+		t.Error("after the switch the new, unsigned source answers: still presigned")
+	}
+	if _, ok := wrapHandover(&handover{next: &stubSource{}, prev: plainSource{}}).(pipeline.NotifyTaker); ok {
+		t.Error("the handover of a plain source takes NOTIFYs")
 	}
 }
