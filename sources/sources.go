@@ -400,9 +400,13 @@ func (r *Registry) acquire(ctx context.Context, set *Set, kindName, key string, 
 	if sh, ok := c.(kind.Sharer); ok && !sh.OpenedShared() {
 		// Another ttl (or such) over a running backend: nothing new
 		// connects or reads.
-		r.logger.Info("backend view added, sharing a running backend", "kind", kindName, "key", key)
+		r.logger.Info("backend view added, sharing a running backend", "kind", kindName, "source", Name(full))
 	} else {
-		r.logger.Info("backend started", "kind", kindName, "key", key, "took", time.Since(start).Round(time.Microsecond))
+		attrs := []any{"kind", kindName, "source", Name(full)}
+		if l, ok := v.(kind.Loader); ok {
+			attrs = append(attrs, l.Loaded()...)
+		}
+		r.logger.Info("backend started", append(attrs, "took", time.Since(start).Round(time.Microsecond))...)
 	}
 	return v, true, nil
 }
@@ -457,11 +461,11 @@ func (r *Registry) release(keys []string) {
 // stop closes a backend no Set holds any more.
 func (r *Registry) stop(b *backend) {
 	if err := b.close.Close(); err != nil {
-		r.logger.Warn("backend stop", "kind", b.kind, "key", b.key, "err", err)
+		r.logger.Warn("backend stop", "kind", b.kind, "source", Name(b.key), "err", err)
 	} else if sh, ok := b.close.(kind.Sharer); ok && !sh.ClosedShared() {
-		r.logger.Info("backend view removed; the backend it shares runs on", "kind", b.kind, "key", b.key)
+		r.logger.Info("backend view removed; the backend it shares runs on", "kind", b.kind, "source", Name(b.key))
 	} else {
-		r.logger.Info("backend stopped", "kind", b.kind, "key", b.key)
+		r.logger.Info("backend stopped", "kind", b.kind, "source", Name(b.key))
 	}
 }
 
@@ -523,10 +527,8 @@ func (r *Registry) Swapped(cfg *config.Config, p *pipeline.Pipeline, set *Set) {
 // Backends still opening are not running yet: Synced does not wait for
 // them, nor lists them.
 //
-// The name is the backend's key without its "secrets=" part: that is a
-// hash salted anew by every process (it tells a changed password or
-// certificate apart without showing it), and a metric label must not
-// change with each restart. Two backends whose keys differ only there (the
+// The name is the backend's Name: its key without the part that only
+// tells backends apart. Two backends whose keys differ only there (the
 // old and the new during a reload that changed a secret) are one name,
 // synced when both are.
 func (r *Registry) Synced(yield func(name string, synced bool)) {
@@ -545,10 +547,7 @@ func (r *Registry) Synced(yield func(name string, synced bool)) {
 		if s, isSyncer := b.value.(pipeline.Syncer); isSyncer {
 			ok = s.Synced()
 		}
-		name := b.key
-		if i := strings.Index(name, " secrets="); i >= 0 {
-			name = name[:i]
-		}
+		name := Name(b.key)
 		if j, dup := at[name]; dup {
 			rows[j].synced = rows[j].synced && ok
 			continue
@@ -572,4 +571,30 @@ func (r *Registry) FlushCache(name string) int {
 		}
 	}
 	return n
+}
+
+// Name is how logs and the source label of dnsd_source_synced name the
+// backend of key (its kind, a space, the key its kind made): the key cut
+// before the part that tells backends apart but says nothing to an
+// operator. That part is " secrets=<hex>" (etcd, secondary: a hash
+// salted anew by every process, which tells a changed password or
+// certificate apart without showing it; a label must not change with
+// each restart) or " inline=<count>/<hex>" (file: the inline records'
+// hash); Name cuts at the last such part. What is left names the backend
+// by its settings: the files, the endpoints, the zones.
+func Name(key string) string {
+	for end := len(key); end > 0; {
+		i := strings.LastIndexByte(key[:end], ' ')
+		if i < 0 {
+			break
+		}
+		part := key[i+1 : end]
+		for _, p := range []string{"secrets=", "inline="} {
+			if v, ok := strings.CutPrefix(part, p); ok && v != "" && strings.Trim(v, "0123456789abcdef/") == "" {
+				return key[:i]
+			}
+		}
+		end = i
+	}
+	return key
 }

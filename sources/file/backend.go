@@ -91,6 +91,12 @@ func (b *Backend) Close() error {
 
 func (b *Backend) snapshot() *snapshot { return b.cur.Load() }
 
+var _ kind.Loader = (*Backend)(nil)
+
+// Loaded implements kind.Loader: the records the zone file (with its
+// includes and the inline records) loaded.
+func (b *Backend) Loaded() []any { return []any{"records", b.snapshot().z.records} }
+
 // turnedEmpty reports whether a file of was (the zone file or a file it
 // includes) that held something is empty in z: a file rewritten in place
 // is truncated first, and the records beside it (inline ones, other

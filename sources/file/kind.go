@@ -57,13 +57,7 @@ func (*Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any
 		}
 		return NewSource(b), nil
 	}
-	h := fnv.New64a()
-	for _, r := range c.Records {
-		h.Write([]byte(r.Text))
-		h.Write([]byte{0})
-	}
-	key := fmt.Sprintf("path=%q zones=%q records=%d/%x", c.Path, strings.Join(c.Zones, " "), len(c.Records), h.Sum64())
-	v, _, err := env.Acquire(key, func() (any, io.Closer, error) {
+	v, _, err := env.Acquire(backendKey(c), func() (any, io.Closer, error) {
 		b, err := Open(c, true, env.Logger, env.Serials, env.Bulk)
 		if err != nil {
 			return nil, nil, err
@@ -75,4 +69,22 @@ func (*Kind) Build(_ context.Context, env *kind.Env, _ config.Zone, settings any
 		return nil, err
 	}
 	return NewSource(v.(*Backend)), nil
+}
+
+// backendKey identifies c's backend: the zone file, the zones and the
+// inline records. The inline records enter it as their count and a hash
+// in a last " inline=" part, which the registry leaves out of the
+// backend's name in logs and metrics (sources.Name): what is left, the
+// path and the zones, is what an operator looks for.
+func backendKey(c *Config) string {
+	key := fmt.Sprintf("path=%q zones=%q", c.Path, strings.Join(c.Zones, " "))
+	if len(c.Records) == 0 {
+		return key
+	}
+	h := fnv.New64a()
+	for _, r := range c.Records {
+		h.Write([]byte(r.Text))
+		h.Write([]byte{0})
+	}
+	return key + fmt.Sprintf(" inline=%d/%x", len(c.Records), h.Sum64())
 }

@@ -278,6 +278,13 @@ func (v *View[T]) OpenedShared() bool { return v.Opened }
 // (it was the last view of it).
 func (v *View[T]) ClosedShared() bool { return v.closed }
 
+// Loader is a backend (the value an open returned to Acquire) that says
+// what its open loaded: the registry adds Loaded's key-value pairs
+// ("records", 12) to its "backend started" line.
+type Loader interface {
+	Loaded() []any
+}
+
 // Sharer is a backend's closer that is a view of something shared
 // (*View): whether making it opened, and closing it closed, that.
 type Sharer interface {
