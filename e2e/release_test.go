@@ -86,17 +86,22 @@ func TestRelease(t *testing.T) {
 	needTool(t, "git", "dpkg-deb", "rpm", "groff", "systemd-analyze", "gzip", "sha256sum")
 	dist, sums := release(t)
 
+	// The version 1.2.3~test is the packages' (and dnsd version's); every
+	// file name writes it 1.2.3-test ('~' is left out of file names).
 	const (
 		binName = "dnsd_1.2.3-test_linux_amd64"
-		debName = "dnsd_1.2.3~test-1_amd64.deb"
-		rpmName = "dnsd-1.2.3~test-1.x86_64.rpm"
+		debName = "dnsd_1.2.3-test-1_amd64.deb"
+		rpmName = "dnsd-1.2.3-test-1.x86_64.rpm"
 	)
 	var names []string
 	for n := range sums {
 		names = append(names, n)
+		if strings.Contains(n, "~") || !strings.Contains(n, "1.2.3-test") {
+			t.Errorf("release file %q: want the version as 1.2.3-test, as in every file name", n)
+		}
 	}
 	slices.Sort(names)
-	if want := []string{rpmName, binName, debName}; !slices.Equal(names, want) {
+	if want := slices.Sorted(slices.Values([]string{binName, debName, rpmName})); !slices.Equal(names, want) {
 		t.Fatalf("release wrote %q, want %q", names, want)
 	}
 

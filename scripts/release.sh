@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Builds a release from the checked-out commit into dist/ (or $OUT):
 #
-#   dnsd_VERSION_linux_ARCH        static, stripped binaries (CGO_ENABLED=0)
-#   dnsd_VERSION-1_ARCH.deb        Debian/Ubuntu packages
-#   dnsd-VERSION-1.ARCH.rpm        RHEL/Fedora/SUSE packages (ARCH: x86_64, aarch64)
+#   dnsd_FILEVERSION_linux_ARCH    static, stripped binaries (CGO_ENABLED=0)
+#   dnsd_FILEVERSION-1_ARCH.deb    Debian/Ubuntu packages
+#   dnsd-FILEVERSION-1.ARCH.rpm    RHEL/Fedora/SUSE packages (ARCH: x86_64, aarch64)
 #   SHA256SUMS
+#
+# VERSION is the version inside the packages and of `dnsd version`; it may
+# hold a '~' (a pre-release, sorted before the release by dpkg and rpm:
+# 0.0.0~git... < 0.0.0). FILEVERSION, in every file name, is VERSION with
+# each '~' made '-' ('~' is awkward in URLs, shells and release hosts).
 #
 # Reproducible: the same commit gives the same bytes. The binaries are built
 # with -trimpath and no build id, and every date (the version stamp, man page
@@ -35,7 +40,7 @@ if [ -z "${VERSION:-}" ]; then
 		VERSION=0.0.0~git.$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y%m%d%H%M%S).${commit:0:12}
 	fi
 fi
-# The file name form of the version ('~' is awkward in URLs and shells).
+# The file name form of the version, for every file (see above).
 fileversion=${VERSION//\~/-}
 
 work=$(mktemp -d)
@@ -62,7 +67,7 @@ for arch in $arches; do
 	files+=("$(basename "$bin")")
 	for format in deb rpm; do
 		pkg=$(DNSD_VERSION=$VERSION DNSD_ARCH=$arch DNSD_BIN=$bin DNSD_MAN=$work/man \
-			"$work/bin/mkpkg" -config contrib/packaging/nfpm.yaml -format "$format" -out "$out")
+			"$work/bin/mkpkg" -config contrib/packaging/nfpm.yaml -format "$format" -out "$out" -fileversion "$fileversion")
 		files+=("$(basename "$pkg")")
 	done
 done

@@ -4,6 +4,8 @@
 //
 //	SOURCE_DATE_EPOCH=... mkpkg -config contrib/packaging/nfpm.yaml -format deb -out dist/
 //
-// It prints the path of the package it wrote. File times in the package
+// It prints the path of the package it wrote, named as the packager names
+// packages, with the version written as -fileversion says when it is
+// given (scripts/release.sh gives the version with '-' for '~'). File times in the package
 // are SOURCE_DATE_EPOCH (required), so the same inputs give the same bytes.
 package main

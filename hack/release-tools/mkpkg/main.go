@@ -15,8 +15,9 @@ func main() {
 	config := flag.String("config", "contrib/packaging/nfpm.yaml", "nfpm package description")
 	format := flag.String("format", "", "deb or rpm")
 	out := flag.String("out", "dist", "output directory")
+	fileVersion := flag.String("fileversion", "", "the version as the file name writes it (default: the package's)")
 	flag.Parse()
-	path, err := build(*config, *format, *out)
+	path, err := build(*config, *format, *out, *fileVersion)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkpkg:", err)
 		os.Exit(1)
@@ -24,7 +25,7 @@ func main() {
 	fmt.Println(path)
 }
 
-func build(config, format, out string) (string, error) {
+func build(config, format, out, fileVersion string) (string, error) {
 	if os.Getenv("SOURCE_DATE_EPOCH") == "" {
 		return "", fmt.Errorf("SOURCE_DATE_EPOCH is not set: packages would not be reproducible")
 	}
@@ -50,7 +51,13 @@ func build(config, format, out string) (string, error) {
 	if err := nfpm.Validate(info); err != nil {
 		return "", fmt.Errorf("%s: %w", config, err)
 	}
-	target := filepath.Join(out, packager.ConventionalFileName(info))
+	// The file is named as the packager names it, with fileVersion for
+	// the version: the package inside keeps info.Version.
+	named := *info
+	if fileVersion != "" {
+		named.Version = fileVersion
+	}
+	target := filepath.Join(out, packager.ConventionalFileName(&named))
 	tmp, err := os.CreateTemp(out, ".mkpkg-*")
 	if err != nil {
 		return "", err
