@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -375,5 +376,67 @@ func writeTestFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// shBlock matches a fenced shell example of a Markdown page: its text.
+var shBlock = regexp.MustCompile("(?ms)^```sh\n(.*?)^```")
+
+// TestReadmeDemoLeavesTheCloneAlone: the README's demo (its "Run it"
+// section) serves and edits a scratch copy of dnsd.yaml and its data:
+// every file its commands write is in that copy, none is a file of the
+// clone, and the copy passes dnsd check on its own.
+func TestReadmeDemoLeavesTheCloneAlone(t *testing.T) {
+	readme := readFile(t, "README.md")
+	start := strings.Index(readme, "\n## Run it\n")
+	if start < 0 {
+		t.Fatal("README.md has no \"## Run it\" section")
+	}
+	section := readme[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var lines []string
+	for _, m := range shBlock.FindAllStringSubmatch(section, -1) {
+		for _, l := range strings.Split(m[1], "\n") {
+			if i := strings.Index(l, " #"); i >= 0 {
+				l = l[:i]
+			}
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	// The copy: "cp -r FILES... DIR/", DIR the demo's scratch directory.
+	var scratch, copyLine string
+	for _, l := range lines {
+		if f := strings.Fields(l); strings.Contains(l, "cp -r ") {
+			copyLine, scratch = l, strings.TrimSuffix(f[len(f)-1], "/")
+		}
+	}
+	if scratch == "" || !filepath.IsAbs(scratch) {
+		t.Fatalf("the demo copies nothing into a scratch directory (want a line `cp -r dnsd.yaml testdata DIR/`):\n%s", strings.Join(lines, "\n"))
+	}
+	redirect := regexp.MustCompile(`>>?\s*(\S+)`)
+	for _, l := range lines {
+		for _, m := range redirect.FindAllStringSubmatch(l, -1) {
+			if !strings.HasPrefix(m[1], scratch+"/") {
+				t.Errorf("the demo writes %s, which is not in its scratch copy %s: %q", m[1], scratch, l)
+			}
+		}
+		if strings.Contains(l, "go run .") && !strings.Contains(l, "-config "+scratch+"/dnsd.yaml") {
+			t.Errorf("the demo runs dnsd on another config than its copy %s/dnsd.yaml: %q", scratch, l)
+		}
+	}
+	// The copy, made where the test can: it is whole (nothing it names
+	// is left behind in the clone).
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", strings.ReplaceAll(copyLine, scratch, dir))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", copyLine, err, out)
+	}
+	var stdout, stderr strings.Builder
+	if check(filepath.Join(dir, "dnsd.yaml"), &stdout, &stderr) != 0 {
+		t.Errorf("the demo's copy does not pass dnsd check:\n%s", stderr.String())
 	}
 }
