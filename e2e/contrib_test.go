@@ -224,11 +224,60 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	for _, want := range []string{"dnsd_requests_total", "dnsd_responses_total", "dnsd_request_duration_seconds_bucket",
 		"dnsd_cache_hits_total", "dnsd_cache_misses_total", "dnsd_forward_upstream_up", "dnsd_source_synced",
-		"dnsd_reload_total", "dnsd_dropped_total", "dnsd_panics_total", "dnsd_tcp_connections_rejected_total"} {
+		"dnsd_reload_total", "dnsd_dropped_total", "dnsd_panics_total", "dnsd_tcp_connections_rejected_total",
+		"dnsd_transfers_total", "dnsd_secondary_transfers_total", "dnsd_notify_total", "dnsd_updates_total",
+		"dnsd_update_duration_seconds_bucket", "dnsd_forward_request_duration_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
 		}
 	}
+	byView := false
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			byView = byView || regexp.MustCompile(`by \([^)]*\bview\b`).MatchString(tg.Expr)
+		}
+	}
+	if !byView {
+		t.Error("no panel shows the queries by view")
+	}
+	// Every metric a panel shows is in docs/operations.md's Metrics table,
+	// where an operator looks up what it means (the standard process and
+	// Go collectors, which the table names as a whole, aside).
+	documented := operationsMetrics(t)
+	for n := range used {
+		if !documented[n] && !strings.HasPrefix(n, "process_") && !strings.HasPrefix(n, "go_") {
+			t.Errorf("a panel shows %s, which docs/operations.md's Metrics table does not list", n)
+		}
+	}
+}
+
+// operationsMetrics are the metrics of docs/operations.md's Metrics table
+// (with the _bucket, _sum and _count series of its histograms).
+func operationsMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	docs := readFile(t, "docs/operations.md")
+	start := strings.Index(docs, "\n## Metrics\n")
+	if start < 0 {
+		t.Fatal("docs/operations.md has no Metrics section")
+	}
+	section := docs[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	row := regexp.MustCompile("(?m)^\\| `(dnsd_[a-z_]+[a-z])` \\|[^|]*\\|([^\n]*)\\|$")
+	names := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		names[m[1]] = true
+		if strings.Contains(m[2], "histogram") {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				names[m[1]+suffix] = true
+			}
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("docs/operations.md's Metrics table: %d metrics found, want at least 10", len(names))
+	}
+	return names
 }
 
 // TestPrometheusAlerts: valid rule groups whose expressions use metrics
