@@ -306,8 +306,13 @@ func (r *renderer) markdown(md string) {
 			r.text(strings.Join(body, "\n"))
 		case strings.HasPrefix(line, "> "):
 			flush()
+			body := []string{strings.TrimPrefix(line, "> ")}
+			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], "> ") {
+				i++
+				body = append(body, strings.TrimPrefix(lines[i], "> "))
+			}
 			r.raw(".RS 4")
-			r.text(strings.TrimPrefix(line, "> "))
+			r.text(strings.Join(body, "\n"))
 			r.raw(".RE")
 		default:
 			para = append(para, trimmed)

@@ -185,3 +185,11 @@ func groffClean(t *testing.T, roff string) {
 		t.Errorf("groff: %v\n%s", err, msg)
 	}
 }
+
+// A quote of several lines is one indented paragraph, filled as one.
+func TestQuoteOneParagraph(t *testing.T) {
+	out := render(t, "# Title\n\nText.\n\n> **Warning.** The first line\n> and the second.\n\nAfter.\n")
+	if want := ".RS 4\n\\fBWarning.\\fR The first line\nand the second.\n.RE"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
