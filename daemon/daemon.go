@@ -173,7 +173,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		// Every backend up to its own sources' sync_timeout.
 		for _, name := range set.WaitFresh(waitCtx) {
 			if waitCtx.Err() == nil {
-				d.logger.Warn("source not synced within its sync_timeout; its names answer SERVFAIL until it is", "backend", name)
+				d.logger.Warn("source not synced within its sync_timeout; its names answer SERVFAIL until it is", "source", sources.Name(name))
 			}
 		}
 		if waitCtx.Err() == nil {
@@ -261,10 +261,10 @@ func (d *Daemon) reload(ctx context.Context) error {
 	}
 	for _, name := range unsynced {
 		if set.Covered(name) {
-			d.logger.Warn("new backend not synced within its sync_timeout; the backend it replaces answers until it is", "backend", name)
+			d.logger.Warn("new backend not synced within its sync_timeout; the backend it replaces answers until it is", "source", sources.Name(name))
 			continue
 		}
-		d.logger.Warn("new backend not synced within its sync_timeout; its names answer SERVFAIL until it is", "backend", name)
+		d.logger.Warn("new backend not synced within its sync_timeout; its names answer SERVFAIL until it is", "source", sources.Name(name))
 	}
 
 	var newHTTP *httpServer

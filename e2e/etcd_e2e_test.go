@@ -128,6 +128,10 @@ zones:
 		t.Errorf("/ready = %d %q; want 503 naming etcd", code, body)
 	}
 	p.waitLog("not synced within its sync_timeout", 1)
+	// The warning names the backend as dnsd_source_synced does.
+	if line := grep(p.stderr.String(), "not synced within its sync_timeout"); !strings.Contains(line, `source="etcd endpoints=http://127.0.0.1:`) || strings.Contains(line, "secrets=") {
+		t.Errorf("the warning does not name the source as dnsd_source_synced does: %s", line)
+	}
 	_, metrics := httpGet(t, base+"/metrics")
 	if !strings.Contains(metrics, `dnsd_source_synced{source="etcd endpoints=http://127.0.0.1:`) || !strings.Contains(grep(metrics, `dnsd_source_synced{source="etcd`), "} 0") {
 		t.Errorf("dnsd_source_synced for etcd is not 0:\n%s", grep(metrics, "dnsd_source_synced"))
