@@ -40,7 +40,7 @@ type options struct {
 	dnsd, dir        string
 	records, clients int
 	idle, load       time.Duration
-	qps              int
+	qps, rate        int
 }
 
 func main() {
@@ -52,6 +52,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 3*time.Second, "probe alone for this long")
 	flag.DurationVar(&o.load, "duration", 10*time.Second, "update (and probe) for this long")
 	flag.IntVar(&o.qps, "qps", 200, "probe queries per second")
+	flag.IntVar(&o.rate, "rate", 0, "updates per second of all clients together (0: each client as fast as it can)")
 	flag.Parse()
 	if o.dnsd == "" {
 		fmt.Fprintln(os.Stderr, "updload: -dnsd is required")
@@ -127,11 +128,24 @@ update:
 	start := time.Now()
 	cpu0, _ := proc.CPUTicks(cmd.Process.Pid)
 	wg.Go(func() { during = probe.Run(lctx, addr, probeName, o.qps, o.load) })
+	var tick <-chan time.Time // paces the clients together with -rate
+	if o.rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(o.rate))
+		defer t.Stop()
+		tick = t.C
+	}
 	for c := range o.clients {
 		wg.Go(func() {
 			var mine []time.Duration
 			name := fmt.Sprintf("c%d.load.bench.internal.", c)
 			for i := 0; lctx.Err() == nil; i++ {
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-lctx.Done():
+						continue
+					}
+				}
 				m := new(dns.Msg)
 				m.SetUpdate("bench.internal.")
 				if i%2 == 0 {

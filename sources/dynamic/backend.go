@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsd/dnsd/pipeline"
+	"github.com/dnsd/dnsd/sources/kind"
 )
 
 // DefaultOpenTimeout is how long Open waits for the store's file lock,
@@ -49,7 +51,12 @@ type Options struct {
 	Serials *pipeline.SerialClock // nil: the Unix time
 	// OpenTimeout: how long to wait for the file lock; 0: DefaultOpenTimeout.
 	OpenTimeout time.Duration
+	// Bulk is told of update bursts (see Backend.busy); nil: nobody.
+	Bulk kind.Bulk
 }
+
+// burstIdle is how long after its last commit an update burst ends.
+const burstIdle = 2 * time.Second
 
 // Backend is one zone key's store and the index served from it. It is
 // safe for concurrent use: lookups read the current index, updates take
@@ -67,6 +74,18 @@ type Backend struct {
 	// failCommit, when set (tests), fails a commit inside its bbolt
 	// transaction after every write, so that the transaction rolls back.
 	failCommit func() error
+
+	// An update burst: updates allocate (decoding, the store's pages,
+	// the index parts they copy), and at the steady collector target a
+	// stream of them starts a collection every few milliseconds, which
+	// the queries beside them pay for. While commits keep coming (one
+	// within burstIdle of the last) the process is told of a burst of
+	// background work (kind.Bulk), as a reload tells it.
+	bulk      kind.Bulk
+	burstMu   sync.Mutex
+	burstEnd  func()      // set while a burst is under way
+	lastBusy  time.Time   // the last commit of the burst
+	burstTime *time.Timer // ends the burst burstIdle after lastBusy
 }
 
 // StoreName is the file name of the store of a zone key with zones
@@ -134,7 +153,7 @@ func Open(path string, zones []string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("opening dynamic store %s: %w", path, err)
 	}
 	b := &Backend{path: path, zones: slices.Clone(zones), db: db, serials: opts.Serials, lock: make(chan struct{}, 1),
-		logger: opts.Logger.With("source", "dynamic", "store", path)}
+		logger: opts.Logger.With("source", "dynamic", "store", path), bulk: opts.Bulk}
 	ix, err := b.load()
 	if err != nil {
 		_ = db.Close()
@@ -277,6 +296,7 @@ func (b *Backend) Close() error {
 	case <-t.C:
 		b.logger.Warn("closing the dynamic store with an update still open", "waited", closeWait)
 	}
+	b.endBurst()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("closing dynamic store %s: %w", b.path, err)
 	}
@@ -369,5 +389,48 @@ func (b *Backend) commit(ctx context.Context, sets map[string][]dns.RR, maxRecor
 	}
 	ed.ix.serial = serial
 	b.cur.Store(ed.ix)
+	b.busy()
 	return nil
+}
+
+// busy notes a commit: it begins a burst (kind.Bulk) unless one is under
+// way, which then lasts until burstIdle after this commit.
+func (b *Backend) busy() {
+	if b.bulk == nil {
+		return
+	}
+	b.burstMu.Lock()
+	defer b.burstMu.Unlock()
+	b.lastBusy = time.Now()
+	if b.burstEnd == nil {
+		b.burstEnd = b.bulk()
+		b.burstTime = time.AfterFunc(burstIdle, b.idle)
+	}
+}
+
+// idle ends the burst once burstIdle has passed since its last commit,
+// else looks again when it will have.
+func (b *Backend) idle() {
+	b.burstMu.Lock()
+	defer b.burstMu.Unlock()
+	if b.burstEnd == nil {
+		return
+	}
+	if wait := burstIdle - time.Since(b.lastBusy); wait > 0 {
+		b.burstTime.Reset(wait)
+		return
+	}
+	b.burstEnd()
+	b.burstEnd = nil
+}
+
+// endBurst ends a burst under way at once (Close).
+func (b *Backend) endBurst() {
+	b.burstMu.Lock()
+	defer b.burstMu.Unlock()
+	if b.burstEnd != nil {
+		b.burstTime.Stop()
+		b.burstEnd()
+		b.burstEnd = nil
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/dnsd/dnsd/config"
+	"github.com/dnsd/dnsd/internal/dnstest"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -471,5 +473,41 @@ func TestLookupAllocations(t *testing.T) {
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() { s.Lookup(ctx, q) }); n != 0 {
 		t.Errorf("Lookup allocates %v times", n)
+	}
+}
+
+// Commits tell the process of a burst of background work (kind.Bulk): one
+// burst however many commits follow each other, ended burstIdle after the
+// last, or at Close.
+func TestCommitsAreABurst(t *testing.T) {
+	var mu sync.Mutex
+	begun, ended := 0, 0
+	bulk := func() func() {
+		mu.Lock()
+		begun++
+		mu.Unlock()
+		return func() { mu.Lock(); ended++; mu.Unlock() }
+	}
+	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return begun, ended }
+	b := openStore(t, filepath.Join(t.TempDir(), "s.db"), Options{Bulk: bulk})
+	s := newSource(b, 100)
+	for i := range 5 {
+		name := fmt.Sprintf("h%d.corp.internal.", i)
+		if err := commit(t, s, "corp.internal.", map[string][]dns.RR{name: {mustRR(t, name+" 60 IN A 10.0.0.1")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, e := counts(); b != 1 || e != 0 {
+		t.Fatalf("after 5 commits: %d bursts begun, %d ended; want 1, 0", b, e)
+	}
+	dnstest.Eventually(t, "the burst to end after its last commit", burstIdle+3*time.Second, func() bool { _, e := counts(); return e == 1 })
+	if err := commit(t, s, "corp.internal.", map[string][]dns.RR{"x.corp.internal.": {mustRR(t, "x.corp.internal. 60 IN A 10.0.0.2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, e := counts(); b != 2 || e != 2 {
+		t.Errorf("a commit then Close: %d bursts begun, %d ended; want 2, 2", b, e)
 	}
 }

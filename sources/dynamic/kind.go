@@ -47,7 +47,7 @@ func (*Kind) Build(_ context.Context, env *kind.Env, z config.Zone, settings any
 		return &Source{b: dryBackend(path, z.Names), ttl: pipeline.TTLSeconds(c.TTL), maxRecords: c.MaxRecords}, nil
 	}
 	v, _, err := env.Acquire(fmt.Sprintf("store=%q", path), func() (any, io.Closer, error) {
-		b, err := Open(path, z.Names, Options{Logger: env.Logger, Serials: env.Serials})
+		b, err := Open(path, z.Names, Options{Logger: env.Logger, Serials: env.Serials, Bulk: env.Bulk})
 		if err != nil {
 			return nil, nil, err
 		}
