@@ -32,35 +32,27 @@ if scripts/k8s-tools.sh --cached; then
 else
 	phase "building kube-apiserver (cold: about 12 minutes on 2 cores)"
 fi
-if tools=$(scripts/k8s-tools.sh); then
-	eval "$tools"
-elif [ "${CI:-}" = true ]; then
-	echo "scripts/k8s-tools.sh failed" >&2
-	exit 1
-else
-	echo "warning: no kube-apiserver: the kubernetes integration tests will be skipped" >&2
-fi
+# tools SCRIPT WHAT: evaluate the assignments a tools script prints; without
+# them the tests that need WHAT are skipped, or fail the run in CI.
+tools() {
+	local out
+	if out=$("$1"); then
+		eval "$out"
+	elif [ "${CI:-}" = true ]; then
+		echo "$1 failed" >&2
+		exit 1
+	else
+		echo "warning: no $2: the tests that need it will be skipped" >&2
+	fi
+}
+tools scripts/k8s-tools.sh kube-apiserver
 # The ACME test runs Pebble and lego's client, built the same way (seconds).
 phase "Pebble and lego (scripts/acme-tools.sh)"
-if tools=$(scripts/acme-tools.sh); then
-	eval "$tools"
-elif [ "${CI:-}" = true ]; then
-	echo "scripts/acme-tools.sh failed" >&2
-	exit 1
-else
-	echo "warning: no Pebble or lego: the ACME test will be skipped" >&2
-fi
+tools scripts/acme-tools.sh "Pebble or lego"
 # The external-dns test runs external-dns's rfc2136 provider, built with the
 # Go 1.27 toolchain external-dns needs (about a minute when cold).
 phase "external-dns (scripts/extdns-tools.sh; about a minute when cold)"
-if tools=$(scripts/extdns-tools.sh); then
-	eval "$tools"
-elif [ "${CI:-}" = true ]; then
-	echo "scripts/extdns-tools.sh failed" >&2
-	exit 1
-else
-	echo "warning: no extdns-once: the external-dns test will be skipped" >&2
-fi
+tools scripts/extdns-tools.sh extdns-once
 phase "go test -race ./..."
 go test -race -count=1 -timeout 30m "$@" ./...
 
