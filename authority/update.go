@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dnsd/dnsd/internal/namepat"
 	"github.com/dnsd/dnsd/pipeline"
 )
 
@@ -376,36 +377,7 @@ func (c *UpdateSpec) refuses(zone string, client netip.Addr, rrs []dns.RR) strin
 }
 
 func (c *UpdateSpec) allowsName(name string) bool {
-	if c.Names == nil {
-		return true
-	}
-	labels := dns.SplitDomainName(name)
-	for _, p := range c.Names {
-		if matchLabels(dns.SplitDomainName(p), labels) {
-			return true
-		}
-	}
-	return false
-}
-
-// matchLabels matches name's labels against a pattern's, in which "*"
-// stands for one or more whole labels.
-func matchLabels(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "*" {
-			for k := 1; k <= len(name); k++ {
-				if matchLabels(pat[1:], name[k:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 || !strings.EqualFold(pat[0], name[0]) {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
+	return c.Names == nil || slices.ContainsFunc(c.Names, func(p string) bool { return namepat.Match(p, name) })
 }
 
 func (c *UpdateSpec) allowsType(zone, name string, t uint16) bool {

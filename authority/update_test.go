@@ -334,26 +334,6 @@ func TestUpdateConfigChecks(t *testing.T) {
 	}
 }
 
-func TestMatchLabels(t *testing.T) {
-	for _, c := range []struct {
-		pat, name string
-		ok        bool
-	}{
-		{"_acme-challenge.*", "_acme-challenge.corp.test.", true},
-		{"_acme-challenge.*", "_acme-challenge.www.corp.test.", true},
-		{"_acme-challenge.*", "www.corp.test.", false},
-		{"*.dhcp.corp.test.", "a.dhcp.corp.test.", true},
-		{"*.dhcp.corp.test.", "a.b.dhcp.corp.test.", true},
-		{"*.dhcp.corp.test.", "dhcp.corp.test.", false},
-		{"h.corp.test.", "h.corp.test.", true},
-		{"h.corp.test.", "x.h.corp.test.", false},
-	} {
-		if got := matchLabels(dns.SplitDomainName(c.pat), dns.SplitDomainName(c.name)); got != c.ok {
-			t.Errorf("%s ~ %s = %v, want %v", c.pat, c.name, got, c.ok)
-		}
-	}
-}
-
 func TestUpdateBounds(t *testing.T) {
 	zones := []string{"corp.test."}
 	b, err := dynamic.Open(filepath.Join(t.TempDir(), "corp.db"), zones, dynamic.Options{})
