@@ -121,8 +121,8 @@ func TestTestScriptPhases(t *testing.T) {
 	if !strings.Contains(text, "\n. scripts/progress.sh\n") {
 		t.Error("scripts/test.sh does not source scripts/progress.sh")
 	}
-	for _, cmd := range []string{"go vet ./...", "scripts/staticcheck.sh", "(cd hack/release-tools", "if tools=$(scripts/k8s-tools.sh)",
-		"if tools=$(scripts/acme-tools.sh)", "if tools=$(scripts/extdns-tools.sh)", "go test -race"} {
+	for _, cmd := range []string{"go vet ./...", "scripts/staticcheck.sh", "(cd hack/release-tools", "tools scripts/k8s-tools.sh",
+		"tools scripts/acme-tools.sh", "tools scripts/extdns-tools.sh", "go test -race"} {
 		i := strings.Index(text, cmd)
 		if i < 0 {
 			t.Errorf("scripts/test.sh has no %q", cmd)

@@ -6,6 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/progress.sh
+# tools SCRIPT WHAT: evaluate the assignments a tools script prints; without
+# them the tests that need WHAT are skipped, or fail the run in CI.
+tools() {
+	local out
+	if out=$("$1"); then
+		eval "$out"
+	elif [ "${CI:-}" = true ]; then
+		echo "$1 failed" >&2
+		exit 1
+	else
+		echo "warning: no $2: the tests that need it will be skipped" >&2
+	fi
+}
 
 phase "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -32,19 +45,6 @@ if scripts/k8s-tools.sh --cached; then
 else
 	phase "building kube-apiserver (cold: about 12 minutes on 2 cores)"
 fi
-# tools SCRIPT WHAT: evaluate the assignments a tools script prints; without
-# them the tests that need WHAT are skipped, or fail the run in CI.
-tools() {
-	local out
-	if out=$("$1"); then
-		eval "$out"
-	elif [ "${CI:-}" = true ]; then
-		echo "$1 failed" >&2
-		exit 1
-	else
-		echo "warning: no $2: the tests that need it will be skipped" >&2
-	fi
-}
 tools scripts/k8s-tools.sh kube-apiserver
 # The ACME test runs Pebble and lego's client, built the same way (seconds).
 phase "Pebble and lego (scripts/acme-tools.sh)"
