@@ -489,7 +489,7 @@ func (u *update) run(q *dns.Msg, cands []*UpdateSpec) UpdateAnswer {
 	u.sets = map[string][]dns.RR{}
 	for name, rrs := range u.work {
 		s := u.state(name)
-		if sameSet(rrs, s.writer) {
+		if pipeline.SameRecords(rrs, s.writer) {
 			continue
 		}
 		if added(rrs, s.writer) {
@@ -719,20 +719,6 @@ func countType(rrs []dns.RR, t uint16) int {
 		}
 	}
 	return n
-}
-
-// sameSet reports a and b holding the same records (TTLs included), in
-// any order.
-func sameSet(a, b []dns.RR) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.ContainsFunc(b, func(y dns.RR) bool { return dns.IsDuplicate(x, y) && x.Header().Ttl == y.Header().Ttl }) {
-			return false
-		}
-	}
-	return true
 }
 
 // added reports a record of now that was not in was (TTLs aside).

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/miekg/dns"
 )
@@ -61,3 +62,20 @@ type notRepresentable string
 
 func (e notRepresentable) Error() string        { return string(e) }
 func (e notRepresentable) Is(target error) bool { return target == ErrNotRepresentable }
+
+// SameRecords reports whether a and b hold the same records, TTLs
+// included, in any order: whether replacing a name's records a with b
+// changes anything.
+func SameRecords(a, b []dns.RR) bool {
+	return len(a) == len(b) && within(a, b) && within(b, a)
+}
+
+// within reports whether every record of a is in b, with its TTL.
+func within(a, b []dns.RR) bool {
+	for _, x := range a {
+		if !slices.ContainsFunc(b, func(y dns.RR) bool { return x.Header().Ttl == y.Header().Ttl && dns.IsDuplicate(x, y) }) {
+			return false
+		}
+	}
+	return true
+}

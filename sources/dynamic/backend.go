@@ -342,7 +342,7 @@ func (b *Backend) commit(ctx context.Context, sets map[string][]dns.RR, maxRecor
 			}
 		}
 		old := cur.rrs(name)
-		if sameRecords(old, rrs) {
+		if pipeline.SameRecords(old, rrs) {
 			continue
 		}
 		wire, own, err := encode(name, rrs)

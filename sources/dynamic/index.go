@@ -138,26 +138,3 @@ func zoneOf(name string, zones []string) string {
 	}
 	return best
 }
-
-// sameRecords reports whether a and b hold the same records, TTLs
-// included, in any order.
-func sameRecords(a, b []dns.RR) bool {
-	return len(a) == len(b) && within(a, b) && within(b, a)
-}
-
-// within reports whether every record of a is in b, with its TTL.
-func within(a, b []dns.RR) bool {
-	for _, x := range a {
-		found := false
-		for _, y := range b {
-			if x.Header().Ttl == y.Header().Ttl && dns.IsDuplicate(x, y) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
