@@ -97,7 +97,7 @@ update:
 		return err
 	}
 	defer proc.Stop(cmd)
-	if err := waitUp(addr, 30*time.Second); err != nil {
+	if err := probe.Wait(addr, "bench.internal.", dns.TypeSOA, 30*time.Second); err != nil {
 		return err
 	}
 	// Fill the zone, 1,000 records per update (limits.max_update_rrs).
@@ -192,19 +192,4 @@ func send(addr string, m *dns.Msg) (int, error) {
 		return -1, err
 	}
 	return r.Rcode, nil
-}
-
-// waitUp waits until dnsd answers the zone's SOA.
-func waitUp(addr string, limit time.Duration) error {
-	c := &dns.Client{Timeout: time.Second}
-	m := new(dns.Msg)
-	m.SetQuestion("bench.internal.", dns.TypeSOA)
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if r, _, err := c.Exchange(m, addr); err == nil && r.Rcode == dns.RcodeSuccess {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("dnsd did not answer within %v", limit)
 }

@@ -88,7 +88,7 @@ transfer:
 		return err
 	}
 	defer proc.Stop(cmd)
-	if err := waitName(addr, fmt.Sprintf("h%d.big.internal.", o.records-1), 30*time.Second); err != nil {
+	if err := probe.Wait(addr, fmt.Sprintf("h%d.big.internal.", o.records-1), dns.TypeA, 30*time.Second); err != nil {
 		return err
 	}
 
@@ -190,19 +190,4 @@ func axfr(addr, zone string, total int) error {
 		got += int(binary.BigEndian.Uint16(msg[6:]))
 	}
 	return nil
-}
-
-// waitName waits until name is answered.
-func waitName(addr, name string, limit time.Duration) error {
-	c := &dns.Client{Timeout: time.Second}
-	m := new(dns.Msg)
-	m.SetQuestion(name, dns.TypeA)
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if r, _, err := c.Exchange(m, addr); err == nil && len(r.Answer) > 0 {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not answered within %v", name, limit)
 }

@@ -83,3 +83,19 @@ func Run(ctx context.Context, addr, name string, qps int, d time.Duration) *Samp
 	slices.Sort(s.D)
 	return s
 }
+
+// Wait waits until name (of type qtype) is answered at addr with at
+// least one record, or limit has passed.
+func Wait(addr, name string, qtype uint16, limit time.Duration) error {
+	c := &dns.Client{Timeout: time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if r, _, err := c.Exchange(m, addr); err == nil && len(r.Answer) > 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not answered within %v", name, limit)
+}
